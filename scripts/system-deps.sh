@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite needs, only where they are missing.
+set -euo pipefail
+need=()
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+[ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] || need+=(postgresql)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "system-deps: missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root." >&2
+  exit 1
+fi
+echo "system-deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}"

@@ -1,0 +1,35 @@
+"""The `empeval` command line. Exit codes: 0 success, 1 unexpected failure, 2 bad usage or bad input
+file, 3 conflict with stored data, 4 network or download failure."""
+from __future__ import annotations
+
+import sys
+from importlib.metadata import entry_points
+
+import click
+
+from server.cli.common import CliContext
+from server.cli.data import data
+from server.cli.db import db
+from server.cli.demo import demo
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--database-url", envvar="EMPEVAL_DATABASE_URL", default=None, metavar="URL",
+              help="SQLAlchemy URL of the store (env EMPEVAL_DATABASE_URL; default: ./empeval.db, SQLite).")
+@click.pass_context
+def cli(ctx: click.Context, database_url: str | None) -> None:
+    """empeval: human evaluation of empathetic dialogue models."""
+    ctx.obj = CliContext(database_url=database_url)
+
+
+cli.add_command(db)
+cli.add_command(data)
+cli.add_command(demo)
+
+# Rooms that `server` must not import (tasks, see DESIGN.md) contribute command groups by entry point.
+for entry in entry_points(group="empeval.cli"):
+    cli.add_command(entry.load(), name=entry.name)
+
+
+def main() -> None:
+    sys.exit(cli.main(standalone_mode=True))

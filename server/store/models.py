@@ -1,0 +1,274 @@
+"""The SQL schema: what empeval stores, with the constraints that keep it honest.
+
+Every uniqueness rule that prevents double counting lives in the schema, not only in Python:
+a dialogue is imported once per dataset, a system produces one response per context, an annotator
+rates an item once per criterion, and a submission id is stored once.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Named constraints, so Alembic migrations (and SQLite batch mode) can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, datetime: DateTime(timezone=True)}
+
+
+class Dataset(Base):
+    """A source of dialogues: EmpatheticDialogues, or a researcher's own JSONL."""
+
+    __tablename__ = "dataset"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    source: Mapped[str] = mapped_column(Text, default="")
+    license: Mapped[str] = mapped_column(String(100), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    dialogues: Mapped[list[Dialogue]] = relationship(back_populates="dataset")
+
+
+class Dialogue(Base):
+    """One conversation (for ED: one conv_id), with its emotion label and situation."""
+
+    __tablename__ = "dialogue"
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "conv_id"),
+        Index("ix_dialogue_dataset_split", "dataset_id", "split"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id", ondelete="CASCADE"))
+    conv_id: Mapped[str] = mapped_column(String(200))
+    split: Mapped[str] = mapped_column(String(20))
+    emotion: Mapped[str | None] = mapped_column(String(50))
+    situation: Mapped[str | None] = mapped_column(Text)
+    # SHA-256 of the imported content: re-importing the same dialogue is a no-op, a changed one an error.
+    content_hash: Mapped[str] = mapped_column(String(64))
+
+    dataset: Mapped[Dataset] = relationship(back_populates="dialogues")
+    turns: Mapped[list[Turn]] = relationship(
+        back_populates="dialogue", order_by="Turn.idx", cascade="all, delete-orphan"
+    )
+    contexts: Mapped[list[Context]] = relationship(
+        back_populates="dialogue", order_by="Context.n_turns", cascade="all, delete-orphan"
+    )
+
+
+class Turn(Base):
+    """One utterance. `idx` is 1-based (ED's utterance_idx); role is 'speaker' or 'listener'."""
+
+    __tablename__ = "turn"
+    __table_args__ = (
+        UniqueConstraint("dialogue_id", "idx"),
+        CheckConstraint("idx >= 1", name="idx_positive"),
+        CheckConstraint("role IN ('speaker', 'listener')", name="role_known"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id", ondelete="CASCADE"))
+    idx: Mapped[int]
+    role: Mapped[str] = mapped_column(String(10))
+    text: Mapped[str] = mapped_column(Text)
+
+    dialogue: Mapped[Dialogue] = relationship(back_populates="turns")
+
+
+class Context(Base):
+    """A dialogue prefix that ends right before a listener turn: the unit that gets a response.
+
+    `n_turns` is the prefix length (the turns with idx <= n_turns); `reference_turn_id` is the listener
+    turn that followed in the data (the gold response).
+    """
+
+    __tablename__ = "context"
+    __table_args__ = (
+        UniqueConstraint("dialogue_id", "n_turns"),
+        CheckConstraint("n_turns >= 1", name="n_turns_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    dialogue_id: Mapped[int] = mapped_column(ForeignKey("dialogue.id", ondelete="CASCADE"))
+    n_turns: Mapped[int]
+    reference_turn_id: Mapped[int] = mapped_column(ForeignKey("turn.id", ondelete="CASCADE"), unique=True)
+
+    dialogue: Mapped[Dialogue] = relationship(back_populates="contexts")
+    reference_turn: Mapped[Turn] = relationship()
+
+
+class System(Base):
+    """A dialogue system (or a control) at one version with its parameters."""
+
+    __tablename__ = "system"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(50))
+    version: Mapped[str] = mapped_column(String(200))
+    parameters: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Response(Base):
+    """What one system said for one context, with provenance (how it was produced)."""
+
+    __tablename__ = "response"
+    __table_args__ = (UniqueConstraint("context_id", "system_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    context_id: Mapped[int] = mapped_column(ForeignKey("context.id", ondelete="CASCADE"))
+    system_id: Mapped[int] = mapped_column(ForeignKey("system.id", ondelete="CASCADE"), index=True)
+    text: Mapped[str] = mapped_column(Text)
+    provenance: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    latency_ms: Mapped[float | None]
+
+    context: Mapped[Context] = relationship()
+    system: Mapped[System] = relationship()
+
+
+class Study(Base):
+    """A human evaluation: its configuration (criteria, scale, k, ...) and the seed of its design."""
+
+    __tablename__ = "study"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    status: Mapped[str] = mapped_column(String(20), default="draft")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    items: Mapped[list[StudyItem]] = relationship(back_populates="study", cascade="all, delete-orphan")
+
+
+class StudyItem(Base):
+    """A response as a rater sees it in one study; controls are flagged with the criterion they target."""
+
+    __tablename__ = "study_item"
+    __table_args__ = (
+        UniqueConstraint("study_id", "response_id"),
+        CheckConstraint("NOT is_control OR control_target IS NOT NULL", name="control_has_target"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
+    response_id: Mapped[int] = mapped_column(ForeignKey("response.id", ondelete="RESTRICT"))
+    is_control: Mapped[bool] = mapped_column(Boolean, default=False)
+    control_target: Mapped[str | None] = mapped_column(String(32))
+    design: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+    study: Mapped[Study] = relationship(back_populates="items")
+    response: Mapped[Response] = relationship()
+
+
+class Annotator(Base):
+    """A rater. `pseudonym` is never a raw crowd-platform worker id (those are hashed before storage)."""
+
+    __tablename__ = "annotator"
+    __table_args__ = (UniqueConstraint("provider", "pseudonym"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    provider: Mapped[str] = mapped_column(String(30))
+    pseudonym: Mapped[str] = mapped_column(String(100))
+    display_name: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Assignment(Base):
+    """A batch of study items handed to one annotator. One submission id per assignment, stored once."""
+
+    __tablename__ = "assignment"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('open', 'assigned', 'submitted', 'expired')", name="status_known"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotator.id"), index=True)
+    status: Mapped[str] = mapped_column(String(20), default="open")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    submitted_at: Mapped[datetime | None]
+    submission_id: Mapped[str | None] = mapped_column(String(100), unique=True)
+
+    items: Mapped[list[AssignmentItem]] = relationship(
+        back_populates="assignment", order_by="AssignmentItem.position", cascade="all, delete-orphan"
+    )
+    annotator: Mapped[Annotator | None] = relationship()
+
+
+class AssignmentItem(Base):
+    """Which item sits at which position of an assignment (kept for order-effect analysis)."""
+
+    __tablename__ = "assignment_item"
+    __table_args__ = (
+        UniqueConstraint("assignment_id", "item_id"),
+        UniqueConstraint("assignment_id", "position"),
+        CheckConstraint("position >= 0", name="position_nonnegative"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
+    item_id: Mapped[int] = mapped_column(ForeignKey("study_item.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int]
+
+    assignment: Mapped[Assignment] = relationship(back_populates="items")
+    item: Mapped[StudyItem] = relationship()
+
+
+class Rating(Base):
+    """One score on one criterion for one item by one annotator.
+
+    Two constraints make double counting impossible: one rating per (assignment, item, criterion), and
+    one per (item, annotator, criterion) even across assignments.
+    """
+
+    __tablename__ = "rating"
+    __table_args__ = (
+        UniqueConstraint("assignment_id", "item_id", "criterion"),
+        UniqueConstraint("item_id", "annotator_id", "criterion"),
+        CheckConstraint("score >= 0", name="score_nonnegative"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
+    item_id: Mapped[int] = mapped_column(ForeignKey("study_item.id", ondelete="CASCADE"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotator.id"), index=True)
+    criterion: Mapped[str] = mapped_column(String(32))
+    score: Mapped[int]
+    submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
+    submission_id: Mapped[str] = mapped_column(String(100), index=True)
