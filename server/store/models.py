@@ -272,3 +272,7 @@ class Rating(Base):
     score: Mapped[int]
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
     submission_id: Mapped[str] = mapped_column(String(100), index=True)
+
+    assignment: Mapped[Assignment] = relationship()
+    item: Mapped[StudyItem] = relationship()
+    annotator: Mapped[Annotator] = relationship()
