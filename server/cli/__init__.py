@@ -7,7 +7,9 @@ from importlib.metadata import entry_points
 
 import click
 
+from server.cli.annotate import admin_token_command, annotators, export, serve
 from server.cli.common import CliContext
+from server.cli.backend import generate, metrics, systems
 from server.cli.data import data
 from server.cli.db import db
 from server.cli.demo import demo
@@ -25,6 +27,13 @@ def cli(ctx: click.Context, database_url: str | None) -> None:
 cli.add_command(db)
 cli.add_command(data)
 cli.add_command(demo)
+cli.add_command(annotators)
+cli.add_command(serve)
+cli.add_command(export)
+cli.add_command(admin_token_command)
+cli.add_command(generate)
+cli.add_command(metrics)
+cli.add_command(systems)
 
 # Rooms that `server` must not import (tasks, see DESIGN.md) contribute command groups by entry point.
 for entry in entry_points(group="empeval.cli"):

@@ -224,6 +224,14 @@ class Assignment(Base):
     expires_at: Mapped[datetime | None]
     submitted_at: Mapped[datetime | None]
     submission_id: Mapped[str | None] = mapped_column(String(100), unique=True)
+    # Design metadata: which round of k it belongs to and its place in hand-out order.
+    round: Mapped[int] = mapped_column(Integer, default=0)
+    design_index: Mapped[int] = mapped_column(Integer, default=0)
+    # When an assignment expires, a copy with the same items goes back to the pool; it points here.
+    replaces_id: Mapped[int | None] = mapped_column(ForeignKey("assignment.id"))
+    # Submitted after it had expired: the ratings are kept but flagged for the analysis.
+    late: Mapped[bool] = mapped_column(Boolean, default=False)
+    comment: Mapped[str | None] = mapped_column(Text)
 
     items: Mapped[list[AssignmentItem]] = relationship(
         back_populates="assignment", order_by="AssignmentItem.position", cascade="all, delete-orphan"
@@ -245,6 +253,7 @@ class AssignmentItem(Base):
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
     item_id: Mapped[int] = mapped_column(ForeignKey("study_item.id", ondelete="CASCADE"), index=True)
     position: Mapped[int]
+    seconds_on_item: Mapped[float | None]
 
     assignment: Mapped[Assignment] = relationship(back_populates="items")
     item: Mapped[StudyItem] = relationship()
@@ -276,3 +285,12 @@ class Rating(Base):
     assignment: Mapped[Assignment] = relationship()
     item: Mapped[StudyItem] = relationship()
     annotator: Mapped[Annotator] = relationship()
+
+
+class AppSetting(Base):
+    """Small pieces of installation state kept with the data (e.g. the key that signs invite links)."""
+
+    __tablename__ = "app_setting"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

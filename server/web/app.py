@@ -6,8 +6,9 @@ from typing import Any
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
+from server.annotation.errors import AnnotationError
 from server.store import ensure_schema, make_engine
-from server.web import openapi
+from server.web import admin, annotate_api, openapi
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
@@ -25,11 +26,17 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         # Every error is JSON with a message that says what was wrong, never an HTML page.
         return jsonify(error=error.name, message=error.description), error.code
 
+    @app.errorhandler(AnnotationError)
+    def annotation_error_as_json(error: AnnotationError):
+        return jsonify(error=type(error).__name__, message=error.message), error.status
+
     @app.get("/healthz")
     def healthz():
         return {"status": "ok"}
 
     app.register_blueprint(openapi.blueprint)
+    app.register_blueprint(annotate_api.blueprint)
+    app.register_blueprint(admin.blueprint)
     for blueprint in _role_blueprints():
         app.register_blueprint(blueprint)
     return app

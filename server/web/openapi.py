@@ -29,7 +29,13 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "empeval", "version": "1", "description": "Human evaluation of empathetic dialogue models."},
         "paths": {"/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "ok"}}}}, **_paths},
-        "components": {"schemas": {"Error": ERROR_SCHEMA, **_schemas}},
+        "components": {
+            "schemas": {"Error": ERROR_SCHEMA, **_schemas},
+            "securitySchemes": {
+                "inviteToken": {"type": "http", "scheme": "bearer", "description": "an annotator's invite token"},
+                "adminToken": {"type": "http", "scheme": "bearer", "description": "`empeval admin-token`"},
+            },
+        },
     }
 
 

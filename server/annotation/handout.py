@@ -1,0 +1,152 @@
+"""Handing out assignments: the next one for an annotator, and expiry of abandoned ones.
+
+Rules: an annotator holds at most one active assignment per study (asking again resumes it); they never
+get an assignment holding a context they have already seen in this study (so a response's k ratings come
+from k distinct people); assignments are handed out in design order; a claim is an atomic
+`UPDATE ... WHERE status = 'open'`, so two annotators asking at once never get the same assignment.
+An assignment not submitted by its deadline expires and a copy with the same items goes back to the pool.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session, selectinload
+
+from server.annotation.errors import NotFound
+from server.store.engine import unit_of_work
+from server.store.models import Assignment, AssignmentItem, Context, Response, Study, StudyItem
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def as_utc(moment: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; everything here is UTC."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=timezone.utc)
+
+
+def study_by_name(session: Session, name: str) -> Study:
+    study = session.scalar(select(Study).where(Study.name == name))
+    if study is None:
+        raise NotFound(f"no study named {name!r}")
+    return study
+
+
+def expire_overdue(session: Session, study_id: int, now: datetime) -> int:
+    """Expire assigned-but-unsubmitted assignments past their deadline; put a copy of each in the pool."""
+    overdue = session.scalars(
+        select(Assignment).options(selectinload(Assignment.items))
+        .where(Assignment.study_id == study_id, Assignment.status == "assigned", Assignment.expires_at < now)
+        .with_for_update(skip_locked=True)
+    ).all()
+    for old in overdue:
+        claimed = session.execute(
+            update(Assignment).where(Assignment.id == old.id, Assignment.status == "assigned")
+            .values(status="expired")
+        ).rowcount
+        if not claimed:
+            continue
+        copy = Assignment(study_id=study_id, status="open", round=old.round, design_index=old.design_index,
+                          replaces_id=old.id)
+        copy.items = [AssignmentItem(item_id=i.item_id, position=i.position) for i in old.items]
+        session.add(copy)
+    session.flush()
+    return len(overdue)
+
+
+def _contexts_of(session: Session, assignment_ids: list[int]) -> dict[int, set[int]]:
+    rows = session.execute(
+        select(AssignmentItem.assignment_id, Response.context_id)
+        .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
+        .join(Response, Response.id == StudyItem.response_id)
+        .where(AssignmentItem.assignment_id.in_(assignment_ids))
+    ).all()
+    contexts: dict[int, set[int]] = {a: set() for a in assignment_ids}
+    for assignment_id, context_id in rows:
+        contexts[assignment_id].add(context_id)
+    return contexts
+
+
+def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: datetime | None = None) -> int | None:
+    """The id of the assignment this annotator should work on now (resumed or newly claimed), or None when
+    nothing suitable is left."""
+    now = now or now_utc()
+    with unit_of_work(engine) as session:
+        study = study_by_name(session, study_name)
+        expire_overdue(session, study.id, now)
+        active = session.scalar(
+            select(Assignment.id).where(Assignment.study_id == study.id, Assignment.annotator_id == annotator_id,
+                                        Assignment.status == "assigned")
+        )
+        if active is not None:
+            return active
+        mine = session.scalars(
+            select(Assignment.id).where(Assignment.study_id == study.id, Assignment.annotator_id == annotator_id)
+        ).all()
+        seen = set().union(*_contexts_of(session, list(mine)).values()) if mine else set()
+        open_ids = session.scalars(
+            select(Assignment.id).where(Assignment.study_id == study.id, Assignment.status == "open")
+            .order_by(Assignment.design_index, Assignment.id)
+        ).all()
+        minutes = int(study.config.get("design", {}).get("assignment_minutes", 30))
+    # Claim outside the read transaction, one candidate at a time; a lost race just moves on to the next.
+    candidates = _contexts_of_in_chunks(engine, open_ids)
+    for assignment_id in open_ids:
+        if candidates[assignment_id] & seen:
+            continue
+        with unit_of_work(engine) as session:
+            claimed = session.execute(
+                update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open")
+                .values(status="assigned", annotator_id=annotator_id, started_at=now,
+                        expires_at=now + timedelta(minutes=minutes))
+            ).rowcount
+        if claimed:
+            return assignment_id
+    return None
+
+
+def _contexts_of_in_chunks(engine: Engine, assignment_ids: list[int], chunk: int = 500) -> dict[int, set[int]]:
+    result: dict[int, set[int]] = {}
+    with Session(engine) as session:
+        for start in range(0, len(assignment_ids), chunk):
+            result.update(_contexts_of(session, list(assignment_ids[start:start + chunk])))
+    return result
+
+
+def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
+    """What the task UI needs to show an assignment. System names and control flags are not included."""
+    with Session(engine) as session:
+        assignment = session.get(Assignment, assignment_id)
+        if assignment is None:
+            raise NotFound(f"no assignment {assignment_id}")
+        study = session.get(Study, assignment.study_id)
+        rows = session.execute(
+            select(AssignmentItem.position, StudyItem.id, Response.text, Context)
+            .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
+            .join(Response, Response.id == StudyItem.response_id)
+            .join(Context, Context.id == Response.context_id)
+            .where(AssignmentItem.assignment_id == assignment_id)
+            .order_by(AssignmentItem.position)
+            .options(selectinload(Context.dialogue))
+        ).all()
+        items = []
+        for position, item_id, text, context in rows:
+            turns = [t for t in context.dialogue.turns if t.idx <= context.n_turns]
+            items.append({"item_id": item_id, "position": position, "response": text,
+                          "context": [{"role": t.role, "text": t.text} for t in turns]})
+        config = study.config
+        return {
+            "assignment_id": assignment.id,
+            "status": assignment.status,
+            "expires_at": as_utc(assignment.expires_at).isoformat() if assignment.expires_at else None,
+            "study": {"name": study.name, "title": config.get("title") or "Rate responses in conversations",
+                      "instructions": config.get("instructions", "")},
+            "criteria": config.get("criteria", []),
+            "scale": config.get("scale", {}),
+            "items": items,
+        }

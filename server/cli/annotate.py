@@ -1,0 +1,80 @@
+"""`empeval annotators ...`, `empeval serve`, `empeval export`, `empeval admin-token`: running local studies."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from server.annotation.annotators import invite
+from server.annotation.errors import AnnotationError
+from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from server.annotation.secrets import admin_token, secret_key
+from server.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+
+
+@click.group()
+def annotators() -> None:
+    """Invite local annotators."""
+
+
+@annotators.command("invite")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--study", required=True, help="The study they will rate.")
+@click.option("--days", default=30.0, show_default=True, help="Days until the link expires.")
+@click.option("--base-url", default="http://127.0.0.1:5000", show_default=True, help="Where `empeval serve` is reachable.")
+@pass_cli
+def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: float, base_url: str) -> None:
+    """Print a signed, expiring invite link for each annotator NAME (created on first invite)."""
+    for name in names:
+        try:
+            _, token = invite(obj.engine(), name, study, days=days)
+        except AnnotationError as error:
+            fail(error.message, EXIT_BAD_INPUT)
+        click.echo(f"{name}\t{base_url.rstrip('/')}/annotate/{token}")
+
+
+@click.command("admin-token")
+@pass_cli
+def admin_token_command(obj: CliContext) -> None:
+    """Print the admin token for the dashboard (/admin?token=...) and the export API."""
+    click.echo(admin_token(secret_key(obj.engine())))
+
+
+@click.command()
+@click.argument("study")
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout).")
+@pass_cli
+def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
+    """Export STUDY's ratings as a tidy long table (one row per rating)."""
+    try:
+        rows = export_rows(obj.engine(), study)
+    except AnnotationError as error:
+        fail(error.message, EXIT_BAD_INPUT)
+    text = rows_to_csv(rows) if fmt == "csv" else rows_to_jsonl(rows)
+    if out:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"{len(rows)} ratings written to {out}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=5000, show_default=True)
+@click.option("--workers", default=0, show_default=True,
+              help="gunicorn worker processes for real use; 0 runs Flask's development server.")
+@pass_cli
+def serve(obj: CliContext, host: str, port: int, workers: int) -> None:
+    """Run the app: annotation pages, JSON API, admin dashboard."""
+    from server.web import create_app
+
+    engine = obj.engine()
+    click.echo(f"admin dashboard: http://{host}:{port}/admin?token={admin_token(secret_key(engine))}", err=True)
+    config = {"DATABASE_URL": obj.url}
+    if workers <= 0:
+        create_app(config).run(host=host, port=port, debug=False, use_reloader=False, threaded=True)
+        return
+    from server.web.gunicorn_app import run_gunicorn
+
+    run_gunicorn(config, host=host, port=port, workers=workers)

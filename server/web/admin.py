@@ -1,0 +1,121 @@
+"""The researcher's side: study progress (dashboard and JSON) and the tidy export."""
+from __future__ import annotations
+
+from collections import defaultdict
+from statistics import median
+
+import numpy as np
+from flask import Blueprint, Response, current_app, render_template, request
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from werkzeug.exceptions import BadRequest
+
+from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from server.annotation.handout import study_by_name
+from server.store.models import Assignment, Study
+from server.web import openapi
+from server.web.auth import require_admin
+
+blueprint = Blueprint("admin", __name__, template_folder="templates")
+
+def _engine():
+    return current_app.extensions["empeval.engine"]
+
+
+def alpha_so_far(rows: list[dict], criterion: str) -> float | None:
+    """Krippendorff's alpha (ordinal) over the non-control items rated so far; None while undefined."""
+    import krippendorff
+
+    scores: dict[int, dict[str, int]] = defaultdict(dict)
+    for row in rows:
+        if row["criterion"] == criterion and not row["is_control"]:
+            scores[row["item_id"]][row["annotator"]] = row["score"]
+    annotators = sorted({a for item in scores.values() for a in item})
+    pairable = [item for item in scores.values() if len(item) >= 2]
+    if not pairable or len(annotators) < 2:
+        return None
+    matrix = np.full((len(annotators), len(pairable)), np.nan)
+    index = {a: i for i, a in enumerate(annotators)}
+    for j, item in enumerate(pairable):
+        for annotator, score in item.items():
+            matrix[index[annotator], j] = score
+    if len(np.unique(matrix[~np.isnan(matrix)])) < 2:
+        return None  # no variation: alpha is undefined, not 0 or 1
+    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal"))
+
+
+def study_progress(name: str) -> dict:
+    """Items done, assignments by status, ratings per annotator, seconds per item, alpha so far."""
+    engine = _engine()
+    with Session(engine) as session:
+        study = study_by_name(session, name)
+        statuses = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study.id)
+                                        .group_by(Assignment.status)).all())
+        config = study.config
+    rows = export_rows(engine, name)
+    criteria = [c["key"] for c in config.get("criteria", [])]
+    per_annotator: dict[str, int] = defaultdict(int)
+    seconds = [r["seconds_on_item"] for r in rows if r["seconds_on_item"] is not None and r["criterion"] == criteria[0]]
+    for row in rows:
+        per_annotator[row["annotator"]] += 1
+    items_rated = {r["item_id"] for r in rows}
+    k = config.get("design", {}).get("ratings_per_response", 1)
+    return {
+        "study": name,
+        "assignments": {s: statuses.get(s, 0) for s in ("open", "assigned", "submitted", "expired")},
+        "items_rated": len(items_rated),
+        "ratings": len(rows),
+        "ratings_per_response": k,
+        "ratings_per_annotator": dict(sorted(per_annotator.items())),
+        "median_seconds_per_item": median(seconds) if seconds else None,
+        "alpha_ordinal": {c: alpha_so_far(rows, c) for c in criteria},
+    }
+
+
+@blueprint.get("/admin")
+def dashboard():
+    require_admin()
+    with Session(_engine()) as session:
+        names = session.scalars(select(Study.name).order_by(Study.created_at)).all()
+    studies = [study_progress(name) for name in names]
+    return render_template("admin.html", studies=studies)
+
+
+@blueprint.get("/api/studies/<name>/progress")
+def progress(name: str):
+    require_admin()
+    return study_progress(name)
+
+
+@blueprint.get("/api/studies/<name>/export")
+def export(name: str):
+    require_admin()
+    fmt = request.args.get("format", "csv")
+    if fmt not in ("csv", "jsonl"):
+        raise BadRequest(f"format must be csv or jsonl, got {fmt!r}")
+    rows = export_rows(_engine(), name)
+    if fmt == "csv":
+        return Response(rows_to_csv(rows), mimetype="text/csv",
+                        headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
+    return Response(rows_to_jsonl(rows), mimetype="application/x-ndjson")
+
+
+_ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_ADMIN = [{"adminToken": []}]
+_NAME = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
+openapi.register_paths({
+    "/api/studies/{name}/progress": {"get": {
+        "summary": "Progress of a study: assignments by status, ratings per annotator, alpha so far",
+        "security": _ADMIN, "parameters": _NAME,
+        "responses": {"200": {"description": "progress", "content": {"application/json": {"schema": {"type": "object"}}}},
+                      "401": {"description": "no token", **_ERR}, "403": {"description": "wrong token", **_ERR},
+                      "404": {"description": "no such study", **_ERR}}}},
+    "/api/studies/{name}/export": {"get": {
+        "summary": "All ratings of a study, one row per rating (tidy long CSV or JSONL)",
+        "security": _ADMIN,
+        "parameters": _NAME + [{"name": "format", "in": "query", "schema": {"type": "string", "enum": ["csv", "jsonl"]}}],
+        "responses": {"200": {"description": "the export", "content": {"text/csv": {"schema": {"type": "string"}},
+                                                                      "application/x-ndjson": {"schema": {"type": "string"}}}},
+                      "400": {"description": "bad format", **_ERR}, "401": {"description": "no token", **_ERR},
+                      "403": {"description": "wrong token", **_ERR}, "404": {"description": "no such study", **_ERR}}}},
+})

@@ -1,0 +1,101 @@
+"""Routes annotators use: the task page, their next assignment, and submitting it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Blueprint, current_app, request, send_from_directory
+from werkzeug.exceptions import BadRequest, NotFound, UnsupportedMediaType
+
+from server.annotation.handout import assignment_payload, next_assignment
+from server.annotation.submit import submit_assignment
+from server.web import openapi
+from server.web.auth import current_annotator
+
+blueprint = Blueprint("annotate", __name__)
+
+# The task UI bundle (tasks/webapp, built by npm). The server only serves the files; it imports nothing.
+DEFAULT_TASK_UI_DIR = Path(__file__).resolve().parents[2] / "tasks" / "webapp" / "dist" / "local"
+
+
+def _engine():
+    return current_app.extensions["empeval.engine"]
+
+
+def _ui_dir() -> Path:
+    return Path(current_app.config.get("TASK_UI_DIR") or DEFAULT_TASK_UI_DIR)
+
+
+@blueprint.get("/annotate/<path:token>")
+def task_page(token: str):
+    """The task page; the bundle reads the token from the URL and talks to the API below."""
+    index = _ui_dir() / "index.html"
+    if not index.is_file():
+        raise NotFound(f"the task UI is not built ({index} missing): run `make ui`")
+    return send_from_directory(_ui_dir(), "index.html", max_age=0)
+
+
+@blueprint.get("/task-ui/<path:filename>")
+def task_assets(filename: str):
+    return send_from_directory(_ui_dir(), filename, max_age=300)
+
+
+@blueprint.get("/api/annotate/next")
+def next_for_me():
+    annotator_id, study = current_annotator()
+    assignment_id = next_assignment(_engine(), study, annotator_id)
+    if assignment_id is None:
+        return {"assignment": None,
+                "message": "There is no assignment left for you in this study. Thank you for your help!"}
+    return {"assignment": assignment_payload(_engine(), assignment_id)}
+
+
+@blueprint.post("/api/assignments/<int:assignment_id>/submit")
+def submit(assignment_id: int):
+    annotator_id, _study = current_annotator()
+    if not request.is_json:
+        raise UnsupportedMediaType("send the ratings as JSON (Content-Type: application/json)")
+    payload = request.get_json(silent=True)
+    if payload is None:
+        raise BadRequest("the body is not valid JSON")
+    return submit_assignment(_engine(), assignment_id, annotator_id, payload)
+
+
+_ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_BEARER = [{"inviteToken": []}]
+openapi.register_paths(
+    {
+        "/api/annotate/next": {"get": {
+            "summary": "The caller's current or next assignment (claims one if needed)",
+            "security": _BEARER,
+            "responses": {"200": {"description": "assignment, or null with a message when none is left",
+                                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NextAssignment"}}}},
+                          "401": {"description": "no token", **_ERR}, "403": {"description": "invalid token", **_ERR},
+                          "404": {"description": "study gone", **_ERR}}}},
+        "/api/assignments/{assignment_id}/submit": {"post": {
+            "summary": "Submit every rating of an assignment (idempotent per submission_id)",
+            "security": _BEARER,
+            "parameters": [{"name": "assignment_id", "in": "path", "required": True, "schema": {"type": "integer"}}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submission"}}}},
+            "responses": {"200": {"description": "stored (or already stored by the same submission)",
+                                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Receipt"}}}},
+                          "400": {"description": "invalid ratings", **_ERR}, "401": {"description": "no token", **_ERR},
+                          "403": {"description": "not your assignment", **_ERR},
+                          "404": {"description": "no such assignment", **_ERR},
+                          "409": {"description": "already submitted with another submission id", **_ERR},
+                          "413": {"description": "body too large", **_ERR}, "415": {"description": "not JSON", **_ERR}}}},
+    },
+    {
+        "NextAssignment": {"type": "object", "properties": {"assignment": {"type": ["object", "null"]},
+                                                             "message": {"type": "string"}}},
+        "Submission": {"type": "object", "required": ["submission_id", "ratings"], "properties": {
+            "submission_id": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{8,100}$"},
+            "comment": {"type": "string", "maxLength": 2000},
+            "ratings": {"type": "array", "items": {"type": "object", "required": ["item_id", "scores"], "properties": {
+                "item_id": {"type": "integer"},
+                "scores": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "seconds": {"type": "number", "minimum": 0}}}}}},
+        "Receipt": {"type": "object", "properties": {
+            "status": {"type": "string"}, "assignment_id": {"type": "integer"}, "submission_id": {"type": "string"},
+            "ratings": {"type": "integer"}, "late": {"type": "boolean"}, "submitted_at": {"type": "string"}}},
+    },
+)

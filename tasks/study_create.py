@@ -1,0 +1,163 @@
+"""Creating a study in the store: pick contexts, find the responses to rate, plan assignments, write it all.
+
+One transaction: a study is created whole or not at all.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from server.store.engine import unit_of_work
+from server.store.models import Assignment, AssignmentItem, Context, Dataset, Dialogue, Response, Study, StudyItem, System
+from tasks.criteria import CONTROL_TARGETS
+from tasks.design import Candidate, controls_per_assignment, plan_assignments
+from tasks.study_file import StudySpec
+
+
+class StudySetupError(ValueError):
+    """The store does not hold what the study file asks for; the message says what to run."""
+
+
+@dataclass
+class StudySummary:
+    name: str
+    contexts: int
+    systems: list[str]
+    items: int
+    control_items: int
+    assignments: int
+    ratings_per_response: int
+    expected_ratings: int
+    cost: float | None
+    currency: str | None
+
+    def describe(self) -> str:
+        text = (f"study {self.name!r}: {self.contexts} contexts x {len(self.systems)} systems = {self.items} items "
+                f"(+{self.control_items} control items), {self.assignments} assignments, "
+                f"k={self.ratings_per_response} ratings per response, {self.expected_ratings} ratings expected")
+        if self.cost is not None:
+            text += f"; crowd cost {self.cost:.2f} {self.currency} including platform fee"
+        return text
+
+
+def _latest_system(session: Session, name: str) -> System | None:
+    return session.scalar(select(System).where(System.name == name).order_by(System.created_at.desc(), System.id.desc()))
+
+
+def _context_key(conv_id: str, n_turns: int) -> str:
+    return f"{conv_id}#{n_turns}"
+
+
+def create_study(engine: Engine, spec: StudySpec) -> StudySummary:
+    """Write `spec` as a study with its items and planned assignments; see StudySetupError for what can fail."""
+    with unit_of_work(engine) as session:
+        if session.scalar(select(Study.id).where(Study.name == spec.name)) is not None:
+            raise StudySetupError(f"a study named {spec.name!r} exists already; choose another name")
+        dataset = session.scalar(select(Dataset).where(Dataset.name == spec.contexts.dataset))
+        if dataset is None:
+            raise StudySetupError(f"no dataset {spec.contexts.dataset!r} in the store: import it first "
+                                  f"(empeval data import-ed PATH, or empeval data import-sample)")
+        systems: dict[str, System] = {}
+        for name in (*spec.systems, *spec.controls):
+            system = _latest_system(session, name)
+            if system is None:
+                raise StudySetupError(f"system {name!r} has no responses yet: run "
+                                      f"`empeval generate --systems {name} --split {spec.contexts.split}`")
+            systems[name] = system
+
+        query = (select(Context.id, Dialogue.conv_id, Context.n_turns)
+                 .join(Dialogue, Dialogue.id == Context.dialogue_id)
+                 .where(Dialogue.dataset_id == dataset.id, Dialogue.split == spec.contexts.split))
+        if spec.contexts.emotions:
+            query = query.where(Dialogue.emotion.in_(spec.contexts.emotions))
+        all_contexts = {_context_key(conv, n): cid for cid, conv, n in session.execute(query).all()}
+
+        real_ids = [systems[name].id for name in spec.systems]
+        responses: dict[tuple[int, int], int] = {
+            (context_id, system_id): response_id for response_id, context_id, system_id in session.execute(
+                select(Response.id, Response.context_id, Response.system_id)
+                .where(Response.system_id.in_([s.id for s in systems.values()]))
+            ).all()
+        }
+        complete = {key: cid for key, cid in all_contexts.items()
+                    if all((cid, sid) in responses for sid in real_ids)}
+
+        if spec.contexts.ids:
+            missing = [key for key in spec.contexts.ids if key not in all_contexts]
+            if missing:
+                raise StudySetupError(f"contexts.ids: {missing[0]!r} is not a {spec.contexts.split} context of "
+                                      f"{spec.contexts.dataset!r} ({len(missing)} of {len(spec.contexts.ids)} not found)")
+            unanswered = [key for key in spec.contexts.ids if key not in complete]
+            if unanswered:
+                raise StudySetupError(f"context {unanswered[0]!r} lacks a response from some of the systems: "
+                                      f"run `empeval generate --systems {','.join(spec.systems)}` for it")
+            chosen = list(spec.contexts.ids)
+        else:
+            if len(complete) < spec.contexts.count:
+                raise StudySetupError(
+                    f"contexts.count is {spec.contexts.count} but only {len(complete)} {spec.contexts.split} "
+                    f"contexts have responses from all of {', '.join(spec.systems)}: run `empeval generate "
+                    f"--systems {','.join(spec.systems)} --split {spec.contexts.split}` or lower the count")
+            chosen = random.Random(spec.seed).sample(sorted(complete), spec.contexts.count)
+        chosen_ids = {complete[key] for key in chosen}
+
+        items = [Candidate(key=responses[(cid, systems[name].id)], context=cid, system=name)
+                 for cid in sorted(chosen_ids) for name in spec.systems]
+        controls = [Candidate(key=responses[(cid, systems[name].id)], context=cid, system=name)
+                    for name in spec.controls for cid in sorted(chosen_ids) if (cid, systems[name].id) in responses]
+        if spec.controls and controls_per_assignment(spec.design.items_per_assignment, spec.design.control_rate):
+            covered = {c.system for c in controls}
+            lacking = [name for name in spec.controls if name not in covered]
+            if lacking:
+                raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: run "
+                                      f"`empeval generate --systems {lacking[0]} --split {spec.contexts.split}`")
+
+        plan = plan_assignments(items, controls, ratings_per_response=spec.design.ratings_per_response,
+                                items_per_assignment=spec.design.items_per_assignment,
+                                control_rate=spec.design.control_rate, seed=spec.seed)
+
+        study = Study(name=spec.name, config=spec.to_config(), seed=spec.seed, status="open")
+        session.add(study)
+        session.flush()
+        study_items: dict[int, StudyItem] = {}
+        for candidate in items:
+            study_items[candidate.key] = StudyItem(study_id=study.id, response_id=candidate.key,
+                                                   design={"system": candidate.system})
+        used_controls = {c.key: c for a in plan for c in a.items if c.system in CONTROL_TARGETS}
+        for key, candidate in used_controls.items():
+            study_items[key] = StudyItem(study_id=study.id, response_id=key, is_control=True,
+                                         control_target=CONTROL_TARGETS[candidate.system],
+                                         design={"system": candidate.system})
+        session.add_all(study_items.values())
+        session.flush()
+        for planned in plan:
+            assignment = Assignment(study_id=study.id, status="open", round=planned.round,
+                                    design_index=planned.index)
+            assignment.items = [AssignmentItem(item_id=study_items[c.key].id, position=position)
+                                for position, c in enumerate(planned.items)]
+            session.add(assignment)
+
+        n_slots = sum(len(a.items) for a in plan)
+        pay = spec.pay
+        cost = None
+        if pay.get("per_assignment") is not None:
+            cost = len(plan) * pay["per_assignment"] * (1 + pay.get("platform_fee", 0.0))
+        return StudySummary(name=spec.name, contexts=len(chosen_ids), systems=list(spec.systems), items=len(items),
+                            control_items=len(used_controls), assignments=len(plan),
+                            ratings_per_response=spec.design.ratings_per_response,
+                            expected_ratings=n_slots * len(spec.criteria), cost=cost,
+                            currency=pay.get("currency"))
+
+
+def study_progress(engine: Engine, name: str) -> dict:
+    """Assignments per status for a study (used by `empeval study status`)."""
+    with Session(engine) as session:
+        study = session.scalar(select(Study).where(Study.name == name))
+        if study is None:
+            raise StudySetupError(f"no study named {name!r}")
+        counts = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study.id)
+                                      .group_by(Assignment.status)).all())
+    return counts

@@ -1,0 +1,259 @@
+"""Study files (TOML): what a researcher writes to define a Likert study, validated field by field.
+
+    name = "ed-likert-pilot"
+    seed = 7
+    [contexts]                       # which dialogue contexts get rated
+    dataset = "empatheticdialogues"
+    split = "test"
+    count = 60                       # drawn at random (seeded) ...
+    # ids = ["hit:0_conv:0#1", ...]  # ... or listed as conv_id#n_turns
+    # emotions = ["sad", "lonely"]   # optional filter
+    [systems]
+    names = ["gold", "moel", "mime", "kemp", "retrieval"]
+    controls = ["control-generic", "control-mismatched", "control-scrambled"]
+    [design]
+    ratings_per_response = 3         # k distinct annotators per response
+    items_per_assignment = 10        # including controls
+    control_rate = 0.1               # share of each assignment that is a control item
+    assignment_minutes = 30          # after this an unsubmitted assignment expires
+    [pay]                            # for crowd runs; shown in the report's methods paragraph
+    per_assignment = 0.60
+    currency = "USD"
+    [[criteria]]                     # optional: defaults to the paper's Empathy, Relevance, Fluency
+    key = "empathy"; label = "Empathy"; question = "..."; definition = "..."
+    [scale]                          # optional: defaults to 1-5 with every point labelled
+    min = 1; max = 5; labels = ["1 - Not at all", ..., "5 - Completely"]
+
+Every error names the file and the field, e.g. `study.toml: design.ratings_per_response: must be an
+integer >= 1, got 0`.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tasks.criteria import CONTROL_TARGETS, DEFAULT_CRITERIA, DEFAULT_SCALE
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class StudyFileError(ValueError):
+    def __init__(self, source: str, field_path: str, reason: str):
+        self.source, self.field_path, self.reason = source, field_path, reason
+        super().__init__(f"{source}: {field_path}: {reason}")
+
+
+@dataclass(frozen=True)
+class ContextSelection:
+    dataset: str = "empatheticdialogues"
+    split: str = "test"
+    count: int | None = None
+    ids: tuple[str, ...] = ()
+    emotions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Design:
+    ratings_per_response: int = 3
+    items_per_assignment: int = 10
+    control_rate: float = 0.1
+    assignment_minutes: int = 30
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str
+    seed: int
+    contexts: ContextSelection
+    systems: tuple[str, ...]
+    controls: tuple[str, ...]
+    design: Design
+    criteria: tuple[dict[str, str], ...] = tuple(DEFAULT_CRITERIA)
+    scale: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SCALE))
+    pay: dict[str, Any] = field(default_factory=dict)
+    title: str = ""
+    instructions: str = ""
+
+    def to_config(self) -> dict[str, Any]:
+        """The JSON stored with the study: everything the app needs to show and validate the task."""
+        config = asdict(self)
+        config["contexts"]["ids"] = list(self.contexts.ids)
+        config["contexts"]["emotions"] = list(self.contexts.emotions)
+        config["systems"], config["controls"] = list(self.systems), list(self.controls)
+        config["criteria"] = [dict(c) for c in self.criteria]
+        config["control_targets"] = {c: CONTROL_TARGETS[c] for c in self.controls}
+        return config
+
+
+class _Reader:
+    """Pulls typed values out of the parsed TOML, raising StudyFileError with the field's dotted path."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def error(self, path: str, reason: str) -> StudyFileError:
+        return StudyFileError(self.source, path, reason)
+
+    def table(self, data: dict, key: str, path: str, known: set[str]) -> dict:
+        value = data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.error(path, f"must be a table ([{path}]), got {type(value).__name__}")
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise self.error(f"{path}.{unknown[0]}", f"unknown field; expected one of {', '.join(sorted(known))}")
+        return value
+
+    def integer(self, data: dict, key: str, path: str, default: int | None, *, minimum: int | None = None,
+                maximum: int | None = None) -> int | None:
+        value = data.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(path, f"must be an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.error(path, f"must be an integer >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.error(path, f"must be an integer <= {maximum}, got {value}")
+        return value
+
+    def number(self, data: dict, key: str, path: str, default: float, *, minimum: float, maximum: float) -> float:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(path, f"must be a number, got {value!r}")
+        if not minimum <= value <= maximum:
+            raise self.error(path, f"must be between {minimum} and {maximum}, got {value}")
+        return float(value)
+
+    def string(self, data: dict, key: str, path: str, default: str | None = None) -> str:
+        value = data.get(key, default)
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(path, "is required and must be a non-empty string" if value is None
+                             else f"must be a non-empty string, got {value!r}")
+        return value
+
+    def strings(self, data: dict, key: str, path: str, default=()) -> tuple[str, ...]:
+        value = data.get(key, list(default))
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            raise self.error(path, f"must be a list of non-empty strings, got {value!r}")
+        if len(set(value)) != len(value):
+            raise self.error(path, "lists a value twice")
+        return tuple(value)
+
+
+def parse_study(data: dict[str, Any], source: str = "<study>") -> StudySpec:
+    """Validate a parsed study file (see module docstring) and return the StudySpec."""
+    r = _Reader(source)
+    known_top = {"name", "seed", "title", "instructions", "contexts", "systems", "design", "pay", "criteria", "scale"}
+    unknown = sorted(set(data) - known_top)
+    if unknown:
+        raise r.error(unknown[0], f"unknown field; expected one of {', '.join(sorted(known_top))}")
+    name = r.string(data, "name", "name")
+    if not NAME_PATTERN.match(name):
+        raise r.error("name", f"{name!r} must be 1-100 letters, digits, '.', '_' or '-'")
+    seed = r.integer(data, "seed", "seed", 0, minimum=0)
+
+    c = r.table(data, "contexts", "contexts", {"dataset", "split", "count", "ids", "emotions"})
+    split = c.get("split", "test")
+    if split not in ("train", "valid", "test"):
+        raise r.error("contexts.split", f"unknown split {split!r}; expected train, valid or test")
+    count = r.integer(c, "count", "contexts.count", None, minimum=1)
+    ids = r.strings(c, "ids", "contexts.ids")
+    for i, context_id in enumerate(ids):
+        if "#" not in context_id or not context_id.rsplit("#", 1)[1].isdigit():
+            raise r.error(f"contexts.ids[{i}]", f"{context_id!r} must be conv_id#n_turns, e.g. hit:0_conv:0#1")
+    if (count is None) == (not ids):
+        raise r.error("contexts", "give exactly one of count (random contexts) or ids (listed contexts)")
+    contexts = ContextSelection(dataset=r.string(c, "dataset", "contexts.dataset", "empatheticdialogues"),
+                                split=split, count=count, ids=ids, emotions=r.strings(c, "emotions", "contexts.emotions"))
+
+    s = r.table(data, "systems", "systems", {"names", "controls"})
+    if "names" not in s:
+        raise r.error("systems.names", "is required: the systems whose responses are rated")
+    systems = r.strings(s, "names", "systems.names")
+    if not systems:
+        raise r.error("systems.names", "must name at least one system")
+    controls = r.strings(s, "controls", "systems.controls")
+    for i, control in enumerate(controls):
+        if control not in CONTROL_TARGETS:
+            raise r.error(f"systems.controls[{i}]", f"unknown control {control!r}; expected one of "
+                          f"{', '.join(CONTROL_TARGETS)}")
+    overlap = set(systems) & set(controls)
+    if overlap:
+        raise r.error("systems.names", f"{sorted(overlap)[0]!r} is a control; list it under systems.controls")
+
+    d = r.table(data, "design", "design", {"ratings_per_response", "items_per_assignment", "control_rate",
+                                           "assignment_minutes"})
+    design = Design(
+        ratings_per_response=r.integer(d, "ratings_per_response", "design.ratings_per_response", 3, minimum=1, maximum=50),
+        items_per_assignment=r.integer(d, "items_per_assignment", "design.items_per_assignment", 10, minimum=1, maximum=200),
+        control_rate=r.number(d, "control_rate", "design.control_rate", 0.1 if controls else 0.0, minimum=0.0, maximum=0.5),
+        assignment_minutes=r.integer(d, "assignment_minutes", "design.assignment_minutes", 30, minimum=1, maximum=24 * 60),
+    )
+    if design.control_rate > 0 and not controls:
+        raise r.error("design.control_rate", "is above 0 but systems.controls lists no control")
+    if controls and round(design.items_per_assignment * design.control_rate) >= design.items_per_assignment:
+        raise r.error("design.control_rate", "leaves no room for real items in an assignment")
+
+    p = r.table(data, "pay", "pay", {"per_assignment", "currency", "platform_fee"})
+    pay: dict[str, Any] = {}
+    if "per_assignment" in p:
+        pay["per_assignment"] = r.number(p, "per_assignment", "pay.per_assignment", 0.0, minimum=0.0, maximum=1000.0)
+        pay["currency"] = r.string(p, "currency", "pay.currency", "USD")
+        pay["platform_fee"] = r.number(p, "platform_fee", "pay.platform_fee", 0.2, minimum=0.0, maximum=1.0)
+
+    criteria = tuple(DEFAULT_CRITERIA)
+    if "criteria" in data:
+        raw = data["criteria"]
+        if not isinstance(raw, list) or not raw:
+            raise r.error("criteria", "must be a non-empty array of tables ([[criteria]])")
+        parsed = []
+        for i, entry in enumerate(raw):
+            path = f"criteria[{i}]"
+            if not isinstance(entry, dict):
+                raise r.error(path, "must be a table with key, label, question, definition")
+            unknown = sorted(set(entry) - {"key", "label", "question", "definition"})
+            if unknown:
+                raise r.error(f"{path}.{unknown[0]}", "unknown field; expected key, label, question, definition")
+            key = r.string(entry, "key", f"{path}.key")
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", key):
+                raise r.error(f"{path}.key", f"{key!r} must be lower-case letters, digits or _ (at most 32)")
+            parsed.append({"key": key, "label": r.string(entry, "label", f"{path}.label"),
+                           "question": r.string(entry, "question", f"{path}.question"),
+                           "definition": r.string(entry, "definition", f"{path}.definition", "")
+                           if entry.get("definition") else ""})
+        if len({c["key"] for c in parsed}) != len(parsed):
+            raise r.error("criteria", "two criteria share a key")
+        criteria = tuple(parsed)
+
+    scale = dict(DEFAULT_SCALE)
+    if "scale" in data:
+        sc = r.table(data, "scale", "scale", {"min", "max", "labels"})
+        low = r.integer(sc, "min", "scale.min", 1, minimum=0)
+        high = r.integer(sc, "max", "scale.max", 5, minimum=low + 1, maximum=low + 10)
+        labels = r.strings(sc, "labels", "scale.labels")
+        if len(labels) != high - low + 1:
+            raise r.error("scale.labels", f"must label every point: {high - low + 1} labels for {low}..{high}, "
+                          f"got {len(labels)}")
+        scale = {"min": low, "max": high, "labels": list(labels)}
+
+    return StudySpec(name=name, seed=seed, contexts=contexts, systems=systems, controls=controls, design=design,
+                     criteria=criteria, scale=scale, pay=pay,
+                     title=data.get("title", "") if isinstance(data.get("title", ""), str) else "",
+                     instructions=data.get("instructions", "") if isinstance(data.get("instructions", ""), str) else "")
+
+
+def load_study_file(path: Path) -> StudySpec:
+    """Read and validate a study TOML file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StudyFileError(str(path), "(file)", "no such file") from None
+    except UnicodeDecodeError:
+        raise StudyFileError(str(path), "(file)", "not UTF-8") from None
+    except tomllib.TOMLDecodeError as error:
+        raise StudyFileError(str(path), "(syntax)", str(error)) from None
+    return parse_study(data, str(path))

@@ -1,0 +1,80 @@
+"""A store with the bundled sample, stand-in systems with stored responses, and a study over them.
+
+The responses are written straight into the store here (not produced by the backend), so these tests
+pin the annotation path on its own.
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from server.datasets.ed_csv import parse_ed_csv
+from server.datasets.importer import import_dialogues
+from server.store import make_engine, unit_of_work, upgrade
+from server.store.models import Context, Dialogue, Response, System
+from server.web import create_app
+from tasks.study_create import create_study
+from tasks.study_file import parse_study
+from tests.conftest import SAMPLE_ED
+
+SYSTEMS = ["sys-a", "sys-b", "sys-c"]
+CONTROLS = ["control-generic", "control-mismatched", "control-scrambled"]
+
+
+def add_responses(engine, systems, n_contexts, text=lambda system, context_id: f"{system} answers context {context_id}."):
+    with unit_of_work(engine) as session:
+        context_ids = session.scalars(select(Context.id).join(Dialogue).where(Dialogue.split == "test")
+                                      .order_by(Context.id).limit(n_contexts)).all()
+        for name in systems:
+            system = System(name=name, kind="control" if name.startswith("control") else "test", version="1", parameters={})
+            session.add(system)
+            session.flush()
+            session.add_all(Response(context_id=cid, system_id=system.id, text=text(name, cid), provenance={"test": True},
+                                     latency_ms=0.0) for cid in context_ids)
+    return context_ids
+
+
+def make_study(engine, *, name="pilot", count=12, k=2, per_assignment=5, control_rate=0.2, seed=3, minutes=30,
+               systems=SYSTEMS, controls=CONTROLS):
+    spec = parse_study({
+        "name": name, "seed": seed,
+        "contexts": {"split": "test", "count": count},
+        "systems": {"names": list(systems), "controls": list(controls)},
+        "design": {"ratings_per_response": k, "items_per_assignment": per_assignment,
+                   "control_rate": control_rate if controls else 0.0, "assignment_minutes": minutes},
+        "pay": {"per_assignment": 0.5, "currency": "USD"},
+    })
+    return create_study(engine, spec)
+
+
+@pytest.fixture
+def sample_engine(store_url):
+    engine = make_engine(store_url)
+    upgrade(engine)
+    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def study_engine(sample_engine):
+    add_responses(sample_engine, SYSTEMS + CONTROLS, 40)
+    make_study(sample_engine)
+    return sample_engine
+
+
+@pytest.fixture
+def client_factory(study_engine):
+    app = create_app({"DATABASE_URL": study_engine.url.render_as_string(hide_password=False), "TESTING": True})
+
+    def make():
+        return app.test_client()
+
+    make.app = app
+    return make
+
+
+def new_submission_id() -> str:
+    return uuid.uuid4().hex
