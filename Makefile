@@ -11,7 +11,10 @@ PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv system-deps clean help
+UI_DIR := tasks/webapp
+UI_BUNDLE := $(UI_DIR)/dist/local/task.js
+
+.PHONY: demo test venv ui system-deps clean help
 
 help:
 	@echo "make demo   - set up (if needed) and run the demo on the bundled ED sample"
@@ -27,15 +30,21 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install $(PIP_FLAGS) -e ".[dev]" "$(TORCH_SPEC)"
 	@touch $(STAMP)
 
-# System packages the test suite meets for real (PostgreSQL server). Installed only when missing.
+# The task UI bundle (React, built with esbuild from the npm registry; package-lock.json pins it).
+ui: $(UI_BUNDLE)
+
+$(UI_BUNDLE): $(UI_DIR)/package.json $(UI_DIR)/package-lock.json $(UI_DIR)/build.mjs $(wildcard $(UI_DIR)/src/*)
+	cd $(UI_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm run build
+
+# System packages the tests meet for real (PostgreSQL server, Chromium). Installed only when missing.
 system-deps:
 	@bash scripts/system-deps.sh
 
-demo: $(STAMP)
+demo: $(STAMP) $(UI_BUNDLE)
 	$(BIN)/empeval demo
 
-test: $(STAMP) system-deps
+test: $(STAMP) $(UI_BUNDLE) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache empeval.db empeval.db-wal empeval.db-shm
+	rm -rf $(VENV) $(UI_DIR)/node_modules $(UI_DIR)/dist .pytest_cache empeval.db empeval.db-wal empeval.db-shm

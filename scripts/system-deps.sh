@@ -4,6 +4,9 @@ set -euo pipefail
 need=()
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] || need+=(postgresql)
+# Browser tests drive Debian's Chromium through Playwright (never a browser download).
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "system-deps: missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root." >&2
