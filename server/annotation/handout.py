@@ -19,6 +19,9 @@ from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Context, Response, Study, StudyItem
 
 
+CLAIM_CHUNK = 50
+
+
 def now_utc() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -94,28 +97,24 @@ def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: 
             .order_by(Assignment.design_index, Assignment.id)
         ).all()
         minutes = int(study.config.get("design", {}).get("assignment_minutes", 30))
-    # Claim outside the read transaction, one candidate at a time; a lost race just moves on to the next.
-    candidates = _contexts_of_in_chunks(engine, open_ids)
-    for assignment_id in open_ids:
-        if candidates[assignment_id] & seen:
-            continue
-        with unit_of_work(engine) as session:
-            claimed = session.execute(
-                update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open")
-                .values(status="assigned", annotator_id=annotator_id, started_at=now,
-                        expires_at=now + timedelta(minutes=minutes))
-            ).rowcount
-        if claimed:
-            return assignment_id
+    # Claim outside the read transaction, in design order, looking at a few candidates at a time (the
+    # first chunk nearly always has one that fits); a lost race just moves on to the next candidate.
+    for start in range(0, len(open_ids), CLAIM_CHUNK):
+        chunk = list(open_ids[start:start + CLAIM_CHUNK])
+        with Session(engine) as session:
+            contexts = _contexts_of(session, chunk)
+        for assignment_id in chunk:
+            if contexts[assignment_id] & seen:
+                continue
+            with unit_of_work(engine) as session:
+                claimed = session.execute(
+                    update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open")
+                    .values(status="assigned", annotator_id=annotator_id, started_at=now,
+                            expires_at=now + timedelta(minutes=minutes))
+                ).rowcount
+            if claimed:
+                return assignment_id
     return None
-
-
-def _contexts_of_in_chunks(engine: Engine, assignment_ids: list[int], chunk: int = 500) -> dict[int, set[int]]:
-    result: dict[int, set[int]] = {}
-    with Session(engine) as session:
-        for start in range(0, len(assignment_ids), chunk):
-            result.update(_contexts_of(session, list(assignment_ids[start:start + chunk])))
-    return result
 
 
 def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
