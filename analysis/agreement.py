@@ -1,0 +1,259 @@
+"""Inter-rater agreement per criterion (and per system on request), each with an item-level bootstrap CI.
+
+Units of agreement are the rated items (a context plus one response) on one criterion; control items are
+left out unless asked for. Coefficients:
+
+- Krippendorff's alpha, ordinal and interval (Krippendorff 2011): the main figure; handles any number of
+  raters per item and missing ratings.
+- Gwet's AC2 with ordinal weights (Gwet 2014): robust to the skewed marginals Likert data often have.
+- Fleiss' kappa (Fleiss 1971), nominal, on items with the most common number of ratings: only for comparison
+  with older papers, since it ignores the order of the scale.
+- ICC (Shrout & Fleiss 1979): only when the design is balanced (every item has the same number of ratings);
+  two-way forms only when every annotator rated every item. Otherwise NaN and a note saying why.
+- Percent exact and within-one agreement over rater pairs within an item.
+
+The point estimates of alpha and kappa are those of the ``krippendorff`` package and statsmodels (tested
+equal); the CIs are percentile intervals over B resamples of items, computed in one vectorised pass
+(``analysis.coefficients``). Undefined estimates are NaN with the reason in ``note``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis import coefficients
+from analysis.bootstrap import percentile_interval, resample_weights
+from analysis.load import DEFAULT_SCALE, require_columns
+
+ALL_SYSTEMS = "(all)"
+
+AGREEMENT_COLUMNS = (
+    "criterion",
+    "system",
+    "coefficient",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "n_items",
+    "n_raters",
+    "n_ratings",
+    "n_boot_defined",
+    "note",
+)
+
+COEFFICIENT_LABELS = {
+    "alpha_ordinal": "Krippendorff's alpha (ordinal)",
+    "alpha_interval": "Krippendorff's alpha (interval)",
+    "ac2_ordinal": "Gwet's AC2 (ordinal weights)",
+    "fleiss_kappa": "Fleiss' kappa (nominal)",
+    "icc": "ICC",
+    "percent_exact": "Exact agreement",
+    "percent_within_one": "Within-one agreement",
+}
+
+
+def agreement_table(
+    ratings: pd.DataFrame,
+    *,
+    criteria: list[str] | None = None,
+    by_system: bool = False,
+    scale: tuple[int, int] = DEFAULT_SCALE,
+    include_controls: bool = False,
+    n_boot: int = 1000,
+    ci_level: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """All agreement coefficients per criterion (and per system when ``by_system``), one row per coefficient.
+
+    Columns: criterion, system ("(all)" for the pooled rows), coefficient (a key of ``COEFFICIENT_LABELS``),
+    estimate, ci_low, ci_high (percentile bootstrap over items at ``ci_level``), n_items (items with at least
+    two ratings), n_raters, n_ratings, n_boot_defined (resamples in which the coefficient was defined), note.
+    """
+    require_columns(ratings, ("item", "system", "annotator", "criterion", "score", "is_control"), what="agreement")
+    subset = ratings if include_controls else ratings.loc[~ratings["is_control"].astype(bool)]
+    criteria = list(criteria) if criteria is not None else sorted(subset["criterion"].unique())
+    rows: list[dict] = []
+    for criterion in criteria:
+        on_criterion = subset.loc[subset["criterion"] == criterion]
+        groups = [(ALL_SYSTEMS, on_criterion)]
+        if by_system:
+            groups += [(system, part) for system, part in on_criterion.groupby("system", sort=True)]
+        for system, part in groups:
+            for row in _coefficients_for(part, scale=scale, n_boot=n_boot, ci_level=ci_level, seed=seed):
+                rows.append({"criterion": criterion, "system": system, **row})
+    return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))
+
+
+def icc_table(
+    ratings: pd.DataFrame,
+    *,
+    criterion: str,
+    include_controls: bool = False,
+    n_boot: int = 1000,
+    ci_level: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """All six Shrout & Fleiss ICC forms for one criterion, valid ones estimated, the others NaN with a note.
+
+    A crossed design (every annotator rated every item) supports all six forms; a balanced one-way design
+    (the same number k of ratings per item, annotators differing) supports ICC(1,1) and ICC(1,k) only; an
+    unbalanced design supports none.
+    """
+    require_columns(ratings, ("item", "annotator", "criterion", "score", "is_control"), what="icc_table")
+    subset = ratings if include_controls else ratings.loc[~ratings["is_control"].astype(bool)]
+    part = subset.loc[subset["criterion"] == criterion]
+    design, matrix, reason = _icc_design(part)
+    valid = {"crossed": coefficients.ICC_FORMS, "one-way": ("ICC(1,1)", "ICC(1,k)")}.get(design, ())
+    estimates = _icc_with_ci(design, matrix, n_boot=n_boot, ci_level=ci_level, seed=seed) if valid else {}
+    rows = []
+    for form in coefficients.ICC_FORMS:
+        if form in estimates:
+            estimate, low, high, defined = estimates[form]
+            note = f"{design} design, k = {matrix.shape[1]}"
+            if not np.isfinite(estimate):
+                note = "undefined: no variation between or within items"
+        else:
+            estimate = low = high = np.nan
+            defined = 0
+            note = reason if design is None else "annotators differ between items: only the one-way forms apply"
+        rows.append(
+            {"criterion": criterion, "form": form, "estimate": estimate, "ci_low": low, "ci_high": high,
+             "n_items": 0 if matrix is None else matrix.shape[0], "n_boot_defined": defined, "note": note}
+        )
+    return pd.DataFrame(rows)
+
+
+def reliability_counts(
+    ratings: pd.DataFrame, *, scale: tuple[int, int] = DEFAULT_SCALE
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-item counts of each scale value, shape (items, values), and the value domain (lo..hi)."""
+    lo, hi = scale
+    values = np.arange(lo, hi + 1)
+    scores = ratings["score"].to_numpy(dtype=float)
+    if np.any(scores % 1 != 0) or np.any((scores < lo) | (scores > hi)):
+        raise ValueError(f"agreement needs whole-number scores on the {lo}-{hi} scale")
+    codes, _ = pd.factorize(ratings["item"], sort=True)
+    counts = np.zeros((codes.max() + 1 if codes.size else 0, values.size))
+    np.add.at(counts, (codes, (scores - lo).astype(int)), 1.0)
+    return counts, values
+
+
+def _coefficients_for(part: pd.DataFrame, *, scale, n_boot: int, ci_level: float, seed: int) -> list[dict]:
+    n_raters = int(part["annotator"].nunique())
+    base = {"n_raters": n_raters, "n_ratings": int(len(part))}
+    if part.empty:
+        return [_undefined(key, "no ratings", n_items=0, **base) for key in COEFFICIENT_LABELS]
+    counts, values = reliability_counts(part, scale=scale)
+    per_item = counts.sum(axis=1)
+    pairable = per_item >= 2
+    n_pairable = int(pairable.sum())
+    if n_pairable == 0:
+        reason = "no item has two or more ratings: nothing to pair"
+        return [_undefined(key, reason, n_items=0, **base) for key in COEFFICIENT_LABELS]
+    weights = resample_weights(counts.shape[0], n_boot=n_boot, seed=seed)
+    observed_values = np.flatnonzero(counts[pairable].sum(axis=0))
+    constant = observed_values.size == 1
+    rows = []
+
+    def add(key: str, estimate: float, boot: np.ndarray | None, note: str = "", n_items: int = n_pairable):
+        low, high, defined = percentile_interval(boot, level=ci_level) if boot is not None else (np.nan, np.nan, 0)
+        rows.append({"coefficient": key, "estimate": estimate, "ci_low": low, "ci_high": high,
+                     "n_items": n_items, "n_boot_defined": defined, "note": note, **base})
+
+    no_variation = f"undefined: no variation (every paired rating is {int(values[observed_values[0]])})"
+    for level in ("ordinal", "interval"):
+        key = f"alpha_{level}"
+        if constant:
+            rows.append(_undefined(key, no_variation, n_items=n_pairable, **base))
+            continue
+        estimate = coefficients.krippendorff_alpha(counts, values, level=level)
+        boot = coefficients.krippendorff_alpha(counts, values, level=level, unit_weights=weights)
+        add(key, estimate, boot)
+
+    if constant:
+        # Gwet's AC2 is formally 1 here, but identical ratings cannot tell agreement from a constant rater.
+        rows.append(_undefined("ac2_ordinal", no_variation, n_items=n_pairable, **base))
+    else:
+        estimate = coefficients.gwet_ac2(counts, values, weights="ordinal")
+        add("ac2_ordinal", estimate, coefficients.gwet_ac2(counts, values, weights="ordinal", unit_weights=weights))
+
+    rows.append(_fleiss_row(counts, per_item, constant, no_variation, base, n_boot, ci_level, seed))
+    rows.append(_icc_row(part, base, n_boot, ci_level, seed))
+
+    for key, tolerance in (("percent_exact", 0.0), ("percent_within_one", 1.0)):
+        estimate = coefficients.percent_agreement(counts, values, tolerance=tolerance)
+        boot = coefficients.percent_agreement(counts, values, tolerance=tolerance, unit_weights=weights)
+        add(key, estimate, boot, note="share of rater pairs within an item; items weighted equally")
+    order = list(COEFFICIENT_LABELS)
+    return sorted(rows, key=lambda row: order.index(row["coefficient"]))
+
+
+def _fleiss_row(counts, per_item, constant, no_variation, base, n_boot, ci_level, seed) -> dict:
+    pairable_counts = per_item[per_item >= 2].astype(int)
+    m = int(np.bincount(pairable_counts).argmax())
+    complete = per_item == m
+    table = counts[complete]
+    dropped = int((per_item >= 2).sum() - complete.sum())
+    note = f"nominal; items with m = {m} ratings"
+    if dropped:
+        note += f" ({dropped} items with another count left out)"
+    if constant:
+        return _undefined("fleiss_kappa", no_variation, n_items=int(complete.sum()), **base)
+    if table.shape[0] < 2:
+        return _undefined("fleiss_kappa", "fewer than two items with the same number of ratings",
+                          n_items=int(complete.sum()), **base)
+    estimate = coefficients.fleiss_kappa(table)
+    boot = coefficients.fleiss_kappa(table, unit_weights=resample_weights(table.shape[0], n_boot=n_boot, seed=seed))
+    low, high, defined = percentile_interval(boot, level=ci_level)
+    if not np.isfinite(estimate):
+        note = "undefined: all ratings fall in one category"
+    return {"coefficient": "fleiss_kappa", "estimate": estimate, "ci_low": low, "ci_high": high,
+            "n_items": int(table.shape[0]), "n_boot_defined": defined, "note": note, **base}
+
+
+def _icc_row(part: pd.DataFrame, base: dict, n_boot: int, ci_level: float, seed: int) -> dict:
+    design, matrix, reason = _icc_design(part)
+    if design is None:
+        return _undefined("icc", reason, n_items=0, **base)
+    estimates = _icc_with_ci(design, matrix, n_boot=n_boot, ci_level=ci_level, seed=seed)
+    # ICC(2,1) (absolute agreement, raters random) when raters are crossed with items, else ICC(1,1).
+    form = "ICC(2,1)" if design == "crossed" else "ICC(1,1)"
+    estimate, low, high, defined = estimates[form]
+    note = f"{form}, {design} design, k = {matrix.shape[1]} ratings per item"
+    if not np.isfinite(estimate):
+        note = f"{form} undefined: no variation between or within items"
+    return {"coefficient": "icc", "estimate": estimate, "ci_low": low, "ci_high": high,
+            "n_items": int(matrix.shape[0]), "n_boot_defined": defined, "note": note, **base}
+
+
+def _icc_design(part: pd.DataFrame) -> tuple[str | None, np.ndarray | None, str]:
+    """Classify the design: 'crossed' (complete items x annotators), 'one-way' (same k per item), or None."""
+    if part.empty:
+        return None, None, "no ratings"
+    per_item = part.groupby("item")["score"].size()
+    if per_item.nunique() != 1:
+        return None, None, (
+            f"unbalanced design: items have {per_item.min()} to {per_item.max()} ratings; the ICC needs the same "
+            "number of ratings for every item (Shrout & Fleiss 1979)"
+        )
+    k = int(per_item.iloc[0])
+    if k < 2 or per_item.size < 2:
+        return None, None, "the ICC needs at least two items with at least two ratings each"
+    wide = part.pivot(index="item", columns="annotator", values="score")
+    if wide.shape[1] == k and not wide.isna().to_numpy().any():
+        return "crossed", wide.to_numpy(dtype=float), ""
+    ordered = part.sort_values(["item", "annotator"])
+    return "one-way", ordered["score"].to_numpy(dtype=float).reshape(-1, k), ""
+
+
+def _icc_with_ci(design: str, matrix: np.ndarray, *, n_boot: int, ci_level: float, seed: int) -> dict:
+    compute = coefficients.icc_two_way if design == "crossed" else coefficients.icc_one_way
+    point = compute(matrix)
+    boot = compute(matrix, unit_weights=resample_weights(matrix.shape[0], n_boot=n_boot, seed=seed))
+    return {form: (point[form], *percentile_interval(boot[form], level=ci_level)) for form in point}
+
+
+def _undefined(key: str, reason: str, *, n_items: int, n_raters: int, n_ratings: int) -> dict:
+    return {"coefficient": key, "estimate": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n_items": n_items,
+            "n_raters": n_raters, "n_ratings": n_ratings, "n_boot_defined": 0, "note": reason}

@@ -1,0 +1,38 @@
+"""Item-level bootstrap helpers shared by agreement and system comparison.
+
+A resample of items is represented by a weight per item: how many times the item was drawn (a multinomial
+count). Every statistic in this package that is bootstrapped is written as a function of per-item
+quantities combined with these weights, so B resamples cost one matrix product instead of B recomputations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def resample_weights(n_units: int, *, n_boot: int, seed: int | np.random.Generator | None = 0) -> np.ndarray:
+    """Return a (n_boot, n_units) float array of multinomial draw counts: each row is one bootstrap resample
+    of ``n_units`` units drawn with replacement (Efron & Tibshirani 1993, ch. 6)."""
+    if n_units < 1:
+        raise ValueError("cannot bootstrap an empty set of items")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=n_boot).astype(float)
+
+
+def percentile_interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float, int]:
+    """Percentile bootstrap interval of the defined (non-NaN) ``samples``.
+
+    Returns (low, high, n_defined). Resamples in which the statistic is undefined (e.g. a resample with no
+    variation) are dropped; the count of those kept is returned so that the caller can report it.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"confidence level must lie strictly between 0 and 1, got {level}")
+    samples = np.asarray(samples, dtype=float)
+    defined = samples[np.isfinite(samples)]
+    if defined.size == 0:
+        return float("nan"), float("nan"), 0
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(defined, [tail, 1.0 - tail])
+    return float(low), float(high), int(defined.size)

@@ -1,0 +1,246 @@
+"""Turn the store's export (CSV or JSONL, one row per rating) into the tidy ratings table.
+
+The export contract (written by the app) has exactly the columns in ``EXPORT_COLUMNS``. The tidy table the
+rest of ``analysis`` works on has one row per rating and the columns in ``TIDY_COLUMNS``:
+
+    study, item, context, system, annotator, criterion, score, position, is_control,
+    control_kind, control_target, assignment, started_at, submitted_at, seconds_on_item
+
+``item`` is the rated unit (a dialogue context plus one response); ``context`` is the dialogue context,
+which is what pairs the systems. Validation is strict and every error names the column or the row
+(1-based, as a spreadsheet would show it) and what to do about it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+EXPORT_COLUMNS: tuple[str, ...] = (
+    "study",
+    "item_id",
+    "context_id",
+    "system",
+    "annotator",
+    "criterion",
+    "score",
+    "position",
+    "is_control",
+    "control_kind",
+    "control_target",
+    "assignment_id",
+    "started_at",
+    "submitted_at",
+    "seconds_on_item",
+)
+
+_RENAMES = {"item_id": "item", "context_id": "context", "assignment_id": "assignment"}
+
+TIDY_COLUMNS: tuple[str, ...] = tuple(_RENAMES.get(c, c) for c in EXPORT_COLUMNS)
+
+DEFAULT_SCALE: tuple[int, int] = (1, 5)
+
+_TRUE = {"true", "t", "1", "yes", "y"}
+_FALSE = {"false", "f", "0", "no", "n"}
+_REQUIRED_TEXT = ("study", "item_id", "context_id", "system", "annotator", "criterion", "assignment_id")
+
+
+class ExportError(ValueError):
+    """The export does not follow the contract; the message says where and what to fix."""
+
+
+def read_export(path: str | Path, *, scale: tuple[int, int] = DEFAULT_SCALE) -> pd.DataFrame:
+    """Read an export file (``.csv``, or ``.jsonl``/``.ndjson``) and return the validated tidy table."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        # Everything as text first: ids must stay strings ("007" is not 7), empties stay empty.
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        return tidy_from_export(frame, scale=scale, source=str(path))
+    if suffix in {".jsonl", ".ndjson"}:
+        records = []
+        with path.open(encoding="utf-8") as lines:
+            for line_no, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise ExportError(f"{path}: line {line_no} is not valid JSON ({err.msg})") from err
+        return tidy_from_export(records, scale=scale, source=str(path))
+    raise ExportError(f"{path}: unknown export format {suffix!r}; expected .csv, .jsonl or .ndjson")
+
+
+def tidy_from_export(
+    df_or_records: pd.DataFrame | Iterable[Mapping],
+    *,
+    scale: tuple[int, int] = DEFAULT_SCALE,
+    source: str = "export",
+) -> pd.DataFrame:
+    """Validate export rows and return the tidy ratings table (columns ``TIDY_COLUMNS``).
+
+    Checks: every contract column is present; ids, system, annotator and criterion are non-empty; the score
+    is an integer within ``scale`` (inclusive); ``is_control`` is a boolean or true/false text; controls
+    name the criterion they target; timestamps parse as ISO-8601; ``seconds_on_item`` is empty or a
+    non-negative number; no annotator rates the same item on the same criterion twice. Columns outside
+    the contract are dropped.
+    """
+    if isinstance(df_or_records, pd.DataFrame):
+        export = df_or_records.copy()
+    else:
+        export = pd.DataFrame.from_records(list(df_or_records))
+    missing = [c for c in EXPORT_COLUMNS if c not in export.columns]
+    if missing:
+        raise ExportError(
+            f"{source} is missing column(s) {', '.join(repr(c) for c in missing)}; "
+            f"the export contract has: {', '.join(EXPORT_COLUMNS)}"
+        )
+    export = export.loc[:, list(EXPORT_COLUMNS)].reset_index(drop=True)
+    lo, hi = scale
+    if not (isinstance(lo, (int, np.integer)) and isinstance(hi, (int, np.integer)) and lo < hi):
+        raise ValueError(f"scale must be two integers (low, high) with low < high, got {scale!r}")
+
+    tidy = pd.DataFrame(index=export.index)
+    for column in EXPORT_COLUMNS:
+        name = _RENAMES.get(column, column)
+        if column in _REQUIRED_TEXT:
+            tidy[name] = _required_text(export[column], column, source)
+    tidy["criterion"] = tidy["criterion"].str.lower()
+    tidy["score"] = _scores(export["score"], scale, source)
+    tidy["position"] = _optional_int(export["position"], "position", source)
+    tidy["is_control"] = _booleans(export["is_control"], source)
+    tidy["control_kind"] = _optional_text(export["control_kind"])
+    tidy["control_target"] = _optional_text(export["control_target"]).str.lower()
+    for name in ("control_kind", "control_target"):
+        tidy.loc[~tidy["is_control"], name] = pd.NA
+    no_target = tidy["is_control"] & tidy["control_target"].isna()
+    if no_target.any():
+        row = int(np.flatnonzero(no_target.to_numpy())[0])
+        raise ExportError(
+            f"{source}: row {row + 1} is a control (is_control=true) but has no control_target; "
+            "a control must name the criterion it is built to fail (e.g. empathy)"
+        )
+    tidy["started_at"] = _timestamps(export["started_at"], "started_at", source)
+    tidy["submitted_at"] = _timestamps(export["submitted_at"], "submitted_at", source)
+    tidy["seconds_on_item"] = _seconds(export["seconds_on_item"], source)
+
+    duplicated = tidy.duplicated(["annotator", "item", "criterion"], keep=False)
+    if duplicated.any():
+        rows = np.flatnonzero(duplicated.to_numpy())[:4] + 1
+        first = tidy.loc[duplicated].iloc[0]
+        raise ExportError(
+            f"{source}: annotator {first['annotator']!r} rated item {first['item']!r} on "
+            f"{first['criterion']!r} more than once (rows {', '.join(map(str, rows))}); "
+            "re-export from the store, whose ingestion is idempotent"
+        )
+    return tidy.loc[:, list(TIDY_COLUMNS)]
+
+
+def require_columns(ratings: pd.DataFrame, columns: Iterable[str], *, what: str) -> None:
+    """Raise a clear error when a tidy table lacks columns that ``what`` needs."""
+    missing = [c for c in columns if c not in ratings.columns]
+    if missing:
+        raise ValueError(
+            f"{what} needs column(s) {', '.join(repr(c) for c in missing)} in the ratings table; "
+            "build it with analysis.load.tidy_from_export or read_export"
+        )
+
+
+def _is_blank(values: pd.Series) -> np.ndarray:
+    as_text = values.astype("object").where(values.notna(), "")
+    return np.array([str(v).strip() == "" for v in as_text], dtype=bool)
+
+
+def _first_bad(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _required_text(values: pd.Series, column: str, source: str) -> pd.Series:
+    blank = _is_blank(values)
+    if blank.any():
+        row = _first_bad(blank)
+        raise ExportError(f"{source}: row {row + 1} has an empty {column!r}; every rating needs one")
+    return pd.Series([_id_text(v) for v in values], index=values.index, dtype="object").str.strip()
+
+
+def _id_text(value) -> str:
+    # JSONL may carry integer ids; a float id like 3.0 would otherwise become "3.0".
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _optional_text(values: pd.Series) -> pd.Series:
+    blank = _is_blank(values)
+    text = pd.Series([str(v).strip() for v in values.astype("object")], index=values.index, dtype="object")
+    return text.where(~blank, pd.NA)
+
+
+def _scores(values: pd.Series, scale: tuple[int, int], source: str) -> pd.Series:
+    lo, hi = scale
+    numeric = pd.to_numeric(values.astype("object").where(~_is_blank(values), np.nan), errors="coerce")
+    numeric = numeric.astype(float)
+    bad = numeric.isna().to_numpy() | (numeric.to_numpy() % 1 != 0)
+    bad |= (numeric.to_numpy() < lo) | (numeric.to_numpy() > hi)
+    if bad.any():
+        row = _first_bad(bad)
+        raise ExportError(
+            f"{source}: row {row + 1} has score {values.iloc[row]!r}; scores must be whole numbers "
+            f"from {lo} to {hi} (pass scale=(low, high) for another scale)"
+        )
+    return numeric.astype("int64")
+
+
+def _optional_int(values: pd.Series, column: str, source: str) -> pd.Series:
+    blank = _is_blank(values)
+    numeric = pd.to_numeric(values.astype("object").where(~blank, np.nan), errors="coerce").astype(float)
+    bad = (~blank & numeric.isna().to_numpy()) | (numeric.notna().to_numpy() & (numeric.to_numpy() % 1 != 0))
+    if bad.any():
+        row = _first_bad(bad)
+        raise ExportError(f"{source}: row {row + 1} has {column} {values.iloc[row]!r}; expected a whole number")
+    return numeric.astype("Int64")
+
+
+def _booleans(values: pd.Series, source: str) -> pd.Series:
+    parsed = []
+    for row, value in enumerate(values.astype("object")):
+        if isinstance(value, (bool, np.bool_)):
+            parsed.append(bool(value))
+            continue
+        text = str(value).strip().lower()
+        if text in _TRUE:
+            parsed.append(True)
+        elif text in _FALSE:
+            parsed.append(False)
+        else:
+            raise ExportError(f"{source}: row {row + 1} has is_control {value!r}; expected true or false")
+    return pd.Series(parsed, index=values.index, dtype=bool)
+
+
+def _timestamps(values: pd.Series, column: str, source: str) -> pd.Series:
+    blank = _is_blank(values)
+    text = values.astype("object").where(~blank, None)
+    parsed = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
+    bad = ~blank & parsed.isna().to_numpy()
+    if bad.any():
+        row = _first_bad(bad)
+        raise ExportError(
+            f"{source}: row {row + 1} has {column} {values.iloc[row]!r}; expected an ISO-8601 UTC timestamp"
+        )
+    return parsed
+
+
+def _seconds(values: pd.Series, source: str) -> pd.Series:
+    blank = _is_blank(values)
+    numeric = pd.to_numeric(values.astype("object").where(~blank, np.nan), errors="coerce").astype(float)
+    bad = (~blank & numeric.isna().to_numpy()) | (numeric.to_numpy() < 0)
+    if bad.any():
+        row = _first_bad(bad)
+        raise ExportError(
+            f"{source}: row {row + 1} has seconds_on_item {values.iloc[row]!r}; expected empty or seconds >= 0"
+        )
+    return numeric

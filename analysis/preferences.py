@@ -1,0 +1,93 @@
+"""Pairwise preference (A/B) tests: win / tie / loss rates with exact binomial tests and Holm correction.
+
+Input: one row per judgement with columns ``system_a``, ``system_b`` and ``preferred`` (the name of the
+preferred system, or "tie"), and optionally ``criterion``. The order in which a pair was shown does not
+matter: (A, B) and (B, A) judgements are pooled, and each pair is reported with its systems in sorted order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.compare import adjust_by_family
+
+TIE = "tie"
+TIE_HANDLING = ("exclude", "split", "as_loss")
+
+
+def preference_tests(
+    judgements: pd.DataFrame,
+    *,
+    ties: str = "exclude",
+    correction: str = "holm",
+    family: str = "criterion",
+    alpha: float = 0.05,
+    ci_level: float = 0.95,
+) -> pd.DataFrame:
+    """Per criterion and pair (a, b): counts and rates of a wins, ties, b wins; a two-sided exact binomial
+    test of H0 "a and b are preferred equally often" (scipy ``binomtest``, p = 0.5); a Clopper-Pearson CI of
+    a's share of the decisive judgements; p-values corrected over the pairs of a criterion ("criterion") or
+    of all criteria ("study").
+
+    ``ties``: "exclude" (default) tests the decisive judgements only; "split" gives half of the ties to each
+    side (an odd tie is dropped, since the test needs whole counts); "as_loss" counts ties against system_a,
+    the conservative choice when a is the new system. Columns: criterion, system_a, system_b, n, wins_a,
+    ties, wins_b, win_rate_a, tie_rate, win_rate_b, n_tested, k_tested, share_a, share_ci_low,
+    share_ci_high, p, p_adj, significant, ties_handling, correction.
+    """
+    if ties not in TIE_HANDLING:
+        raise ValueError(f"ties must be one of {TIE_HANDLING}, got {ties!r}")
+    missing = [c for c in ("system_a", "system_b", "preferred") if c not in judgements.columns]
+    if missing:
+        raise ValueError(f"preference judgements need column(s) {missing}: system_a, system_b, preferred")
+    data = judgements.copy()
+    if "criterion" not in data.columns:
+        data["criterion"] = "preference"
+    preferred = data["preferred"].astype(str).str.strip()
+    valid = (preferred == data["system_a"]) | (preferred == data["system_b"]) | (preferred.str.lower() == TIE)
+    if not valid.all():
+        row = int(np.flatnonzero(~valid.to_numpy())[0])
+        raise ValueError(f"row {row + 1}: preferred is {preferred.iloc[row]!r}, which is neither of "
+                         f"{data['system_a'].iloc[row]!r}, {data['system_b'].iloc[row]!r} nor 'tie'")
+    first = np.minimum(data["system_a"].astype(str), data["system_b"].astype(str))
+    second = np.maximum(data["system_a"].astype(str), data["system_b"].astype(str))
+    data = data.assign(first=first, second=second, choice=preferred.where(preferred.str.lower() != TIE, TIE))
+
+    rows = []
+    for (criterion, a, b), part in data.groupby(["criterion", "first", "second"], sort=True):
+        wins_a = int((part["choice"] == a).sum())
+        wins_b = int((part["choice"] == b).sum())
+        n_ties = int((part["choice"] == TIE).sum())
+        n = wins_a + wins_b + n_ties
+        k, trials = _tested_counts(wins_a, wins_b, n_ties, ties)
+        row = {"criterion": criterion, "system_a": a, "system_b": b, "n": n, "wins_a": wins_a, "ties": n_ties,
+               "wins_b": wins_b, "win_rate_a": wins_a / n, "tie_rate": n_ties / n, "win_rate_b": wins_b / n,
+               "n_tested": trials, "k_tested": k}
+        if trials > 0:
+            test = stats.binomtest(k, trials, p=0.5, alternative="two-sided")
+            interval = test.proportion_ci(confidence_level=ci_level, method="exact")
+            row.update(share_a=k / trials, share_ci_low=float(interval.low), share_ci_high=float(interval.high),
+                       p=float(test.pvalue))
+        else:
+            row.update(share_a=np.nan, share_ci_low=np.nan, share_ci_high=np.nan, p=np.nan)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    families = table["criterion"] if family == "criterion" else pd.Series("study", index=table.index)
+    table["p_adj"] = adjust_by_family(table["p"], families, method=correction)
+    table["significant"] = table["p_adj"] < alpha
+    table["ties_handling"] = ties
+    table["correction"] = correction
+    return table
+
+
+def _tested_counts(wins_a: int, wins_b: int, n_ties: int, ties: str) -> tuple[int, int]:
+    if ties == "exclude":
+        return wins_a, wins_a + wins_b
+    if ties == "split":
+        half = n_ties // 2
+        return wins_a + half, wins_a + wins_b + 2 * half
+    return wins_a, wins_a + wins_b + n_ties  # as_loss

@@ -1,0 +1,245 @@
+"""Rater quality: controls, straight-lining, halo, time per item, agreement with the others; a flag list.
+
+Each measure is one function returning one row per annotator; ``rater_quality`` joins them and flags
+annotators with the reasons spelled out. Thresholds are keyword arguments because they change who is
+excluded, and so the science; the report states the ones used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from analysis.load import require_columns
+
+
+def control_results(ratings: pd.DataFrame) -> pd.DataFrame:
+    """One row per annotator and control item: did the annotator score the control below the real responses
+    on the criterion the control is built to fail?
+
+    The reference is the annotator's mean score on that criterion over the real (non-control) items of the
+    same assignment, or over all their real items when the assignment has none. ``passed`` means
+    control_score < reference. Columns: annotator, assignment, item, control_kind, criterion, control_score,
+    reference, reference_scope, passed.
+    """
+    require_columns(ratings, ("annotator", "assignment", "item", "criterion", "score", "is_control", "control_kind",
+                              "control_target"), what="control_results")
+    is_control = ratings["is_control"].astype(bool)
+    controls = ratings.loc[is_control & (ratings["criterion"] == ratings["control_target"])]
+    columns = ["annotator", "assignment", "item", "control_kind", "criterion", "control_score", "reference",
+               "reference_scope", "passed"]
+    if controls.empty:
+        return pd.DataFrame(columns=columns)
+    real = ratings.loc[~is_control]
+    per_assignment = real.groupby(["annotator", "assignment", "criterion"])["score"].mean().rename("in_assignment")
+    overall = real.groupby(["annotator", "criterion"])["score"].mean().rename("overall")
+    merged = (controls.rename(columns={"score": "control_score"})
+              .join(per_assignment, on=["annotator", "assignment", "criterion"])
+              .join(overall, on=["annotator", "criterion"]))
+    merged["reference_scope"] = np.where(merged["in_assignment"].notna(), "assignment", "all items")
+    merged["reference"] = merged["in_assignment"].fillna(merged["overall"])
+    merged["passed"] = (merged["control_score"] < merged["reference"]).astype("boolean")
+    merged.loc[merged["reference"].isna(), "passed"] = pd.NA
+    return merged[columns].reset_index(drop=True)
+
+
+def control_pass_rates(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Control pass rate per annotator and targeted criterion: annotator, criterion, n_controls, n_passed,
+    pass_rate (controls without any real item to compare with are not counted)."""
+    results = control_results(ratings).dropna(subset=["passed"])
+    if results.empty:
+        return pd.DataFrame(columns=["annotator", "criterion", "n_controls", "n_passed", "pass_rate"])
+    results["passed"] = results["passed"].astype(bool)
+    table = results.groupby(["annotator", "criterion"])["passed"].agg(n_controls="size", n_passed="sum").reset_index()
+    table["pass_rate"] = table["n_passed"] / table["n_controls"]
+    return table
+
+
+def straightlining(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Share of an annotator's items (controls included) on which every criterion got the same score, over
+    items rated on at least two criteria, and the SD of all their scores. Columns: annotator,
+    n_multi_criterion_items, straightline_rate, score_sd."""
+    per_item = ratings.groupby(["annotator", "item"])["score"].agg(["nunique", "size"])
+    multi = per_item.loc[per_item["size"] >= 2]
+    table = multi.groupby("annotator").agg(
+        n_multi_criterion_items=("size", "size"), straightline_rate=("nunique", lambda s: float((s == 1).mean()))
+    )
+    spread = ratings.groupby("annotator")["score"].std(ddof=0).rename("score_sd")
+    return table.join(spread, how="outer").reset_index()
+
+
+def halo(ratings: pd.DataFrame, *, min_items: int = 5) -> pd.DataFrame:
+    """Halo: the mean pairwise Spearman correlation between criteria over an annotator's real items (NaN when
+    fewer than ``min_items`` items or a criterion does not vary). Columns: annotator, halo."""
+    real = ratings.loc[~ratings["is_control"].astype(bool)]
+    rows = []
+    for annotator, part in real.groupby("annotator"):
+        wide = part.pivot_table(index="item", columns="criterion", values="score").dropna()
+        value = np.nan
+        if wide.shape[0] >= min_items and wide.shape[1] >= 2 and (wide.std() > 0).all():
+            correlation = wide.corr(method="spearman").to_numpy()
+            value = float(correlation[np.triu_indices_from(correlation, k=1)].mean())
+        rows.append({"annotator": annotator, "halo": value})
+    return pd.DataFrame(rows, columns=["annotator", "halo"])
+
+
+def time_per_item(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Median seconds per item for each annotator. ``seconds_on_item`` where recorded; otherwise the
+    assignment's duration (last submitted_at - first started_at) divided by its number of items.
+    Columns: annotator, median_seconds."""
+    per_item = ratings.groupby(["annotator", "assignment", "item"]).agg(
+        seconds=("seconds_on_item", "first"), started=("started_at", "min"), submitted=("submitted_at", "max")
+    ).reset_index()
+    per_assignment = per_item.groupby(["annotator", "assignment"]).agg(
+        started=("started", "min"), submitted=("submitted", "max"), n_items=("item", "size")
+    )
+    duration = (per_assignment["submitted"] - per_assignment["started"]).dt.total_seconds()
+    fallback = (duration / per_assignment["n_items"]).rename("fallback")
+    per_item = per_item.join(fallback, on=["annotator", "assignment"])
+    per_item["seconds"] = per_item["seconds"].fillna(per_item["fallback"])
+    table = per_item.groupby("annotator")["seconds"].median().rename("median_seconds")
+    return table.reset_index()
+
+
+def consensus_agreement(
+    ratings: pd.DataFrame, *, min_items: int = 8, exclude_from_consensus: Iterable[str] = ()
+) -> pd.DataFrame:
+    """Agreement of each annotator with the leave-one-out consensus: for every real item they rated, the mean
+    of the other annotators' scores on that item and criterion (annotators in ``exclude_from_consensus``
+    do not count towards anyone's consensus, but get their own correlation).
+
+    consensus_r is the pooled within-criterion Pearson correlation between own score and that consensus (both
+    centred per criterion, then correlated over all the annotator's ratings; pooling over criteria steadies
+    an estimate that would otherwise rest on a few items per criterion). NaN with fewer than ``min_items``
+    items or no variation. consensus_mae is the mean absolute difference. Columns: annotator,
+    n_consensus_items, consensus_r, consensus_mae.
+    """
+    real = ratings.loc[~ratings["is_control"].astype(bool), ["annotator", "item", "criterion", "score"]].copy()
+    in_pool = ~real["annotator"].isin(set(exclude_from_consensus))
+    pooled = real["score"].where(in_pool, 0.0)
+    keys = [real["item"], real["criterion"]]
+    total = pooled.groupby(keys).transform("sum")
+    count = in_pool.astype(int).groupby(keys).transform("sum")
+    others = count - in_pool.astype(int)
+    real = real.loc[others >= 1].copy()
+    real["consensus"] = (total - pooled)[others >= 1] / others[others >= 1]
+    rows = []
+    for annotator, part in real.groupby("annotator"):
+        by_criterion = part.groupby("criterion")
+        own = (part["score"] - by_criterion["score"].transform("mean")).to_numpy(float)
+        others = (part["consensus"] - by_criterion["consensus"].transform("mean")).to_numpy(float)
+        n_items = int(part["item"].nunique())
+        defined = n_items >= min_items and np.abs(own).sum() > 0 and np.abs(others).sum() > 0
+        rows.append({
+            "annotator": annotator,
+            "n_consensus_items": n_items,
+            "consensus_r": float(own @ others / np.sqrt((own @ own) * (others @ others))) if defined else np.nan,
+            "consensus_mae": float((part["score"] - part["consensus"]).abs().mean()),
+        })
+    return pd.DataFrame(rows, columns=["annotator", "n_consensus_items", "consensus_r", "consensus_mae"])
+
+
+def rater_quality(
+    ratings: pd.DataFrame,
+    *,
+    min_control_pass_rate: float = 0.5,
+    min_controls: int = 2,
+    max_straightline_rate: float = 0.8,
+    min_items: int = 5,
+    min_consensus_r: float = 0.2,
+    min_consensus_items: int = 8,
+    min_median_seconds: float | None = 5.0,
+    max_halo: float | None = None,
+    max_consensus_rounds: int = 10,
+) -> pd.DataFrame:
+    """One row per annotator with every quality measure, ``flagged`` and the ``reasons``.
+
+    An annotator is flagged when (each rule applies only with enough data):
+    - they pass fewer than ``min_control_pass_rate`` of their controls (at least ``min_controls``);
+    - more than ``max_straightline_rate`` of their items (at least ``min_items``) got one score on every
+      criterion, or every score they gave is the same;
+    - their correlation with the leave-one-out consensus is below ``min_consensus_r``; the consensus leaves
+      out the annotators flagged so far and is recomputed until the flags settle (at most
+      ``max_consensus_rounds`` rounds);
+    - their median time per item is below ``min_median_seconds`` (None: not checked);
+    - their halo exceeds ``max_halo`` (None, the default: reported only, because good responses are good on
+      every criterion, so a high halo alone is weak evidence).
+    Columns: annotator, n_items, n_ratings, n_controls, control_pass_rate, pass_rate_<criterion>...,
+    n_multi_criterion_items, straightline_rate, score_sd, halo, median_seconds, n_consensus_items,
+    consensus_r, consensus_mae, flagged, reasons.
+    """
+    require_columns(ratings, ("annotator", "assignment", "item", "criterion", "score", "is_control", "control_kind",
+                              "control_target", "seconds_on_item", "started_at", "submitted_at"), what="rater_quality")
+    base = ratings.groupby("annotator").agg(n_items=("item", "nunique"), n_ratings=("score", "size"))
+    passes = control_pass_rates(ratings)
+    controls = passes.groupby("annotator")[["n_controls", "n_passed"]].sum()
+    controls["control_pass_rate"] = controls["n_passed"] / controls["n_controls"]
+    per_criterion = passes.pivot(index="annotator", columns="criterion", values="pass_rate").add_prefix("pass_rate_")
+    table = (base.join(controls[["n_controls", "control_pass_rate"]])
+             .join(per_criterion)
+             .join(straightlining(ratings).set_index("annotator"))
+             .join(halo(ratings, min_items=min_items).set_index("annotator"))
+             .join(time_per_item(ratings).set_index("annotator")))
+    table["n_controls"] = table["n_controls"].fillna(0).astype(int)
+
+    # The consensus leaves out annotators flagged so far, and is recomputed until the flag set settles: a
+    # careful annotator whose items happened to be co-rated by spammers is then not judged against noise.
+    found = {annotator: _reasons(row, min_control_pass_rate=min_control_pass_rate, min_controls=min_controls,
+                                 max_straightline_rate=max_straightline_rate, min_items=min_items,
+                                 min_median_seconds=min_median_seconds, max_halo=max_halo)
+             for annotator, row in table.iterrows()}
+    by_rules = {annotator for annotator, reasons in found.items() if reasons}
+    excluded: set[str] = set(by_rules)
+    for _ in range(max_consensus_rounds):
+        consensus = consensus_agreement(ratings, min_items=min_consensus_items, exclude_from_consensus=excluded)
+        low = set(consensus.loc[consensus["consensus_r"] < min_consensus_r, "annotator"])
+        if by_rules | low == excluded:
+            break
+        excluded = by_rules | low
+    table = table.join(consensus.set_index("annotator"))
+    for annotator in sorted(low):
+        found[annotator].append(f"correlation with the other raters' consensus r = "
+                                f"{table.loc[annotator, 'consensus_r']:.2f} (< {min_consensus_r:.2f})")
+    reasons = ["; ".join(found[annotator]) for annotator in table.index]
+    table["reasons"] = reasons
+    table["flagged"] = table["reasons"] != ""
+    ordered = ["n_items", "n_ratings", "n_controls", "control_pass_rate", *per_criterion.columns,
+               "n_multi_criterion_items", "straightline_rate", "score_sd", "halo", "median_seconds",
+               "n_consensus_items", "consensus_r", "consensus_mae", "flagged", "reasons"]
+    return table[ordered].reset_index()
+
+
+def _reasons(row: pd.Series, *, min_control_pass_rate, min_controls, max_straightline_rate, min_items,
+             min_median_seconds, max_halo) -> list[str]:
+    found = []
+    if row["n_controls"] >= min_controls and row["control_pass_rate"] < min_control_pass_rate:
+        passed = int(round(row["control_pass_rate"] * row["n_controls"]))
+        found.append(f"passed {passed} of {int(row['n_controls'])} controls "
+                     f"({row['control_pass_rate']:.0%} < {min_control_pass_rate:.0%})")
+    if row["n_items"] >= min_items and row["score_sd"] == 0:
+        found.append("gave every rating the same score")
+    elif row["n_multi_criterion_items"] >= min_items and row["straightline_rate"] > max_straightline_rate:
+        found.append(f"one score on every criterion for {row['straightline_rate']:.0%} of items "
+                     f"(> {max_straightline_rate:.0%})")
+    if (min_median_seconds is not None and np.isfinite(row["median_seconds"])
+            and row["median_seconds"] < min_median_seconds):
+        found.append(f"median {row['median_seconds']:.1f} s per item (< {min_median_seconds:g} s)")
+    if max_halo is not None and np.isfinite(row["halo"]) and row["halo"] > max_halo:
+        found.append(f"halo: criteria correlate at {row['halo']:.2f} (> {max_halo:.2f})")
+    return found
+
+
+def control_summary(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Control pass rate per targeted criterion over all annotators: criterion, n_controls, n_passed,
+    pass_rate."""
+    passes = control_pass_rates(ratings)
+    table = passes.groupby("criterion")[["n_controls", "n_passed"]].sum().reset_index()
+    table["pass_rate"] = table["n_passed"] / table["n_controls"]
+    return table
+
+
+def flagged_annotators(quality: pd.DataFrame) -> list[str]:
+    """Annotators flagged in a ``rater_quality`` table, sorted."""
+    return sorted(quality.loc[quality["flagged"], "annotator"])

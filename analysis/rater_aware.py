@@ -1,0 +1,173 @@
+"""Rater-aware checks of the system comparison: does the conclusion survive who rated what?
+
+Averaging annotators within an item treats every annotator alike. When annotators differ in leniency and do
+not all see every system equally often, an ordering can come from the raters rather than the systems. Two
+checks, each compared with the item-level Wilcoxon result of ``analysis.compare.compare_pairs``:
+
+- a linear mixed model ``score ~ system`` with crossed random intercepts for annotator and item (statsmodels
+  MixedLM, variance components in one all-encompassing group; Baayen, Davidson & Bates 2008), REML; each pair
+  is a Wald test of the difference of its two fixed effects;
+- per-annotator z-scored scores (each annotator's ratings on a criterion centred on their mean and divided by
+  their SD), then the same item-level Wilcoxon tests on the z-scores.
+
+A pair is flagged when its order (the sign of the difference) or its significance after correction differs
+from the raw result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.compare import adjust_by_family, compare_pairs
+from analysis.load import require_columns
+from analysis.threads import single_threaded_blas
+
+_EPS = 1e-9
+
+
+def mixed_model_pairs(
+    ratings: pd.DataFrame,
+    *,
+    criterion: str,
+    random_effects: tuple[str, ...] = ("annotator", "item"),
+    reml: bool = True,
+) -> pd.DataFrame:
+    """Pairwise system differences from the mixed model ``score ~ system + (1|annotator) + (1|item)`` on one
+    criterion (non-control ratings). ``random_effects`` names the columns with random intercepts; add
+    "context" to let contexts share an intercept too (slower). Columns: criterion, system_a, system_b,
+    lmm_diff (a - b), lmm_se, lmm_z, lmm_p (two-sided Wald), lmm_note."""
+    import statsmodels.formula.api as smf  # deferred: statsmodels' formula stack is slow to import
+
+    require_columns(ratings, ("system", "criterion", "score", "is_control", *random_effects), what="mixed_model_pairs")
+    data = ratings.loc[(ratings["criterion"] == criterion) & ~ratings["is_control"].astype(bool)]
+    systems = sorted(data["system"].unique())
+    pairs = list(itertools.combinations(systems, 2))
+    frame = pd.DataFrame({"score": data["score"].to_numpy(dtype=float)})
+    # Plain codes keep patsy away from whatever characters system or worker names contain.
+    frame["system"] = pd.Categorical(data["system"].to_numpy(), categories=systems).codes
+    for column in random_effects:
+        frame[column] = pd.factorize(data[column])[0]
+    frame["whole_study"] = 0
+    note = ""
+    try:
+        with warnings.catch_warnings(record=True) as caught, single_threaded_blas():
+            warnings.simplefilter("always")
+            model = smf.mixedlm(
+                "score ~ C(system)", frame, groups="whole_study", re_formula="0",
+                vc_formula={column: f"0 + C({column})" for column in random_effects},
+            )
+            fit = model.fit(reml=reml)
+        messages = sorted({str(w.message).split(".")[0] for w in caught if "converge" in str(w.message).lower()
+                           or "boundary" in str(w.message).lower()})
+        if not fit.converged:
+            messages.insert(0, "did not converge")
+        note = "; ".join(messages)
+    except (np.linalg.LinAlgError, ValueError) as err:
+        failed = {"lmm_diff": np.nan, "lmm_se": np.nan, "lmm_z": np.nan, "lmm_p": np.nan,
+                  "lmm_note": f"mixed model failed: {err}"}
+        return pd.DataFrame([{"criterion": criterion, "system_a": a, "system_b": b, **failed} for a, b in pairs])
+    names = list(fit.fe_params.index)
+    covariance = fit.cov_params().loc[names, names].to_numpy()
+    effects = fit.fe_params.to_numpy()
+    position = {code: names.index(f"C(system)[T.{code}]") for code in range(1, len(systems))}
+    rows = []
+    for a, b in pairs:
+        contrast = np.zeros(len(names))
+        code_a, code_b = systems.index(a), systems.index(b)
+        if code_a in position:
+            contrast[position[code_a]] += 1.0
+        if code_b in position:
+            contrast[position[code_b]] -= 1.0
+        diff = float(contrast @ effects)
+        se = float(np.sqrt(contrast @ covariance @ contrast))
+        z = diff / se if se > 0 else np.nan
+        rows.append({"criterion": criterion, "system_a": a, "system_b": b, "lmm_diff": diff, "lmm_se": se, "lmm_z": z,
+                     "lmm_p": float(2 * stats.norm.sf(abs(z))) if np.isfinite(z) else np.nan, "lmm_note": note})
+    return pd.DataFrame(rows)
+
+
+def zscore_by_annotator(ratings: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Non-control ratings with ``score`` replaced by the annotator's z-score on that criterion (ddof = 1).
+
+    Annotators with fewer than two ratings or no variation on a criterion have no z-score there and are
+    dropped from it; their names are returned beside the table.
+    """
+    data = ratings.loc[~ratings["is_control"].astype(bool)].copy()
+    grouped = data.groupby(["annotator", "criterion"])["score"]
+    centre = grouped.transform("mean")
+    spread = grouped.transform(lambda s: s.std(ddof=1))
+    usable = spread > 0
+    dropped = sorted(data.loc[~usable, "annotator"].unique())
+    data = data.loc[usable].copy()
+    data["score"] = (data["score"] - centre[usable]) / spread[usable]
+    return data, dropped
+
+
+def rater_aware_check(
+    ratings: pd.DataFrame,
+    *,
+    raw: pd.DataFrame | None = None,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    family: str = "criterion",
+    random_effects: tuple[str, ...] = ("annotator", "item"),
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Compare the raw pairwise results with the mixed model and with z-scored ratings, per criterion and pair.
+
+    ``raw`` is the output of ``compare_pairs`` on the same ratings (computed here when omitted). The LMM
+    p-values are corrected with the same ``correction`` and ``family``. Columns: criterion, system_a,
+    system_b, mean_diff, p_adj, lmm_diff, lmm_se, lmm_p, lmm_p_adj, z_diff, z_p_adj, order_changes,
+    significance_changes, flagged, reason, lmm_note, z_note.
+    """
+    if raw is None:
+        raw = compare_pairs(ratings, family=family, correction=correction, alpha=alpha, n_boot=n_boot, seed=seed)
+    criteria = sorted(raw["criterion"].unique())
+    lmm = pd.concat([mixed_model_pairs(ratings, criterion=c, random_effects=random_effects) for c in criteria],
+                    ignore_index=True)
+    families = lmm["criterion"] if family == "criterion" else pd.Series("study", index=lmm.index)
+    lmm["lmm_p_adj"] = adjust_by_family(lmm["lmm_p"], families, method=correction)
+
+    zscored, dropped = zscore_by_annotator(ratings)
+    z = compare_pairs(zscored, criteria=criteria, family=family, correction=correction, alpha=alpha, n_boot=200,
+                      seed=seed)
+    z = z.rename(columns={"mean_diff": "z_diff", "p_adj": "z_p_adj"})
+    z = z[["criterion", "system_a", "system_b", "z_diff", "z_p_adj"]]
+
+    keys = ["criterion", "system_a", "system_b"]
+    table = raw[keys + ["mean_diff", "p_adj"]].merge(lmm, on=keys, how="left").merge(z, on=keys, how="left")
+    reasons = []
+    for row in table.itertuples(index=False):
+        parts = []
+        raw_sign = _sign(row.mean_diff)
+        if _sign(row.lmm_diff) != raw_sign:
+            parts.append("mixed model reverses the order")
+        if _sign(row.z_diff) != raw_sign:
+            parts.append("z-scored means reverse the order")
+        raw_significant = bool(row.p_adj < alpha)
+        if np.isfinite(row.lmm_p_adj) and bool(row.lmm_p_adj < alpha) != raw_significant:
+            parts.append("mixed model " + ("loses" if raw_significant else "gains") + " significance")
+        if np.isfinite(row.z_p_adj) and bool(row.z_p_adj < alpha) != raw_significant:
+            parts.append("z-scored test " + ("loses" if raw_significant else "gains") + " significance")
+        reasons.append(parts)
+    table["order_changes"] = [any("order" in p for p in parts) for parts in reasons]
+    table["significance_changes"] = [any("significance" in p for p in parts) for parts in reasons]
+    table["flagged"] = table["order_changes"] | table["significance_changes"]
+    table["reason"] = ["; ".join(parts) for parts in reasons]
+    table["lmm_note"] = table["lmm_note"].fillna("")
+    table["z_note"] = (
+        f"z-scores leave out {len(dropped)} annotator(s) with no variation: {', '.join(dropped)}" if dropped else ""
+    )
+    return table
+
+
+def _sign(value: float) -> int:
+    if value is None or not np.isfinite(value) or abs(value) < _EPS:
+        return 0
+    return 1 if value > 0 else -1

@@ -1,0 +1,118 @@
+"""Rater quality measures, the flag list with reasons, and re-running without the flagged raters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.compare import system_means
+from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators, side_by_side
+from analysis.quality import (consensus_agreement, control_pass_rates, control_results, flagged_annotators, halo,
+                              rater_quality, straightlining, time_per_item)
+
+CRITERIA = ("empathy", "relevance", "fluency")
+
+
+def _rating(annotator, item, criterion, score, *, assignment="a1", control_target=None, seconds=20.0,
+            context=None, system="sys"):
+    return {"annotator": annotator, "item": item, "context": context or item, "system": system,
+            "criterion": criterion, "score": score, "is_control": control_target is not None,
+            "control_kind": "control-generic" if control_target else None, "control_target": control_target,
+            "assignment": assignment, "seconds_on_item": seconds,
+            "started_at": pd.Timestamp("2024-05-01T09:00:00Z"), "submitted_at": pd.Timestamp("2024-05-01T09:10:00Z")}
+
+
+def test_control_passes_when_scored_below_the_real_responses():
+    rows = [_rating("careful", "real-1", "empathy", 4), _rating("careful", "real-2", "empathy", 3),
+            _rating("careful", "ctl", "empathy", 2, control_target="empathy"),
+            _rating("careful", "ctl", "fluency", 5, control_target="empathy"),
+            _rating("lazy", "real-3", "empathy", 3), _rating("lazy", "ctl-2", "empathy", 3, control_target="empathy")]
+    results = control_results(pd.DataFrame(rows)).set_index("annotator")
+    assert results.loc["careful", "criterion"] == "empathy"  # only the targeted criterion is judged
+    assert results.loc["careful", "reference"] == 3.5 and bool(results.loc["careful", "passed"])
+    assert not bool(results.loc["lazy", "passed"])  # equal to the real responses is not below them
+
+
+def test_control_reference_falls_back_to_all_items_of_the_rater():
+    rows = [_rating("r", "real", "relevance", 4, assignment="a1"),
+            _rating("r", "ctl", "relevance", 1, assignment="a2", control_target="relevance")]
+    result = control_results(pd.DataFrame(rows)).iloc[0]
+    assert result["reference_scope"] == "all items" and bool(result["passed"])
+
+
+def test_control_pass_rates_are_per_targeted_criterion(simulated_ratings):
+    rates = control_pass_rates(simulated_ratings)
+    assert set(rates["criterion"]) <= set(CRITERIA)
+    assert ((rates["pass_rate"] >= 0) & (rates["pass_rate"] <= 1)).all()
+
+
+def test_straight_lining_counts_identical_triples():
+    rows = [_rating("flat", f"i{i}", c, 4) for i in range(6) for c in CRITERIA]
+    rows += [_rating("varied", f"i{i}", c, 1 + (i + j) % 5) for i in range(6) for j, c in enumerate(CRITERIA)]
+    table = straightlining(pd.DataFrame(rows)).set_index("annotator")
+    assert table.loc["flat", "straightline_rate"] == 1.0 and table.loc["flat", "score_sd"] == 0
+    assert table.loc["varied", "straightline_rate"] == 0.0
+
+
+def test_halo_is_the_correlation_between_criteria():
+    rows = [_rating("halo", f"i{i}", c, 1 + i % 5) for i in range(10) for c in CRITERIA]
+    rows += [_rating("flat", f"i{i}", c, 3) for i in range(10) for c in CRITERIA]
+    table = halo(pd.DataFrame(rows)).set_index("annotator")
+    assert table.loc["halo", "halo"] == pytest.approx(1.0)
+    assert np.isnan(table.loc["flat", "halo"])  # undefined without variation, not 0 or 1
+
+
+def test_time_per_item_falls_back_to_the_assignment_duration():
+    rows = [_rating("r", f"i{i}", "empathy", 3, seconds=np.nan) for i in range(4)]
+    table = time_per_item(pd.DataFrame(rows)).set_index("annotator")
+    assert table.loc["r", "median_seconds"] == pytest.approx(600 / 4)
+
+
+def test_consensus_leaves_the_rater_out():
+    # Item i: A and B give i, C gives 6 - i. A's consensus is the mean of B and C: always 3.
+    rows = []
+    for i in range(1, 6):
+        rows += [_rating("A", f"i{i}", "empathy", i), _rating("B", f"i{i}", "empathy", i),
+                 _rating("C", f"i{i}", "empathy", 6 - i)]
+    table = consensus_agreement(pd.DataFrame(rows), min_items=5).set_index("annotator")
+    assert np.isnan(table.loc["A", "consensus_r"])  # a constant consensus has no correlation
+    assert table.loc["C", "consensus_r"] == pytest.approx(-1.0)
+    without_c = consensus_agreement(pd.DataFrame(rows), min_items=5, exclude_from_consensus=["C"])
+    assert without_c.set_index("annotator").loc["A", "consensus_r"] == pytest.approx(1.0)
+
+
+def test_simulated_spammers_are_flagged_and_careful_raters_are_not(simulated, simulated_ratings):
+    quality = rater_quality(simulated_ratings)
+    assert flagged_annotators(quality) == sorted(simulated.spammers)
+    reasons = quality.set_index("annotator")["reasons"]
+    for annotator, kind in simulated.spammers.items():
+        assert reasons[annotator]
+        if kind == "straight":
+            assert "same score" in reasons[annotator]
+    assert (reasons.drop(index=list(simulated.spammers)) == "").all()
+
+
+def test_spammers_are_caught_without_timing_data(simulated, simulated_ratings):
+    quality = rater_quality(simulated_ratings.assign(seconds_on_item=np.nan, started_at=pd.NaT, submitted_at=pd.NaT))
+    assert flagged_annotators(quality) == sorted(simulated.spammers)
+    assert not quality["reasons"].str.contains("per item").any()
+
+
+def test_thresholds_decide_who_is_flagged(simulated_ratings):
+    lenient = rater_quality(simulated_ratings, min_control_pass_rate=0.0, max_straightline_rate=1.0,
+                            min_consensus_r=-1.0, min_median_seconds=None)
+    assert not lenient.loc[~lenient["reasons"].str.contains("same score"), "flagged"].any()
+    strict = rater_quality(simulated_ratings, max_halo=0.0)
+    assert strict["reasons"].str.contains("halo").any()
+
+
+def test_side_by_side_reruns_without_the_flagged(simulated, simulated_ratings):
+    spammers = sorted(simulated.spammers)
+    assert not exclude_annotators(simulated_ratings, spammers)["annotator"].isin(spammers).any()
+    table = side_by_side(simulated_ratings, spammers, system_means, n_boot=50)
+    assert list(table.columns)[0] == "raters"
+    assert set(table["raters"]) == {ALL_RATERS, EXCLUDING_FLAGGED}
+    by = table.set_index(["raters", "criterion", "system"])["mean"]
+    # Random clickers and straight-liners pull the best system down towards the middle of the scale.
+    assert by[(EXCLUDING_FLAGGED, "empathy", "gold")] > by[(ALL_RATERS, "empathy", "gold")]
