@@ -13,6 +13,7 @@ from server.cli.backend import generate, metrics, systems
 from server.cli.data import data
 from server.cli.db import db
 from server.cli.demo import demo
+from server.cli.report import report
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,6 +35,7 @@ cli.add_command(admin_token_command)
 cli.add_command(generate)
 cli.add_command(metrics)
 cli.add_command(systems)
+cli.add_command(report)
 
 # Rooms that `server` must not import (tasks, see DESIGN.md) contribute command groups by entry point.
 for entry in entry_points(group="empeval.cli"):
