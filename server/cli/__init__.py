@@ -13,6 +13,7 @@ from server.cli.backend import generate, metrics, systems
 from server.cli.data import data
 from server.cli.db import db
 from server.cli.demo import demo
+from server.cli.plan import plan
 from server.cli.report import report
 
 
@@ -36,6 +37,7 @@ cli.add_command(generate)
 cli.add_command(metrics)
 cli.add_command(systems)
 cli.add_command(report)
+cli.add_command(plan)
 
 # Rooms that `server` must not import (tasks, see DESIGN.md) contribute command groups by entry point.
 for entry in entry_points(group="empeval.cli"):

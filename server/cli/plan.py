@@ -1,0 +1,92 @@
+"""`empeval plan`: how many contexts and ratings per response a study needs, and what it costs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from server.annotation.errors import AnnotationError
+from server.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r} must be comma-separated whole numbers") from None
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{text!r} must list positive whole numbers")
+    return values
+
+
+@click.command()
+@click.option("--pilot", "pilot_study", default=None, help="Estimate the variance components from this study in the store.")
+@click.option("--pilot-export", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="... or from an export file (CSV/JSONL). Without either: default components.")
+@click.option("--criterion", default="empathy", show_default=True)
+@click.option("--effect", default=0.3, show_default=True, help="Difference to detect, in scale points (latent).")
+@click.option("--power", "target_power", default=0.8, show_default=True)
+@click.option("--alpha", default=0.05, show_default=True)
+@click.option("--ks", default="1,3,5", show_default=True, help="Ratings per response to compare.")
+@click.option("--contexts", default="50,100,200,400", show_default=True, help="Numbers of contexts to compare.")
+@click.option("--systems", default=2, show_default=True, help="Systems in the study (for the cost).")
+@click.option("--items-per-assignment", default=10, show_default=True)
+@click.option("--reward", type=float, default=None, help="Pay per assignment (for the cost).")
+@click.option("--fee", default=0.2, show_default=True, help="Platform fee as a share of the reward (MTurk: 0.2).")
+@click.option("--replicates", default=400, show_default=True, help="Simulated studies per design.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("plan.png"), show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@pass_cli
+def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts, systems,
+         items_per_assignment, reward, fee, replicates, plot, seed) -> None:
+    """Simulate designs to size a study: power to detect EFFECT on CRITERION, required contexts, cost.
+
+    Power is that of the report's test (Wilcoxon signed-rank on item means, paired by context), estimated
+    by simulating each design REPLICATES times; the analytic power of a paired t-test is shown beside it.
+    """
+    from analysis.load import read_export, tidy_from_export
+    from analysis.power import (Components, analytic_t_contexts, components_from_pilot, plan_table,
+                                power_curves_figure, required_contexts)
+
+    ks_list, contexts_list = _ints(ks), _ints(contexts)
+    components = Components()
+    source = "default components"
+    try:
+        if pilot_study:
+            from server.annotation.export import export_rows
+
+            components = components_from_pilot(tidy_from_export(pd.DataFrame(export_rows(obj.engine(), pilot_study))),
+                                               criterion=criterion)
+            source = f"pilot study {pilot_study!r}"
+        elif pilot_export:
+            components = components_from_pilot(read_export(pilot_export), criterion=criterion)
+            source = f"pilot export {pilot_export}"
+    except (AnnotationError, ValueError) as error:
+        fail(getattr(error, "message", str(error)), EXIT_BAD_INPUT)
+
+    click.echo(f"variance components ({source}, {criterion}): context sd {components.context_sd:.2f}, response sd "
+               f"{components.response_sd:.2f}, rater sd {components.rater_sd:.2f}, noise sd {components.noise_sd:.2f}")
+    table = plan_table(components, effect=effect, alpha=alpha, ks=ks_list, contexts=contexts_list, systems=systems,
+                       items_per_assignment=items_per_assignment, reward=reward, fee=fee, replicates=replicates,
+                       seed=seed)
+    click.echo(f"\npower to detect {effect:g} points on {criterion} (alpha {alpha:g}, two-sided), {systems} systems:")
+    click.echo(f"{'k':>3}{'contexts':>10}{'ratings':>9}{'power (Wilcoxon, sim.)':>24}{'power (t, analytic)':>21}"
+               f"{'assignments':>13}{'cost':>10}")
+    for row in table.itertuples():
+        cost = "" if row.cost is None or pd.isna(row.cost) else f"{row.cost:.2f}"
+        click.echo(f"{row.k:>3}{row.contexts:>10}{row.ratings:>9}{row.power_wilcoxon:>24.3f}{row.power_t_analytic:>21.3f}"
+                   f"{row.assignments:>13}{cost:>10}")
+    click.echo(f"\ncontexts needed for power {target_power:g}:")
+    for k in ks_list:
+        needed = required_contexts(components, k=k, effect=effect, alpha=alpha, power=target_power,
+                                   replicates=replicates, seed=seed)
+        analytic = analytic_t_contexts(components, k=k, effect=effect, alpha=alpha, power=target_power)
+        assignments = -(-needed * systems * k // items_per_assignment)
+        cost = f", cost {assignments * reward * (1 + fee):.2f}" if reward is not None else ""
+        click.echo(f"  k = {k}: {needed} contexts (paired t-test, analytic: {analytic:.0f}); "
+                   f"{assignments} assignments{cost}")
+    figure = power_curves_figure(components, effect=effect, alpha=alpha, power=target_power, ks=ks_list,
+                                 replicates=max(100, replicates // 2), seed=seed)
+    figure.savefig(plot)
+    click.echo(f"\nplot: {plot}")
