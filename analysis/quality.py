@@ -141,6 +141,28 @@ def consensus_agreement(
     return pd.DataFrame(rows, columns=["annotator", "n_consensus_items", "consensus_r", "consensus_mae"])
 
 
+def _clearly_below(consensus: pd.DataFrame, threshold: float, *, flagged_by_rules: set[str] = frozenset(),
+                   z_one_sided: float = 1.6449, outlier_mads: float = 3.0) -> pd.Series:
+    """Which annotators' consensus_r is clearly low: below `threshold` and either
+    - significantly so: the one-sided 95% upper confidence bound (Fisher z-transform, standard error
+      1 / sqrt(n - 3), n = items rated) is below `threshold`; or
+    - an outlier among this study's raters: more than `outlier_mads` scaled MADs (1.4826 MAD, a robust SD)
+      below the median r of the raters no other rule flagged.
+    With few items per rater and small true differences between items, careful raters' r scatter widely
+    around a low mean; a bare point-estimate cut-off would then exclude honest raters by chance."""
+    r = consensus["consensus_r"]
+    n = consensus["n_consensus_items"].astype(float)
+    upper = np.tanh(np.arctanh(r.clip(-0.999999, 0.999999)) + z_one_sided / np.sqrt((n - 3).clip(lower=1)))
+    defined = r[~consensus["annotator"].isin(flagged_by_rules)].dropna()
+    if len(defined) >= 5:
+        median = float(defined.median())
+        spread = 1.4826 * float((defined - median).abs().median())
+        outlier = r < median - outlier_mads * spread
+    else:
+        outlier = pd.Series(False, index=r.index)
+    return r.notna() & (r < threshold) & ((upper < threshold) | outlier)
+
+
 def rater_quality(
     ratings: pd.DataFrame,
     *,
@@ -160,7 +182,10 @@ def rater_quality(
     - they pass fewer than ``min_control_pass_rate`` of their controls (at least ``min_controls``);
     - more than ``max_straightline_rate`` of their items (at least ``min_items``) got one score on every
       criterion, or every score they gave is the same;
-    - their correlation with the leave-one-out consensus is below ``min_consensus_r``; the consensus leaves
+    - their correlation with the leave-one-out consensus is clearly below ``min_consensus_r``: below it and
+      either significantly so (one-sided 95% Fisher-z bound) or a robust outlier among the study's raters
+      (see ``_clearly_below``), so a careful rater whose few items happen to correlate weakly is not
+      flagged on chance alone; the consensus leaves
       out the annotators flagged so far and is recomputed until the flags settle (at most
       ``max_consensus_rounds`` rounds);
     - their median time per item is below ``min_median_seconds`` (None: not checked);
@@ -194,14 +219,14 @@ def rater_quality(
     excluded: set[str] = set(by_rules)
     for _ in range(max_consensus_rounds):
         consensus = consensus_agreement(ratings, min_items=min_consensus_items, exclude_from_consensus=excluded)
-        low = set(consensus.loc[consensus["consensus_r"] < min_consensus_r, "annotator"])
+        low = set(consensus.loc[_clearly_below(consensus, min_consensus_r, flagged_by_rules=by_rules), "annotator"])
         if by_rules | low == excluded:
             break
         excluded = by_rules | low
     table = table.join(consensus.set_index("annotator"))
     for annotator in sorted(low):
         found[annotator].append(f"correlation with the other raters' consensus r = "
-                                f"{table.loc[annotator, 'consensus_r']:.2f} (< {min_consensus_r:.2f})")
+                                f"{table.loc[annotator, 'consensus_r']:.2f} (clearly < {min_consensus_r:.2f})")
     reasons = ["; ".join(found[annotator]) for annotator in table.index]
     table["reasons"] = reasons
     table["flagged"] = table["reasons"] != ""

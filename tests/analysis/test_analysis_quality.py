@@ -116,3 +116,16 @@ def test_side_by_side_reruns_without_the_flagged(simulated, simulated_ratings):
     by = table.set_index(["raters", "criterion", "system"])["mean"]
     # Random clickers and straight-liners pull the best system down towards the middle of the scale.
     assert by[(EXCLUDING_FLAGGED, "empathy", "gold")] > by[(ALL_RATERS, "empathy", "gold")]
+
+
+def test_careful_raters_with_weak_consensus_by_chance_are_not_flagged():
+    """Few items per rater and small real differences between items: careful raters' consensus r scatter
+    below 0.2 by chance, which is not evidence against them."""
+    from analysis.load import tidy_from_export
+    from analysis.simulate import simulate_study
+
+    study = simulate_study(n_contexts=12, n_honest=15, n_random_clickers=0, n_straight_liners=0, context_sd=0.15,
+                           response_sd=0.15, noise_sd=0.9, controls_per_assignment=0, seed=3)
+    quality = rater_quality(tidy_from_export(study.export), min_median_seconds=None)
+    assert (quality["consensus_r"] < 0.2).sum() >= 2  # a bare cut-off at 0.2 would exclude these honest raters
+    assert flagged_annotators(quality) == []
