@@ -265,6 +265,35 @@ def control_summary(ratings: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def controls_beside_systems(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Mean score of each kind of control next to the real systems, per criterion.
+
+    One row per control kind: control_kind, control_target, n_ratings, mean_<criterion> for every
+    criterion, lowest_system (the real system with the lowest mean on the target), its mean
+    (lowest_system_mean) and last_on_target (the control's mean on its target is below every real
+    system's): a built-to-fail control that is not last on its target means raters did not see the flaw.
+    """
+    controls = ratings.loc[ratings["is_control"].astype(bool)]
+    real = ratings.loc[~ratings["is_control"].astype(bool)]
+    columns = ["control_kind", "control_target", "n_ratings", "lowest_system", "lowest_system_mean", "last_on_target"]
+    if controls.empty or real.empty:
+        return pd.DataFrame(columns=columns)
+    system_means = real.groupby(["criterion", "system"])["score"].mean()
+    rows = []
+    for (kind, target), part in controls.groupby(["control_kind", "control_target"]):
+        row = {"control_kind": kind, "control_target": target, "n_ratings": int(len(part))}
+        for criterion, mean in part.groupby("criterion")["score"].mean().items():
+            row[f"mean_{criterion}"] = float(mean)
+        if target in system_means.index.get_level_values(0):
+            on_target = system_means.loc[target]
+            row["lowest_system"] = str(on_target.idxmin())
+            row["lowest_system_mean"] = float(on_target.min())
+            row["last_on_target"] = bool(row.get(f"mean_{target}", np.inf) < on_target.min())
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    return table[[c for c in columns[:3]] + sorted(c for c in table.columns if c.startswith("mean_")) + columns[3:]]
+
+
 def flagged_annotators(quality: pd.DataFrame) -> list[str]:
     """Annotators flagged in a ``rater_quality`` table, sorted."""
     return sorted(quality.loc[quality["flagged"], "annotator"])

@@ -19,7 +19,7 @@ from analysis.compare import compare_pairs, friedman_test, system_means
 from analysis.document import BulletList, Document, Heading, Image, Paragraph, Table, to_html, to_markdown
 from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators, side_by_side
 from analysis.load import DEFAULT_SCALE, require_columns, tidy_from_export
-from analysis.quality import control_summary, flagged_annotators, rater_quality
+from analysis.quality import control_summary, controls_beside_systems, flagged_annotators, rater_quality
 from analysis.rater_aware import rater_aware_check
 from analysis.threads import single_threaded_blas
 
@@ -354,6 +354,17 @@ def _quality_blocks(ratings: pd.DataFrame, quality: pd.DataFrame, flagged: list[
             "scored below the real responses": controls["n_passed"].astype(int).astype(str),
             "pass rate": [f"{v:.0%}" for v in controls["pass_rate"]],
         }), caption="Control items, by the criterion each is built to fail (all annotators)."))
+    beside = controls_beside_systems(ratings)
+    if not beside.empty:
+        criteria = [c.removeprefix("mean_") for c in beside.columns if c.startswith("mean_")]
+        blocks.append(Table(pd.DataFrame({
+            "Control": beside["control_kind"], "built to fail": beside["control_target"],
+            **{c.capitalize(): [_fmt(v) for v in beside[f"mean_{c}"]] for c in criteria},
+            "lowest real system on that criterion": [f"{s} ({_fmt(m)})" for s, m in
+                                                     zip(beside["lowest_system"], beside["lowest_system_mean"])],
+            "control last there": ["yes" if v else "NO" for v in beside["last_on_target"]],
+        }), caption="Mean score of each control next to the real systems (all annotators): each control should "
+                    "rank last on the criterion it is built to fail."))
     rows = []
     for q in quality.itertuples(index=False):
         rows.append({"Annotator": q.annotator, "items": str(q.n_items),

@@ -129,3 +129,26 @@ def test_careful_raters_with_weak_consensus_by_chance_are_not_flagged():
     quality = rater_quality(tidy_from_export(study.export), min_median_seconds=None)
     assert (quality["consensus_r"] < 0.2).sum() >= 2  # a bare cut-off at 0.2 would exclude these honest raters
     assert flagged_annotators(quality) == []
+
+
+def test_each_simulated_control_ranks_last_on_the_criterion_it_targets(simulated_ratings):
+    from analysis.quality import controls_beside_systems
+
+    table = controls_beside_systems(simulated_ratings).set_index("control_kind")
+    assert set(table.index) == {"control-generic", "control-mismatched", "control-scrambled"}
+    assert table["last_on_target"].all()
+    generic = table.loc["control-generic"]
+    assert generic["mean_empathy"] < generic["lowest_system_mean"] < generic["mean_fluency"]
+
+
+def test_a_control_raters_did_not_see_through_is_reported_as_not_last():
+    from analysis.quality import controls_beside_systems
+
+    rows = []
+    for item, (system, score) in enumerate([("a", 2), ("b", 3), ("control-generic", 4)]):
+        rows.append({"item": item, "system": system, "criterion": "empathy", "score": score, "annotator": "x",
+                     "is_control": system.startswith("control"), "control_kind": system if system.startswith("control") else None,
+                     "control_target": "empathy" if system.startswith("control") else None})
+    table = controls_beside_systems(pd.DataFrame(rows))
+    assert table.loc[0, "last_on_target"] == False  # noqa: E712
+    assert table.loc[0, "lowest_system"] == "a"
