@@ -1,8 +1,10 @@
 """Simulated annotators: a rater model with known truth, used by the demo, the tests and the planner.
 
 The model: each (system, criterion) has a latent quality on the 1-5 scale (defaults loosely follow the
-ED papers: gold best, published models in between, each control low on the criterion it targets). A
-good rater reports round(3 + stretch * (quality - 3) + severity + noise), clipped to the scale: severity
+ED papers: gold best, published models in between, each control low on the criterion it targets), and
+each response deviates from its system's quality by its own amount (response_sd: some replies of a
+system are better than others, and every rater sees the same reply). A good rater reports
+round(3 + stretch * (quality + deviation - 3) + severity + noise), clipped to the scale: severity
 (per rater) shifts everything, stretch (per rater) is how much of the scale they use, noise is per
 rating. A share of raters are bad: random clickers (uniform scores, fast), straight-liners (one value
 for all three criteria of an item) and context-ignorers (judge only the language: every criterion gets
@@ -49,12 +51,18 @@ class CrowdModel:
     severity_sd: float = 0.3
     stretch_range: tuple[float, float] = (0.8, 1.2)
     noise_sd: float = 0.6
+    response_sd: float = 0.5  # how much one response differs from its system's mean quality
     bad_share: float = 0.15  # split equally between the three bad kinds
     seconds_median: float = 14.0  # time per item of a good rater (log-normal)
     scale: tuple[int, int] = (1, 5)
 
     def latent(self, system: str, criterion: str) -> float:
         return self.quality.get(system, UNKNOWN_SYSTEM).get(criterion, 3.0)
+
+    def response_deviation(self, item_key: object, seed: int, criteria: tuple[str, ...]) -> dict[str, float]:
+        """The fixed quality deviation of one response, the same for every rater (seeded by the item)."""
+        rng = random.Random(f"response-{seed}-{item_key}")
+        return {c: rng.gauss(0.0, self.response_sd) for c in criteria}
 
 
 @dataclass(frozen=True)
@@ -71,18 +79,22 @@ class Rater:
         return Rater(name=name, kind=kind, severity=rng.gauss(0.0, model.severity_sd),
                      stretch=rng.uniform(*model.stretch_range))
 
-    def scores(self, system: str, criteria: tuple[str, ...], model: CrowdModel, rng: random.Random) -> dict[str, int]:
-        """This rater's scores for one response of `system`."""
+    def scores(self, system: str, criteria: tuple[str, ...], model: CrowdModel, rng: random.Random,
+               deviation: Mapping[str, float] | None = None) -> dict[str, int]:
+        """This rater's scores for one response of `system` (whose own deviation from the system's quality
+        is `deviation`, per criterion)."""
+        deviation = deviation or {}
         low, high = model.scale
         clip = lambda x: int(min(high, max(low, round(x))))  # noqa: E731
         middle = (low + high) / 2
         if self.kind == "random":
             return {c: rng.randint(low, high) for c in criteria}
         if self.kind == "straight":
-            value = clip(middle + self.stretch * (model.latent(system, "fluency") - middle) + self.severity
-                         + rng.gauss(0, model.noise_sd))
+            value = clip(middle + self.stretch * (model.latent(system, "fluency") + deviation.get("fluency", 0.0) - middle)
+                         + self.severity + rng.gauss(0, model.noise_sd))
             return {c: value for c in criteria}
-        base = {c: model.latent(system, "fluency" if self.kind == "ignores-context" else c) for c in criteria}
+        judged = {c: "fluency" if self.kind == "ignores-context" else c for c in criteria}
+        base = {c: model.latent(system, judged[c]) + deviation.get(judged[c], 0.0) for c in criteria}
         return {c: clip(middle + self.stretch * (base[c] - middle) + self.severity + rng.gauss(0, model.noise_sd))
                 for c in criteria}
 
@@ -137,8 +149,9 @@ def run_crowd_over_http(base_url: str, invites: Mapping[str, str], raters: list[
                 seconds = rater.seconds(model, rng)
                 if time_scale:
                     time.sleep(seconds * time_scale)
+                deviation = model.response_deviation(item["item_id"], seed, criteria)
                 ratings.append({"item_id": item["item_id"], "seconds": seconds,
-                                "scores": rater.scores(item_systems[item["item_id"]], criteria, model, rng)})
+                                "scores": rater.scores(item_systems[item["item_id"]], criteria, model, rng, deviation)})
             payload = {"submission_id": uuid.uuid4().hex, "ratings": ratings}
             sent = session.post(f"{base_url}/api/assignments/{assignment['assignment_id']}/submit", json=payload,
                                 headers=headers, timeout=60)

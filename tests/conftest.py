@@ -123,3 +123,9 @@ def full_ed() -> Path:
     if not (FULL_ED / "test.csv").is_file():
         pytest.skip(f"full EmpatheticDialogues data not found at {FULL_ED} (set EMPEVAL_FULL_ED)")
     return FULL_ED
+
+
+@pytest.fixture(scope="session")
+def embedding_cache_dir(tmp_path_factory) -> Path:
+    """One embedding cache per test session, so MiniLM encodes the sample's candidates once."""
+    return tmp_path_factory.mktemp("embedding-cache")

@@ -10,7 +10,8 @@ from server.cli import cli
 
 
 def all_commands(group: click.Group, prefix=()):
-    for name, command in group.commands.items():
+    for name in group.list_commands(click.Context(group)):
+        command = group.get_command(click.Context(group), name)
         yield (*prefix, name)
         if isinstance(command, click.Group):
             yield from all_commands(command, (*prefix, name))
@@ -35,11 +36,3 @@ def test_console_script_is_installed_and_db_upgrade_reports_the_revision(tmp_pat
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"revision {head_revision()}" in done.stdout
-
-
-def test_demo_imports_the_bundled_sample_into_a_fresh_database(tmp_path):
-    result = CliRunner().invoke(cli, ["demo", "--workdir", str(tmp_path / "demo")])
-    assert result.exit_code == 0, result.output
-    assert "1920 dialogues added" in result.output
-    again = CliRunner().invoke(cli, ["demo", "--workdir", str(tmp_path / "demo")])
-    assert "1920 dialogues added" in again.output  # fresh database each time, not "already present"
