@@ -14,11 +14,19 @@ STAMP := $(VENV)/.installed
 UI_DIR := tasks/webapp
 UI_BUNDLE := $(UI_DIR)/dist/local/task.js
 
-.PHONY: demo test venv ui system-deps clean help
+# The crowd environment (Mephisto 1.1.1 imports only on Python 3.10; see ../shared/notes/mephisto-1.1.1.md).
+# CROWD_PYTHON: a Python 3.10 interpreter; empty means: python3.10 on PATH, else pyenv's 3.10.
+CROWD_PYTHON ?=
+CROWD_VENV   ?= .venv-crowd
+CROWD_STAMP  := $(CROWD_VENV)/.installed
+CROWD_BUNDLE := $(UI_DIR)/dist/mephisto/task.js
+
+.PHONY: demo test venv ui crowd system-deps clean help
 
 help:
 	@echo "make demo   - set up (if needed) and run the demo on the bundled ED sample"
 	@echo "make test   - set up (if needed) and run the whole test suite"
+	@echo "make crowd  - set up the Mephisto crowd environment (.venv-crowd, Python 3.10) and its task bundle"
 
 venv: $(STAMP)
 
@@ -36,6 +44,33 @@ ui: $(UI_BUNDLE)
 $(UI_BUNDLE): $(UI_DIR)/package.json $(UI_DIR)/package-lock.json $(UI_DIR)/build.mjs $(wildcard $(UI_DIR)/src/*)
 	cd $(UI_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm run build
 
+# The Mephisto flavour of the task bundle is built by the same build.mjs as the local one.
+$(CROWD_BUNDLE): $(UI_BUNDLE)
+	@test -f $@ || (cd $(UI_DIR) && npm run build)
+
+crowd: $(CROWD_STAMP) $(CROWD_BUNDLE)
+
+# Mephisto goes in with --no-deps (its `detoxify` requirement pulls a multi-GB torch); the rest is pinned.
+$(CROWD_STAMP): tasks/crowd-requirements.txt Makefile
+	@py="$(CROWD_PYTHON)"; \
+	if [ -z "$$py" ]; then \
+	  for c in "$$(command -v python3.10)" "$$(pyenv root 2>/dev/null)"/versions/3.10*/bin/python3.10 \
+	           "$$HOME"/.pyenv/versions/3.10*/bin/python3.10 /usr/local/bin/python3.10 /usr/bin/python3.10; do \
+	    if [ -n "$$c" ] && "$$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null; then py="$$c"; break; fi; \
+	  done; \
+	fi; \
+	if [ -z "$$py" ] || ! "$$py" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null; then \
+	  echo "error: the crowd environment needs Python 3.10 (Mephisto 1.1.1 does not import on 3.11+)," >&2; \
+	  echo "       and none was found$${py:+ at $$py}. Install one (e.g. pyenv install 3.10) or pass" >&2; \
+	  echo "       make crowd CROWD_PYTHON=/path/to/python3.10" >&2; \
+	  exit 1; \
+	fi; \
+	echo "crowd environment: $(CROWD_VENV) with $$py"; \
+	test -x $(CROWD_VENV)/bin/python || "$$py" -m venv $(CROWD_VENV)
+	$(CROWD_VENV)/bin/pip install $(PIP_FLAGS) -r tasks/crowd-requirements.txt
+	$(CROWD_VENV)/bin/pip install $(PIP_FLAGS) --no-deps mephisto==1.1.1
+	@touch $(CROWD_STAMP)
+
 # System packages the tests meet for real (PostgreSQL server, Chromium). Installed only when missing.
 system-deps:
 	@bash scripts/system-deps.sh
@@ -43,8 +78,8 @@ system-deps:
 demo: $(STAMP) $(UI_BUNDLE)
 	$(BIN)/empeval demo
 
-test: $(STAMP) $(UI_BUNDLE) system-deps
+test: $(STAMP) $(UI_BUNDLE) system-deps crowd
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(UI_DIR)/node_modules $(UI_DIR)/dist .pytest_cache empeval.db empeval.db-wal empeval.db-shm
+	rm -rf $(VENV) $(CROWD_VENV) $(UI_DIR)/node_modules $(UI_DIR)/dist .pytest_cache empeval.db empeval.db-wal empeval.db-shm

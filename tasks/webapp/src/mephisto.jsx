@@ -1,0 +1,66 @@
+// Mephisto host adapter: the task page is served by Mephisto's router (StaticReactBlueprint). The unit's
+// initialTaskData is {"payload": <the same shape as the local host's assignment>}; the ratings go back with
+// Mephisto's submit call and are stored as the agent's outputs. An onboarding agent gets the short
+// qualification test instead (its questions come without their answers; the runner checks them).
+import { useState } from "react";
+import { createRoot } from "react-dom/client";
+import { postCompleteTask, useMephistoTask } from "mephisto-task";
+import TaskApp from "./TaskApp.jsx";
+import css from "./task.css";
+
+const style = document.createElement("style");
+style.textContent = css;
+document.head.appendChild(style);
+
+function Onboarding({ data, onSubmit }) {
+  const [answers, setAnswers] = useState({});
+  const [sent, setSent] = useState(false);
+  const questions = (data && data.questions) || [];
+  const complete = questions.every((q) => answers[q.key]);
+  return (
+    <main id="onboarding">
+      <h1>A short qualification test</h1>
+      <p className="hint">{data && data.instructions}</p>
+      {questions.map((q, i) => (
+        <fieldset key={q.key} className="card question" data-question={q.key}>
+          <legend>Conversation {i + 1}</legend>
+          <div className="turn speaker"><span className="who">Speaker</span>{q.context}</div>
+          <div className="scale" role="radiogroup" aria-label={`Conversation ${i + 1}`}>
+            {Object.entries(q.replies).map(([label, text]) => (
+              <label key={label} className={answers[q.key] === label ? "chosen" : ""}>
+                <input type="radio" name={q.key} value={label} checked={answers[q.key] === label}
+                       onChange={() => setAnswers({ ...answers, [q.key]: label })} />
+                Reply {label}: {text}
+              </label>
+            ))}
+          </div>
+        </fieldset>
+      ))}
+      <div className="nav"><span />
+        <button id="onboarding-submit" disabled={!complete || sent}
+                onClick={() => { setSent(true); onSubmit({ answers }); }}>Submit</button>
+      </div>
+    </main>
+  );
+}
+
+function MephistoHost() {
+  const { isLoading, isPreview, isOnboarding, initialTaskData, blockedReason, blockedExplanation, agentId,
+          handleSubmit } = useMephistoTask();
+  if (blockedReason) {
+    return <main><p className="error" id="blocked" data-reason={blockedReason}>{blockedExplanation || blockedReason}</p></main>;
+  }
+  if (isPreview) {
+    return <main id="preview"><h1>Rate responses in conversations</h1>
+      <p>Read short conversations about personal experiences and rate one reply in each for empathy, relevance
+        and fluency on a 1-5 scale. Accept the task to begin.</p></main>;
+  }
+  if (isLoading || !initialTaskData) return <main><p id="loading">Loading...</p></main>;
+  if (isOnboarding) return <Onboarding data={initialTaskData} onSubmit={handleSubmit} />;
+  const assignment = initialTaskData.payload;
+  // postCompleteTask returns a promise, so the page says "saved" only once Mephisto has the ratings.
+  const onSubmit = (ratings) => postCompleteTask(agentId, ratings);
+  return <TaskApp assignment={assignment} onSubmit={onSubmit} />;
+}
+
+createRoot(document.getElementById("app")).render(<MephistoHost />);
