@@ -44,13 +44,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
 def _role_blueprints() -> list:
     """The blueprints of each role. Each module also adds its routes to the OpenAPI document."""
-    blueprints = []
-    try:
-        from server.web.backend_api import blueprint as backend_blueprint
-        blueprints.append(backend_blueprint)
-    except ImportError:  # the backend room is not there yet on this branch
-        pass
-    return blueprints
+    from server.web.backend_api import blueprint as backend_blueprint
+
+    return [backend_blueprint]
 
 
 def engine_of(app: Flask):

@@ -1,0 +1,114 @@
+"""Building systems by name from a config file (TOML or YAML).
+
+Each system is a table under `systems`, named by its key, with a `kind` and kind-specific parameters:
+
+    [systems.moel]
+    kind = "replay"
+    source = "moel"
+
+    [systems.my-model]
+    kind = "http"
+    protocol = "openai"
+    url = "http://localhost:8000"
+    model = "my-empathetic-llm"
+    timeout = 20
+
+The default file is server/backend/systems.toml. Systems are built lazily, once per registry.
+"""
+from __future__ import annotations
+
+import importlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from server.backend.base import ResponseModel
+from server.backend.resources import BackendResources
+
+DEFAULT_CONFIG = Path(__file__).with_name("systems.toml")
+
+# kind -> "module:class"; imported when first built, so listing systems never loads torch.
+KINDS: dict[str, str] = {
+    "gold": "server.backend.gold:GoldModel",
+    "replay": "server.backend.replay:ReplayModel",
+    "retrieval": "server.backend.retrieval:RetrievalModel",
+    "retrieval-emoprepend": "server.backend.emoprepend:EmoPrependRetrievalModel",
+    "http": "server.backend.http_model:HttpModel",
+    "control-generic": "server.backend.controls:GenericControl",
+    "control-mismatched": "server.backend.controls:MismatchedControl",
+    "control-scrambled": "server.backend.controls:ScrambledControl",
+}
+
+
+def model_class(kind: str) -> type[ResponseModel]:
+    module, _, name = KINDS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class ConfigError(ValueError):
+    """The systems config is malformed or names something unknown."""
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    name: str
+    kind: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+def load_config(path: Path | str | None = None) -> list[SystemSpec]:
+    """The systems a config file declares, in file order."""
+    path = Path(path) if path else DEFAULT_CONFIG
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read systems config {path}: {error.strerror}") from None
+    try:
+        raw = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as error:
+        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'TOML'}: {error}") from None
+    systems = (raw or {}).get("systems")
+    if not isinstance(systems, dict) or not systems:
+        raise ConfigError(f"{path}: expected a `systems` table with one entry per system")
+    specs = []
+    for name, table in systems.items():
+        if not isinstance(table, dict) or "kind" not in table:
+            raise ConfigError(f"{path}: system {name!r} needs a `kind` (one of {', '.join(KINDS)})")
+        parameters = {k: v for k, v in table.items() if k != "kind"}
+        if table["kind"] not in KINDS:
+            raise ConfigError(f"{path}: system {name!r} has unknown kind {table['kind']!r}; "
+                              f"expected one of {', '.join(KINDS)}")
+        specs.append(SystemSpec(str(name), table["kind"], parameters))
+    return specs
+
+
+class Registry:
+    """The systems of one config, built on first use with shared resources."""
+
+    def __init__(self, specs: list[SystemSpec], resources: BackendResources):
+        self.specs = {spec.name: spec for spec in specs}
+        self.resources = resources
+        self._built: dict[str, ResponseModel] = {}
+
+    @classmethod
+    def from_config(cls, path: Path | str | None, resources: BackendResources) -> Registry:
+        return cls(load_config(path), resources)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.specs)
+
+    def get(self, name: str) -> ResponseModel:
+        if name not in self.specs:
+            raise KeyError(f"unknown system {name!r}; configured: {', '.join(self.specs)}")
+        with self.resources.lock:
+            if name not in self._built:
+                spec = self.specs[name]
+                try:
+                    self._built[name] = model_class(spec.kind)(spec.name, spec.parameters, self.resources)
+                except (TypeError, ValueError) as error:
+                    raise ConfigError(f"system {name!r} ({spec.kind}): {error}") from None
+            return self._built[name]

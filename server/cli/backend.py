@@ -1,0 +1,163 @@
+"""`empeval generate`, `empeval metrics`, `empeval systems`: the model backend from the command line."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from server.backend.contexts import ED_DATASET, load_contexts
+from server.backend.registry import ConfigError, Registry, load_config
+from server.backend.resources import BackendResources, default_cache_dir
+from server.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
+from server.progress import progress_bar
+from server.store.engine import unit_of_work
+
+config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                             default=None, help="Systems config (TOML or YAML); default: the built-in systems.toml.")
+dataset_option = click.option("--dataset", default=ED_DATASET, show_default=True,
+                              help="Dataset whose contexts to use (retrieval candidates come from its train split).")
+cache_option = click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                            help="Where embeddings are cached (env EMPEVAL_CACHE_DIR; default ~/.cache/empeval).")
+
+
+def make_registry(obj: CliContext, config_path: Path | None, dataset: str, cache_dir: Path | None) -> Registry:
+    resources = BackendResources(engine=obj.engine(), dataset=dataset, cache_dir=cache_dir or default_cache_dir())
+    try:
+        return Registry.from_config(config_path, resources)
+    except ConfigError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+
+
+def chosen_systems(registry: Registry, systems: str) -> list[str]:
+    names = registry.names if systems == "all" else [s.strip() for s in systems.split(",") if s.strip()]
+    unknown = [n for n in names if n not in registry.names]
+    if unknown:
+        fail(f"unknown system(s) {', '.join(unknown)}; configured: {', '.join(registry.names)}", EXIT_BAD_INPUT)
+    return names
+
+
+@click.command()
+@click.option("--systems", required=True, help='Comma-separated system names, or "all".')
+@click.option("--split", default="test", show_default=True, help="Which split's contexts get responses.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N contexts of the split.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Contexts per batch (one transaction each).")
+@config_option
+@dataset_option
+@cache_option
+@pass_cli
+def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch_size: int,
+             config_path: Path | None, dataset: str, cache_dir: Path | None) -> None:
+    """Fill the response table for the chosen systems and contexts.
+
+    Resumable: contexts that already have a response from the same system version are skipped, and each
+    batch is committed on its own. Contexts a system cannot answer (e.g. a remote model that keeps
+    failing) are listed as errors and stored as nothing; the exit code is 4 when a remote model failed.
+    """
+    from server.backend.generate import generate_responses
+
+    registry = make_registry(obj, config_path, dataset, cache_dir)
+    upstream_failed = False
+    for name in chosen_systems(registry, systems):
+        try:
+            model = registry.get(name)
+            if hasattr(model, "prepare"):
+                model.prepare()
+        except (ConfigError, RuntimeError, ValueError) as error:
+            fail(f"system {name!r}: {error}", EXIT_BAD_INPUT)
+        with progress_bar() as progress:
+            task = progress.add_task(f"{name}", total=None)
+            report = generate_responses(obj.engine(), model, dataset=dataset, split=split, limit=limit,
+                                        batch_size=batch_size,
+                                        on_total=lambda n: progress.update(task, total=n),
+                                        on_batch=lambda n: progress.advance(task, n))
+        click.echo(report.describe())
+        upstream_failed |= report.upstream_errors > 0
+    if upstream_failed:
+        raise SystemExit(EXIT_NETWORK)
+
+
+@click.command()
+@click.option("--split", default="test", show_default=True, help="Split whose contexts are scored.")
+@click.option("--systems", default="all", show_default=True,
+              help='Comma-separated system names for BLEU (from stored responses), or "all".')
+@click.option("--p-at-100/--no-p-at-100", default=True, show_default=True,
+              help="Compute P@1,100 for the retrieval systems (encodes every context of the split).")
+@click.option("--limit", type=click.IntRange(min=100), default=None, help="P@1,100 over the first N contexts only.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the 99 distractors drawn for P@1,100.")
+@config_option
+@dataset_option
+@cache_option
+@pass_cli
+def metrics(obj: CliContext, split: str, systems: str, p_at_100: bool, limit: int | None, seed: int,
+            config_path: Path | None, dataset: str, cache_dir: Path | None) -> None:
+    """Print automatic metrics: corpus BLEU against gold for every system with stored responses (run
+    `empeval generate` first), P@1,100 for the retrieval systems, and the emotion classifier's accuracy."""
+    from server.backend.emotion import accuracy_on_split, emotion_classifier
+    from server.backend.metrics import bleu_by_system, p_at_1_of_100
+    from server.backend.retrieval import RetrievalModel
+
+    registry = make_registry(obj, config_path, dataset, cache_dir)
+    names = None if systems == "all" else chosen_systems(registry, systems)
+    bleu_rows = bleu_by_system(obj.engine(), dataset=dataset, split=split, systems=names)
+    p_at = {}
+    if p_at_100:
+        with unit_of_work(obj.engine()) as session:
+            contexts = load_contexts(session, dataset=dataset, split=split, limit=limit)
+        for name in registry.names if names is None else names:
+            if registry.specs[name].kind.startswith("retrieval"):
+                model = registry.get(name)
+                assert isinstance(model, RetrievalModel)
+                click.echo(f"P@1,100 for {name} over {len(contexts):,} {split} contexts ...", err=True)
+                p_at[name] = p_at_1_of_100(model, contexts, seed=seed)
+    click.echo(f"{'system':<22}{'kind':<22}{'n':>7}{'BLEU':>8}{'BLEU-norm':>11}{'P@1,100':>10}")
+    listed = set()
+    for row in bleu_rows:
+        p = f"{p_at[row.system][0] * 100:.2f}" if row.system in p_at else "-"
+        click.echo(f"{row.system:<22}{row.kind:<22}{row.n:>7,}{row.bleu:>8.2f}{row.bleu_norm:>11.2f}{p:>10}")
+        listed.add(row.system)
+    for name, (value, n) in p_at.items():
+        if name not in listed:
+            click.echo(f"{name:<22}{registry.specs[name].kind:<22}{n:>7,}{'-':>8}{'-':>11}{value * 100:>10.2f}")
+    if any(spec.kind == "retrieval-emoprepend" for spec in registry.specs.values()) and (
+            names is None or any(registry.specs[n].kind == "retrieval-emoprepend" for n in names)):
+        resources = registry.resources
+        classifier = emotion_classifier(resources)
+        accuracy, n = accuracy_on_split(resources, classifier, split)
+        click.echo(f"emotion classifier (logistic regression on MiniLM, {classifier.n_train:,} train dialogues): "
+                   f"{split} accuracy {accuracy * 100:.2f}% on {n:,} dialogues (situation + first turn)")
+
+
+@click.group(invoke_without_command=True)
+@config_option
+@click.pass_context
+def systems(ctx: click.Context, config_path: Path | None) -> None:
+    """List the configured systems (name, kind, parameters); `systems replay-align` rebuilds the replay file."""
+    if ctx.invoked_subcommand is not None:
+        return
+    try:
+        specs = load_config(config_path)
+    except ConfigError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    click.echo(f"{'name':<22}{'kind':<22}parameters")
+    for spec in specs:
+        parameters = {k: v for k, v in spec.parameters.items() if k != "headers"}
+        click.echo(f"{spec.name:<22}{spec.kind:<22}{parameters}")
+
+
+@systems.command("replay-align")
+@click.argument("model_outputs", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--ed-test", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="ED's test.csv (default: MODEL_OUTPUTS/../test.csv).")
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="Write server/data/replay/ed_sample_test_outputs.json (the bundled sample's contexts).")
+def replay_align(model_outputs: Path, ed_test: Path | None, write: bool) -> None:
+    """Align published model outputs to ED test contexts and print coverage per file."""
+    from server.backend.replay_align import DERIVED_FILE, align_all, coverage_table, write_derived_file
+
+    aligned, coverages = align_all(model_outputs, ed_test or model_outputs.parent / "test.csv")
+    for line in coverage_table(coverages):
+        click.echo(line)
+    if write:
+        n = write_derived_file(aligned)
+        click.echo(f"wrote {n} aligned sample contexts to {DERIVED_FILE}")
