@@ -142,17 +142,22 @@ def consensus_agreement(
 
 
 def _clearly_below(consensus: pd.DataFrame, threshold: float, *, flagged_by_rules: set[str] = frozenset(),
-                   z_one_sided: float = 1.6449, outlier_mads: float = 3.0) -> pd.Series:
+                   z_one_sided: float = 1.6449, z_outlier: float = 0.8416, outlier_mads: float = 3.0) -> pd.Series:
     """Which annotators' consensus_r is clearly low: below `threshold` and either
     - significantly so: the one-sided 95% upper confidence bound (Fisher z-transform, standard error
       1 / sqrt(n - 3), n = items rated) is below `threshold`; or
-    - an outlier among this study's raters: more than `outlier_mads` scaled MADs (1.4826 MAD, a robust SD)
-      below the median r of the raters no other rule flagged.
+    - an outlier among this study's raters (more than `outlier_mads` scaled MADs, 1.4826 MAD, below the
+      median r of the raters no other rule flagged) whose one-sided 80% upper bound is below `threshold`:
+      how far r can fall by chance depends on the mix of items a rater happened to get, which the spread of
+      the others' r understates.
     With few items per rater and small true differences between items, careful raters' r scatter widely
     around a low mean; a bare point-estimate cut-off would then exclude honest raters by chance."""
     r = consensus["consensus_r"]
     n = consensus["n_consensus_items"].astype(float)
-    upper = np.tanh(np.arctanh(r.clip(-0.999999, 0.999999)) + z_one_sided / np.sqrt((n - 3).clip(lower=1)))
+    z = np.arctanh(r.clip(-0.999999, 0.999999))
+    se = 1 / np.sqrt((n - 3).clip(lower=1))
+    upper = np.tanh(z + z_one_sided * se)
+    upper_outlier = np.tanh(z + z_outlier * se)
     defined = r[~consensus["annotator"].isin(flagged_by_rules)].dropna()
     if len(defined) >= 5:
         median = float(defined.median())
@@ -160,7 +165,7 @@ def _clearly_below(consensus: pd.DataFrame, threshold: float, *, flagged_by_rule
         outlier = r < median - outlier_mads * spread
     else:
         outlier = pd.Series(False, index=r.index)
-    return r.notna() & (r < threshold) & ((upper < threshold) | outlier)
+    return r.notna() & (r < threshold) & ((upper < threshold) | (outlier & (upper_outlier < threshold)))
 
 
 def rater_quality(
