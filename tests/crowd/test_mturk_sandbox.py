@@ -26,7 +26,7 @@ ENDED = {"completed", "stopped", "timeout", "failed", "dead"}
 @pytest.fixture
 def aws_profile(tmp_path, monkeypatch):
     credentials = tmp_path / "aws-credentials"
-    credentials.write_text("[empeval-test]\naws_access_key_id = AKIAEXAMPLEEXAMPLE00\n"
+    credentials.write_text("[empeval-test]\naws_access_key_id = not-a-real-access-key\n"
                            "aws_secret_access_key = not-a-real-secret\n")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
