@@ -138,7 +138,7 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
     document.add(Table(paper_table(means, pairs, alpha=alpha, ci_level=ci_level), caption=_paper_caption(
         correction, family, alpha, ci_level, n_boot)))
     document.add(Paragraph("Ranking per criterion (by mean; '>' marks a significant difference between neighbours "
-                           f"after correction, '~' one that is not):"))
+                           "after correction, '~' one that is not):"))
     document.add(BulletList([f"{criterion}: {ranking}" for criterion, ranking in rankings(means, pairs).items()]))
     document.add(Image(pngs["system_means"], "figures/system_means.png",
                        caption=f"Mean score per system with {ci_level:.0%} bootstrap CIs over items."))

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 
 from server.annotation.annotators import invite
 from server.store import make_engine, upgrade
-from server.store.models import Assignment, AssignmentItem, Rating, Response, StudyItem
+from server.store.models import Assignment, AssignmentItem, Rating
 from server.web import create_app
 from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues

@@ -1,19 +1,17 @@
 """Importing EmpatheticDialogues: counts, idempotence, and all-or-nothing on bad input."""
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.cli import cli
 from server.datasets import importer
 from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.errors import InputFileError
 from server.datasets.importer import import_dialogues
 from server.datasets.summary import summarize
 from server.store import make_engine, upgrade
-from server.store.models import Context, Dialogue, Turn
+from server.store.models import Dialogue
 from tests.conftest import SAMPLE_ED
 from tests.store.helpers import snapshot
 

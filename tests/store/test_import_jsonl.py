@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from server.cli import cli
 from server.datasets.summary import summarize
 from server.store import make_engine
-from server.store.models import Context, Dialogue
+from server.store.models import Dialogue
 from tests.store.helpers import snapshot
 
 DIALOGUES = [
