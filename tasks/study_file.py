@@ -13,7 +13,7 @@
     controls = ["control-generic", "control-mismatched", "control-scrambled"]
     [design]
     ratings_per_response = 3         # k distinct annotators per response
-    items_per_assignment = 10        # including controls
+    items_per_assignment = 10        # at most, including controls (contexts are cut into near-equal blocks)
     control_rate = 0.1               # share of each assignment that is a control item
     assignment_minutes = 30          # after this an unsubmitted assignment expires
     [pay]                            # for crowd runs; shown in the report's methods paragraph
