@@ -24,10 +24,8 @@ from server.backend.generate import generate_responses
 from server.backend.registry import Registry
 from server.backend.resources import BackendResources, default_cache_dir
 from server.cli.common import CliContext
-from server.cli.data import BUNDLED_SAMPLE, ED_LICENSE, ED_SOURCE, print_summary
+from server.cli.data import import_bundled_sample
 from server.cli.report import write_study_report
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
 from server.progress import progress_bar
 from server.web import create_app
 from tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
@@ -65,12 +63,7 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
     obj = CliContext(database_url=f"sqlite:///{db_file.resolve()}")
     engine = obj.engine()
 
-    dialogues = [d for split in ("train", "test") for d in parse_ed_csv(BUNDLED_SAMPLE / f"{split}.csv", split)]
-    with progress_bar() as progress:
-        task = progress.add_task("1/5 importing the ED sample", total=len(dialogues))
-        import_dialogues(engine, dialogues, dataset=ED_DATASET, source=ED_SOURCE + ", bundled sample",
-                         license=ED_LICENSE, progress=lambda n: progress.advance(task, n))
-    print_summary(obj, ED_DATASET)
+    import_bundled_sample(obj, "1/5 importing the ED sample")
 
     spec = load_study_file(study_file)
     if contexts is not None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from server.annotation.handout import assignment_counts
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Context, Dataset, Dialogue, Response, Study, StudyItem, System
 from tasks.criteria import CONTROL_TARGETS
@@ -152,12 +153,10 @@ def create_study(engine: Engine, spec: StudySpec) -> StudySummary:
                             currency=pay.get("currency"))
 
 
-def study_progress(engine: Engine, name: str) -> dict:
+def study_progress(engine: Engine, name: str) -> dict[str, int]:
     """Assignments per status for a study (used by `empeval study status`)."""
     with Session(engine) as session:
         study = session.scalar(select(Study).where(Study.name == name))
         if study is None:
             raise StudySetupError(f"no study named {name!r}")
-        counts = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study.id)
-                                      .group_by(Assignment.status)).all())
-    return counts
+        return assignment_counts(session, study.id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from server.annotation.errors import NotFound
@@ -38,6 +38,13 @@ def study_by_name(session: Session, name: str) -> Study:
     if study is None:
         raise NotFound(f"no study named {name!r}")
     return study
+
+
+def assignment_counts(session: Session, study_id: int) -> dict[str, int]:
+    """Assignments of a study per status (open, assigned, submitted, expired), zeros included."""
+    counts = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study_id)
+                                  .group_by(Assignment.status)).all())
+    return {status: counts.get(status, 0) for status in ("open", "assigned", "submitted", "expired")}
 
 
 def expire_overdue(session: Session, study_id: int, now: datetime) -> int:

@@ -25,17 +25,30 @@ def data() -> None:
     """Import dialogues (EmpatheticDialogues or your own) and show what is stored."""
 
 
+def import_with_progress(obj: CliContext, dialogues, *, label: str, dataset: str, source: str, license: str) -> None:
+    """Import parsed dialogues in one transaction behind a progress bar, then print what the store holds."""
+    with progress_bar() as progress:
+        task = progress.add_task(label, total=len(dialogues))
+        result = import_dialogues(obj.engine(), dialogues, dataset=dataset, source=source, license=license,
+                                  progress=lambda n: progress.advance(task, n))
+    click.echo(result.describe())
+    print_summary(obj, dataset)
+
+
 def import_ed_path(obj: CliContext, path: Path, split: str, dataset: str) -> None:
     """Parse every requested split first (so a bad line stops everything), then import in one transaction."""
     dialogues = []
     for file, file_split in ed_split_files(path, split):
         dialogues += parse_ed_csv(file, file_split)
-    with progress_bar() as progress:
-        task = progress.add_task(f"importing {path.name}", total=len(dialogues))
-        result = import_dialogues(obj.engine(), dialogues, dataset=dataset, source=ED_SOURCE, license=ED_LICENSE,
-                                  progress=lambda n: progress.advance(task, n))
-    click.echo(result.describe())
-    print_summary(obj, dataset)
+    import_with_progress(obj, dialogues, label=f"importing {path.name}", dataset=dataset, source=ED_SOURCE,
+                         license=ED_LICENSE)
+
+
+def import_bundled_sample(obj: CliContext, label: str = "importing the bundled ED sample") -> None:
+    """Import the sample shipped in server/data/ed_sample (its train and test splits)."""
+    dialogues = [d for split in ("train", "test") for d in parse_ed_csv(BUNDLED_SAMPLE / f"{split}.csv", split)]
+    import_with_progress(obj, dialogues, label=label, dataset=ED_DATASET, source=ED_SOURCE + ", bundled sample",
+                         license=ED_LICENSE)
 
 
 def print_summary(obj: CliContext, dataset: str | None = None) -> None:
@@ -70,15 +83,7 @@ def import_ed(obj: CliContext, path: Path, split: str, dataset: str) -> None:
 @reports_errors
 def import_sample(obj: CliContext) -> None:
     """Import the ED sample bundled with empeval (320 test and 1,600 train conversations)."""
-    dialogues = []
-    for split in ("train", "test"):
-        dialogues += parse_ed_csv(BUNDLED_SAMPLE / f"{split}.csv", split)
-    with progress_bar() as progress:
-        task = progress.add_task("importing bundled sample", total=len(dialogues))
-        result = import_dialogues(obj.engine(), dialogues, dataset=ED_DATASET, source=ED_SOURCE + ", bundled sample",
-                                  license=ED_LICENSE, progress=lambda n: progress.advance(task, n))
-    click.echo(result.describe())
-    print_summary(obj, ED_DATASET)
+    import_bundled_sample(obj)
 
 
 @data.command("import-jsonl")
@@ -97,13 +102,8 @@ def import_jsonl(obj: CliContext, path: Path, dataset: str, license_: str) -> No
     conv_id and turns are required; split defaults to test. Each listener turn after the first turn
     becomes a context. One transaction; re-importing is idempotent.
     """
-    dialogues = parse_dialogues_jsonl(path)
-    with progress_bar() as progress:
-        task = progress.add_task(f"importing {path.name}", total=len(dialogues))
-        result = import_dialogues(obj.engine(), dialogues, dataset=dataset, source=str(path), license=license_,
-                                  progress=lambda n: progress.advance(task, n))
-    click.echo(result.describe())
-    print_summary(obj, dataset)
+    import_with_progress(obj, parse_dialogues_jsonl(path), label=f"importing {path.name}", dataset=dataset,
+                         source=str(path), license=license_)
 
 
 @data.command("fetch-ed")

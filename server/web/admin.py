@@ -5,14 +5,15 @@ from collections import defaultdict
 from statistics import median
 
 import numpy as np
+import pandas as pd
 from flask import Blueprint, Response, current_app, render_template, request
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest
 
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
-from server.annotation.handout import study_by_name
-from server.store.models import Assignment, Study
+from server.annotation.handout import assignment_counts, study_by_name
+from server.store.models import Study
 from server.web import openapi
 from server.web.auth import require_admin
 
@@ -22,26 +23,19 @@ def _engine():
     return current_app.extensions["empeval.engine"]
 
 
-def alpha_so_far(rows: list[dict], criterion: str) -> float | None:
-    """Krippendorff's alpha (ordinal) over the non-control items rated so far; None while undefined."""
-    import krippendorff
+def alpha_so_far(rows: list[dict], criterion: str, scale: tuple[int, int] = (1, 5)) -> float | None:
+    """Krippendorff's alpha (ordinal) over the non-control items rated so far, computed by analysis/ (the
+    same code the report uses); None while it is undefined (no pairable item, no variation)."""
+    from analysis.agreement import reliability_counts
+    from analysis.coefficients import krippendorff_alpha
 
-    scores: dict[int, dict[str, int]] = defaultdict(dict)
-    for row in rows:
-        if row["criterion"] == criterion and not row["is_control"]:
-            scores[row["item_id"]][row["annotator"]] = row["score"]
-    annotators = sorted({a for item in scores.values() for a in item})
-    pairable = [item for item in scores.values() if len(item) >= 2]
-    if not pairable or len(annotators) < 2:
+    scores = pd.DataFrame([{"item": r["item_id"], "score": r["score"]} for r in rows
+                           if r["criterion"] == criterion and not r["is_control"]], columns=["item", "score"])
+    if scores.empty:
         return None
-    matrix = np.full((len(annotators), len(pairable)), np.nan)
-    index = {a: i for i, a in enumerate(annotators)}
-    for j, item in enumerate(pairable):
-        for annotator, score in item.items():
-            matrix[index[annotator], j] = score
-    if len(np.unique(matrix[~np.isnan(matrix)])) < 2:
-        return None  # no variation: alpha is undefined, not 0 or 1
-    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="ordinal"))
+    counts, values = reliability_counts(scores, scale=scale)
+    alpha = float(krippendorff_alpha(counts, values, level="ordinal"))
+    return None if np.isnan(alpha) else alpha
 
 
 def study_progress(name: str) -> dict:
@@ -49,11 +43,11 @@ def study_progress(name: str) -> dict:
     engine = _engine()
     with Session(engine) as session:
         study = study_by_name(session, name)
-        statuses = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study.id)
-                                        .group_by(Assignment.status)).all())
+        statuses = assignment_counts(session, study.id)
         config = study.config
     rows = export_rows(engine, name)
     criteria = [c["key"] for c in config.get("criteria", [])]
+    scale = (int(config.get("scale", {}).get("min", 1)), int(config.get("scale", {}).get("max", 5)))
     per_annotator: dict[str, int] = defaultdict(int)
     seconds = [r["seconds_on_item"] for r in rows if r["seconds_on_item"] is not None and r["criterion"] == criteria[0]]
     for row in rows:
@@ -62,13 +56,13 @@ def study_progress(name: str) -> dict:
     k = config.get("design", {}).get("ratings_per_response", 1)
     return {
         "study": name,
-        "assignments": {s: statuses.get(s, 0) for s in ("open", "assigned", "submitted", "expired")},
+        "assignments": statuses,
         "items_rated": len(items_rated),
         "ratings": len(rows),
         "ratings_per_response": k,
         "ratings_per_annotator": dict(sorted(per_annotator.items())),
         "median_seconds_per_item": median(seconds) if seconds else None,
-        "alpha_ordinal": {c: alpha_so_far(rows, c) for c in criteria},
+        "alpha_ordinal": {c: alpha_so_far(rows, c, scale) for c in criteria},
     }
 
 
