@@ -38,6 +38,18 @@ def write_study_report(engine, name: str, out_dir: Path, *, include_late: bool =
     return write_report(pd.DataFrame(rows), out_dir, study_meta=meta, exclude_flagged=exclude_flagged, seed=seed)
 
 
+def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: bool = True,
+                        exclude_flagged: bool = True, seed: int = 0) -> dict[str, Path]:
+    """The report of an export file (no store needed): a collaborator's export, or a test fixture."""
+    from analysis.report import write_report
+
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False) if path.suffix.lower() == ".csv" else \
+        pd.read_json(path, lines=True, dtype=False)
+    if not include_late and "late" in frame.columns:
+        frame = frame[~frame["late"].astype(str).str.lower().isin({"true", "1"})]
+    return write_report(frame, out_dir, study_meta={"name": name}, exclude_flagged=exclude_flagged, seed=seed)
+
+
 @click.command()
 @click.argument("study")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -45,14 +57,21 @@ def write_study_report(engine, name: str, out_dir: Path, *, include_late: bool =
 @click.option("--keep-flagged", is_flag=True, help="Do not exclude raters flagged by the quality checks.")
 @click.option("--without-late", is_flag=True, help="Leave out assignments submitted after they had expired.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap resampling.")
+@click.option("--export", "export_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Report on this export file (CSV/JSONL from `empeval export`) instead of the store.")
 @pass_cli
-def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int) -> None:
+def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int,
+           export_file: Path | None) -> None:
     """Write the analysis report of STUDY: paper-style table, agreement, significance, rater quality."""
     out_dir = out_dir or Path("reports") / study
     try:
-        paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
-                                   exclude_flagged=not keep_flagged, seed=seed)
-    except AnnotationError as error:
-        fail(error.message, EXIT_BAD_INPUT)
+        if export_file is not None:
+            paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
+                                        exclude_flagged=not keep_flagged, seed=seed)
+        else:
+            paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
+                                       exclude_flagged=not keep_flagged, seed=seed)
+    except (AnnotationError, ValueError) as error:
+        fail(getattr(error, "message", str(error)), EXIT_BAD_INPUT)
     click.echo(f"report: {paths['html']}")
     click.echo(f"markdown: {paths['markdown']}")
