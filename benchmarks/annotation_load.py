@@ -140,7 +140,7 @@ def main() -> None:
 
     port = free_port()
     env = {**os.environ, "EMPEVAL_DATABASE_URL": url}
-    server = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "entry.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                                "--workers", str(args.workers)], env=env, cwd=REPO,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"

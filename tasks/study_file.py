@@ -37,6 +37,8 @@ from typing import Any
 
 from tasks.criteria import CONTROL_TARGETS, DEFAULT_CRITERIA, DEFAULT_SCALE
 
+# The study files that ship with empeval (the demo's among them).
+STUDIES_DIR = Path(__file__).resolve().parent / "studies"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 

@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from server.cli import cli
+from entry.cli import cli
 
 
 def all_commands(group: click.Group, prefix=()):
@@ -32,7 +32,7 @@ def test_console_script_is_installed_and_db_upgrade_reports_the_revision(tmp_pat
     from server.store.migrate import head_revision
 
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    done = subprocess.run([sys.executable, "-m", "server.cli", "--database-url", url, "db", "upgrade"],
+    done = subprocess.run([sys.executable, "-m", "entry.cli", "--database-url", url, "db", "upgrade"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"revision {head_revision()}" in done.stdout

@@ -1,4 +1,5 @@
-"""A study's ratings as a tidy long table: one row per rating (the contract analysis/ reads)."""
+"""A study's ratings as a tidy long table: one row per rating, in the columns of analysis.export_schema (the
+contract analysis reads, defined there once)."""
 from __future__ import annotations
 
 import csv
@@ -9,12 +10,9 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from analysis.export_schema import EXPORT_COLUMNS
 from server.annotation.handout import as_utc, study_by_name
 from server.store.models import Annotator, Assignment, AssignmentItem, Rating, Response, StudyItem, System
-
-EXPORT_COLUMNS = ["study", "item_id", "context_id", "system", "annotator", "criterion", "score", "position",
-                  "is_control", "control_kind", "control_target", "assignment_id", "started_at", "submitted_at",
-                  "seconds_on_item", "late"]
 
 
 def _iso(moment) -> str | None:

@@ -8,9 +8,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.backend.base import ContextTurn, DialogueContext
+from server.datasets.sample import ED_DATASET
 from server.store.models import Context, Dataset, Dialogue, Turn
 
-ED_DATASET = "empatheticdialogues"
 
 
 def load_contexts(

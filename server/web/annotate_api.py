@@ -13,16 +13,16 @@ from server.web.auth import current_annotator
 
 blueprint = Blueprint("annotate", __name__)
 
-# The task UI bundle (tasks/webapp, built by npm). The server only serves the files; it imports nothing.
-DEFAULT_TASK_UI_DIR = Path(__file__).resolve().parents[2] / "tasks" / "webapp" / "dist" / "local"
-
-
 def _engine():
     return current_app.extensions["empeval.engine"]
 
 
 def _ui_dir() -> Path:
-    return Path(current_app.config.get("TASK_UI_DIR") or DEFAULT_TASK_UI_DIR)
+    """The task UI bundle's folder, handed down as configuration (TASK_UI_DIR) by whoever builds the app."""
+    folder = current_app.config.get("TASK_UI_DIR")
+    if not folder:
+        raise NotFound("this app was started without a task UI (TASK_UI_DIR is not configured)")
+    return Path(folder)
 
 
 @blueprint.get("/annotate/<path:token>")

@@ -12,8 +12,9 @@ from server.web import admin, annotate_api, openapi
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
-    """Build the app. Config keys: DATABASE_URL (else EMPEVAL_DATABASE_URL / ./empeval.db),
-    MAX_CONTENT_LENGTH (bytes of a request body), plus whatever blueprints read."""
+    """Build the app. Config keys: DATABASE_URL (else EMPEVAL_DATABASE_URL / ./empeval.db), TASK_UI_DIR (the
+    folder of the task UI's local bundle; without it the task page answers 404), MAX_CONTENT_LENGTH (bytes of
+    a request body), plus whatever blueprints read."""
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=1 << 20, JSON_SORT_KEYS=False)
     app.config.update(config or {})

@@ -21,11 +21,12 @@ from sqlalchemy.orm import Session
 
 from server.annotation.handout import assignment_payload, study_by_name
 from server.store.models import Assignment, AssignmentItem, Response, StudyItem
+from tasks.ui import MEPHISTO_BUNDLE
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "tasks" / "likert" / "runner.py"
 ONBOARDING = REPO / "tasks" / "likert" / "onboarding.json"
-BUNDLE = REPO / "tasks" / "webapp" / "dist" / "mephisto" / "task.js"
+BUNDLE = MEPHISTO_BUNDLE
 PROVIDERS = ("mock", "mturk_sandbox", "mturk")
 # MTurk's commission on rewards and bonuses for HITs with fewer than 10 assignments (one unit per HIT here).
 MTURK_FEE = 0.20

@@ -39,7 +39,7 @@ def test_a_simulated_pilot_recovers_the_planted_components_and_sample_size():
 
 
 def test_plan_command_prints_the_design_table_and_writes_the_plot(tmp_path):
-    from server.cli import cli
+    from entry.cli import cli
 
     pilot = simulate_study(n_contexts=30, seed=2)
     export = tmp_path / "pilot.csv"

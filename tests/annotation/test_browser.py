@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from server.annotation.annotators import invite
 from server.store import make_engine, upgrade
 from server.store.models import Assignment, AssignmentItem, Rating
-from server.web import create_app
+from entry.wiring import make_app
 from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues
 from tests.annotation.conftest import add_responses, make_study
@@ -28,7 +28,7 @@ def served_study(tmp_path):
     add_responses(engine, ["hostile"], 8, text=lambda system, cid: f"{SCRIPT} {IMG}")
     make_study(engine, count=4, k=1, per_assignment=4, systems=["plain", "hostile"], controls=[])
     _, token = invite(engine, "rita", "pilot")
-    app = create_app({"DATABASE_URL": str(engine.url)})
+    app = make_app(str(engine.url))
     with live_server(app) as base:
         yield engine, f"{base}/annotate/{token}"
     engine.dispose()

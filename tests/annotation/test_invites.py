@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from server.annotation.secrets import InvalidInvite, make_invite, read_invite
-from server.cli import cli
+from entry.cli import cli
 
 
 def test_an_invite_carries_its_annotator_and_study_and_expires():

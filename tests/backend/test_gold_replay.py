@@ -116,7 +116,7 @@ def test_gold_and_controls_on_the_full_test_set(full_resources):
 def test_cli_replay_align_prints_coverage_per_file(full_ed):
     from click.testing import CliRunner
 
-    from server.cli import cli
+    from entry.cli import cli
 
     result = CliRunner().invoke(cli, ["systems", "replay-align", str(full_ed / "model_outputs"), "--no-write"])
     assert result.exit_code == 0, result.output

@@ -165,7 +165,7 @@ def test_a_system_without_url_is_a_config_error():
 def test_cli_generate_with_a_failing_remote_model_exits_4_and_stores_nothing(server, tmp_path):
     from click.testing import CliRunner
 
-    from server.cli import cli
+    from entry.cli import cli
 
     config = tmp_path / "systems.toml"
     config.write_text(f'[systems.remote]\nkind = "http"\nurl = "{url(server, "/fail500")}"\nretries = 0\n')

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from server.cli import cli
+from entry.cli import cli
 from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues
 from server.store import make_engine, upgrade

@@ -7,7 +7,7 @@ from functools import partial
 import pytest
 from click.testing import CliRunner
 
-from server.cli import cli
+from entry.cli import cli
 from server.datasets.summary import summarize
 from server.store import ensure_schema, make_engine
 from tests.conftest import SAMPLE_ED

@@ -5,7 +5,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.cli import cli
+from entry.cli import cli
 from server.datasets import importer
 from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues

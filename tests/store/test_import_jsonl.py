@@ -5,7 +5,7 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.cli import cli
+from entry.cli import cli
 from server.datasets.summary import summarize
 from server.store import make_engine
 from server.store.models import Dialogue

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from server.store import make_engine
 from server.store.models import Assignment, Rating
-from tasks.demo import run_demo
+from entry.demo import run_demo
 
 
 @pytest.mark.slow

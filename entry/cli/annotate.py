@@ -9,7 +9,7 @@ from server.annotation.annotators import invite
 from server.annotation.errors import AnnotationError
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
 from server.annotation.secrets import admin_token, secret_key
-from server.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 
 
 @click.group()
@@ -67,11 +67,12 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
 @pass_cli
 def serve(obj: CliContext, host: str, port: int, workers: int) -> None:
     """Run the app: annotation pages, JSON API, admin dashboard."""
+    from entry.wiring import app_config
     from server.web import create_app
 
     engine = obj.engine()
     click.echo(f"admin dashboard: http://{host}:{port}/admin?token={admin_token(secret_key(engine))}", err=True)
-    config = {"DATABASE_URL": obj.url}
+    config = app_config(obj.url)
     if workers <= 0:
         create_app(config).run(host=host, port=port, debug=False, use_reloader=False, threaded=True)
         return

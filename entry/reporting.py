@@ -1,19 +1,18 @@
-"""`empeval report STUDY`: the analysis report (Markdown + self-contained HTML) of a study in the store."""
+"""Reports of a study in the store, or of an export file: the glue between the store's export and analysis."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import click
 import pandas as pd
+from sqlalchemy import Engine
 
 from server.annotation.errors import AnnotationError
 from server.annotation.export import export_rows
 from server.annotation.handout import study_by_name
-from server.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 from server.store.engine import unit_of_work
 
 
-def study_meta(engine, name: str) -> dict:
+def study_meta(engine: Engine, name: str) -> dict:
     """What the report's methods paragraph needs from the study's configuration."""
     with unit_of_work(engine) as session:
         config = study_by_name(session, name).config
@@ -24,7 +23,7 @@ def study_meta(engine, name: str) -> dict:
             "platform_fee": pay.get("platform_fee")}
 
 
-def write_study_report(engine, name: str, out_dir: Path, *, include_late: bool = True,
+def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late: bool = True,
                        exclude_flagged: bool = True, seed: int = 0) -> dict[str, Path]:
     """Export the study's ratings and write the report into out_dir; returns the written paths."""
     from analysis.report import write_report
@@ -48,30 +47,3 @@ def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: b
     if not include_late and "late" in frame.columns:
         frame = frame[~frame["late"].astype(str).str.lower().isin({"true", "1"})]
     return write_report(frame, out_dir, study_meta={"name": name}, exclude_flagged=exclude_flagged, seed=seed)
-
-
-@click.command()
-@click.argument("study")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder for report.md, report.html, figures and tables (default: reports/STUDY).")
-@click.option("--keep-flagged", is_flag=True, help="Do not exclude raters flagged by the quality checks.")
-@click.option("--without-late", is_flag=True, help="Leave out assignments submitted after they had expired.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap resampling.")
-@click.option("--export", "export_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Report on this export file (CSV/JSONL from `empeval export`) instead of the store.")
-@pass_cli
-def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int,
-           export_file: Path | None) -> None:
-    """Write the analysis report of STUDY: paper-style table, agreement, significance, rater quality."""
-    out_dir = out_dir or Path("reports") / study
-    try:
-        if export_file is not None:
-            paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
-                                        exclude_flagged=not keep_flagged, seed=seed)
-        else:
-            paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
-                                       exclude_flagged=not keep_flagged, seed=seed)
-    except (AnnotationError, ValueError) as error:
-        fail(getattr(error, "message", str(error)), EXIT_BAD_INPUT)
-    click.echo(f"report: {paths['html']}")
-    click.echo(f"markdown: {paths['markdown']}")

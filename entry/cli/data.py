@@ -5,19 +5,15 @@ import tempfile
 from pathlib import Path
 
 import click
+from sqlalchemy import Engine
 
-from server.cli.common import CliContext, NetworkError, pass_cli, reports_errors
+from entry.cli.common import CliContext, NetworkError, pass_cli, reports_errors
+from entry.importing import import_bundled_sample, import_with_progress, print_summary
 from server.datasets.ed_csv import ed_split_files, parse_ed_csv
 from server.datasets.fetch import OFFICIAL_ED_URL, DownloadError, download, extract_ed_archive
-from server.datasets.importer import import_dialogues
 from server.datasets.jsonl import parse_dialogues_jsonl
-from server.datasets.summary import summarize
+from server.datasets.sample import ED_DATASET, ED_LICENSE, ED_SOURCE
 from server.progress import progress_bar
-
-ED_DATASET = "empatheticdialogues"
-ED_SOURCE = "EmpatheticDialogues (Rashkin et al., ACL 2019)"
-ED_LICENSE = "CC BY-NC 4.0"
-BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent / "data" / "ed_sample"
 
 
 @click.group()
@@ -25,41 +21,13 @@ def data() -> None:
     """Import dialogues (EmpatheticDialogues or your own) and show what is stored."""
 
 
-def import_with_progress(obj: CliContext, dialogues, *, label: str, dataset: str, source: str, license: str) -> None:
-    """Import parsed dialogues in one transaction behind a progress bar, then print what the store holds."""
-    with progress_bar() as progress:
-        task = progress.add_task(label, total=len(dialogues))
-        result = import_dialogues(obj.engine(), dialogues, dataset=dataset, source=source, license=license,
-                                  progress=lambda n: progress.advance(task, n))
-    click.echo(result.describe())
-    print_summary(obj, dataset)
-
-
-def import_ed_path(obj: CliContext, path: Path, split: str, dataset: str) -> None:
+def import_ed_path(engine: Engine, path: Path, split: str, dataset: str) -> None:
     """Parse every requested split first (so a bad line stops everything), then import in one transaction."""
     dialogues = []
     for file, file_split in ed_split_files(path, split):
         dialogues += parse_ed_csv(file, file_split)
-    import_with_progress(obj, dialogues, label=f"importing {path.name}", dataset=dataset, source=ED_SOURCE,
+    import_with_progress(engine, dialogues, label=f"importing {path.name}", dataset=dataset, source=ED_SOURCE,
                          license=ED_LICENSE)
-
-
-def import_bundled_sample(obj: CliContext, label: str = "importing the bundled ED sample") -> None:
-    """Import the sample shipped in server/data/ed_sample (its train and test splits)."""
-    dialogues = [d for split in ("train", "test") for d in parse_ed_csv(BUNDLED_SAMPLE / f"{split}.csv", split)]
-    import_with_progress(obj, dialogues, label=label, dataset=ED_DATASET, source=ED_SOURCE + ", bundled sample",
-                         license=ED_LICENSE)
-
-
-def print_summary(obj: CliContext, dataset: str | None = None) -> None:
-    """Plain text (not a rich table), so the summary reads the same in a terminal, a log and a pipe."""
-    rows = summarize(obj.engine(), dataset)
-    if not rows:
-        click.echo("no dialogues stored" + (f" in dataset {dataset!r}" if dataset else ""))
-        return
-    click.echo(f"{'dataset':<22}{'split':<7}{'dialogues':>11}{'utterances':>12}{'contexts':>10}{'emotions':>10}")
-    for r in rows:
-        click.echo(f"{r.dataset:<22}{r.split:<7}{r.dialogues:>11,}{r.turns:>12,}{r.contexts:>10,}{r.emotions:>10}")
 
 
 @data.command("import-ed")
@@ -75,7 +43,7 @@ def import_ed(obj: CliContext, path: Path, split: str, dataset: str) -> None:
     Builds dialogues, turns and one context per listener turn. The whole import is one transaction:
     a bad line imports nothing. Re-importing the same files changes nothing.
     """
-    import_ed_path(obj, path, split, dataset)
+    import_ed_path(obj.engine(), path, split, dataset)
 
 
 @data.command("import-sample")
@@ -83,7 +51,7 @@ def import_ed(obj: CliContext, path: Path, split: str, dataset: str) -> None:
 @reports_errors
 def import_sample(obj: CliContext) -> None:
     """Import the ED sample bundled with empeval (320 test and 1,600 train conversations)."""
-    import_bundled_sample(obj)
+    import_bundled_sample(obj.engine())
 
 
 @data.command("import-jsonl")
@@ -102,7 +70,7 @@ def import_jsonl(obj: CliContext, path: Path, dataset: str, license_: str) -> No
     conv_id and turns are required; split defaults to test. Each listener turn after the first turn
     becomes a context. One transaction; re-importing is idempotent.
     """
-    import_with_progress(obj, parse_dialogues_jsonl(path), label=f"importing {path.name}", dataset=dataset,
+    import_with_progress(obj.engine(), parse_dialogues_jsonl(path), label=f"importing {path.name}", dataset=dataset,
                          source=str(path), license=license_)
 
 
@@ -126,7 +94,7 @@ def fetch_ed(obj: CliContext, url: str, keep: Path | None, timeout: float) -> No
             ed_folder = extract_ed_archive(archive, folder / "unpacked")
         except DownloadError as error:
             raise NetworkError(str(error)) from None
-        import_ed_path(obj, ed_folder, "all", ED_DATASET)
+        import_ed_path(obj.engine(), ed_folder, "all", ED_DATASET)
 
 
 @data.command("summary")
@@ -134,4 +102,4 @@ def fetch_ed(obj: CliContext, url: str, keep: Path | None, timeout: float) -> No
 @pass_cli
 def summary(obj: CliContext, dataset: str | None) -> None:
     """Print dialogues, utterances and contexts per dataset and split."""
-    print_summary(obj, dataset)
+    print_summary(obj.engine(), dataset)

@@ -7,7 +7,7 @@ import click
 import pandas as pd
 
 from server.annotation.errors import AnnotationError
-from server.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 
 
 def _ints(text: str) -> list[int]:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from server.cli.common import CliContext, EXIT_BAD_INPUT, fail, pass_cli
+from entry.cli.common import CliContext, EXIT_BAD_INPUT, fail, pass_cli
 from tasks.study_create import StudySetupError, create_study, study_progress
 from tasks.study_file import StudyFileError, load_study_file
 

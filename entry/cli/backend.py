@@ -8,7 +8,7 @@ import click
 from server.backend.contexts import ED_DATASET, load_contexts
 from server.backend.registry import ConfigError, Registry, load_config
 from server.backend.resources import BackendResources, default_cache_dir
-from server.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
+from entry.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
 from server.progress import progress_bar
 from server.store.engine import unit_of_work
 

@@ -17,22 +17,21 @@ from pathlib import Path
 import click
 from werkzeug.serving import make_server
 
+from entry.importing import import_bundled_sample
+from entry.reporting import write_study_report
+from entry.wiring import make_app
 from server.annotation.annotators import invite
-from server.annotation.secrets import admin_token, secret_key
-from server.backend.contexts import ED_DATASET
 from server.backend.generate import generate_responses
 from server.backend.registry import Registry
 from server.backend.resources import BackendResources, default_cache_dir
-from server.cli.common import CliContext
-from server.cli.data import import_bundled_sample
-from server.cli.report import write_study_report
+from server.datasets.sample import ED_DATASET
 from server.progress import progress_bar
-from server.web import create_app
+from server.store import open_store
 from tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
 from tasks.study_create import create_study
-from tasks.study_file import load_study_file
+from tasks.study_file import STUDIES_DIR, load_study_file
 
-DEMO_STUDY = Path(__file__).resolve().parent / "studies" / "demo.toml"
+DEMO_STUDY = STUDIES_DIR / "demo.toml"
 TRY_IT_STUDY = "demo-try-it-yourself"
 
 
@@ -60,10 +59,10 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
     db_file = workdir / "demo.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db_file}{suffix}").unlink(missing_ok=True)
-    obj = CliContext(database_url=f"sqlite:///{db_file.resolve()}")
-    engine = obj.engine()
+    url = f"sqlite:///{db_file.resolve()}"
+    engine = open_store(url)
 
-    import_bundled_sample(obj, "1/5 importing the ED sample")
+    import_bundled_sample(engine, "1/5 importing the ED sample")
 
     spec = load_study_file(study_file)
     if contexts is not None:
@@ -85,7 +84,7 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
     crowd = draw_crowd(raters, CrowdModel(), seed=seed, bad=bad_raters)
     invites = {rater.name: invite(engine, rater.name, spec.name)[1] for rater in crowd}
     truth = item_systems(engine, spec.name)
-    app = create_app({"DATABASE_URL": obj.url})
+    app = make_app(url)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request would bury the progress bars
     server = make_server("127.0.0.1", _free_port(), app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -113,31 +112,3 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
         paths = write_study_report(engine, spec.name, workdir / "report", seed=seed)
     return DemoResult(database=db_file, report=paths, ratings=result.ratings, submissions=result.submissions,
                       raters=raters, flagged_kinds={r.name: r.kind for r in crowd if r.kind != "good"})
-
-
-@click.command()
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("var/demo"),
-              show_default=True, help="Folder for the demo's database and report (the database is recreated).")
-@click.option("--raters", default=45, show_default=True,
-              help="Simulated raters (nobody sees a context twice, so a study needs many people).")
-@click.option("--bad-raters", default=4, show_default=True, help="How many of them are careless.")
-@click.option("--contexts", type=int, default=None, help="Contexts to rate (default: the study file's 30).")
-@click.option("--time-scale", default=0.0, show_default=True,
-              help="Simulated raters wait this share of a realistic time per item (1 = real time).")
-def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time_scale: float) -> None:
-    """Run a complete human evaluation on the bundled ED sample and write its report."""
-    result = run_demo(workdir, raters=raters, bad_raters=bad_raters, contexts=contexts, time_scale=time_scale)
-    url = f"sqlite:///{result.database.resolve()}"
-    obj = CliContext(database_url=url)
-    _, token = invite(obj.engine(), "you", TRY_IT_STUDY)
-    token_admin = admin_token(secret_key(obj.engine()))
-    click.echo(f"\n{result.submissions} assignments, {result.ratings} ratings from {result.raters} simulated raters "
-               f"({len(result.flagged_kinds)} careless on purpose: "
-               f"{', '.join(f'{n} {k}' for n, k in sorted(result.flagged_kinds.items()))}).")
-    click.echo(f"report:   {result.report['html']}")
-    click.echo(f"          {result.report['markdown']}")
-    click.echo("\nnext:")
-    click.echo(f"  start the app:  .venv/bin/empeval --database-url {url} serve")
-    click.echo(f"  rate yourself:  http://127.0.0.1:5000/annotate/{token}")
-    click.echo(f"  dashboard:      http://127.0.0.1:5000/admin?token={token_admin}")
-    click.echo(f"  size a study:   .venv/bin/empeval --database-url {url} plan --pilot demo")

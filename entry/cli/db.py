@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from server.cli.common import CliContext, pass_cli
+from entry.cli.common import CliContext, pass_cli
 from server.store import migrate
 
 

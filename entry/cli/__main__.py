@@ -1,0 +1,3 @@
+from entry.cli import main
+
+main()

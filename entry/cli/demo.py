@@ -1,0 +1,39 @@
+"""`empeval demo`: a whole human evaluation on the bundled ED sample (see entry.demo)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from entry.demo import TRY_IT_STUDY, run_demo
+from server.annotation.annotators import invite
+from server.annotation.secrets import admin_token, secret_key
+from server.store import open_store
+
+
+@click.command()
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("var/demo"),
+              show_default=True, help="Folder for the demo's database and report (the database is recreated).")
+@click.option("--raters", default=45, show_default=True,
+              help="Simulated raters (nobody sees a context twice, so a study needs many people).")
+@click.option("--bad-raters", default=4, show_default=True, help="How many of them are careless.")
+@click.option("--contexts", type=int, default=None, help="Contexts to rate (default: the study file's 30).")
+@click.option("--time-scale", default=0.0, show_default=True,
+              help="Simulated raters wait this share of a realistic time per item (1 = real time).")
+def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time_scale: float) -> None:
+    """Run a complete human evaluation on the bundled ED sample and write its report."""
+    result = run_demo(workdir, raters=raters, bad_raters=bad_raters, contexts=contexts, time_scale=time_scale)
+    url = f"sqlite:///{result.database.resolve()}"
+    engine = open_store(url)
+    _, token = invite(engine, "you", TRY_IT_STUDY)
+    token_admin = admin_token(secret_key(engine))
+    click.echo(f"\n{result.submissions} assignments, {result.ratings} ratings from {result.raters} simulated raters "
+               f"({len(result.flagged_kinds)} careless on purpose: "
+               f"{', '.join(f'{n} {k}' for n, k in sorted(result.flagged_kinds.items()))}).")
+    click.echo(f"report:   {result.report['html']}")
+    click.echo(f"          {result.report['markdown']}")
+    click.echo("\nnext:")
+    click.echo(f"  start the app:  .venv/bin/empeval --database-url {url} serve")
+    click.echo(f"  rate yourself:  http://127.0.0.1:5000/annotate/{token}")
+    click.echo(f"  dashboard:      http://127.0.0.1:5000/admin?token={token_admin}")
+    click.echo(f"  size a study:   .venv/bin/empeval --database-url {url} plan --pilot demo")
