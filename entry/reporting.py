@@ -16,11 +16,11 @@ def study_meta(engine: Engine, name: str) -> dict:
     """What the report's methods paragraph needs from the study's configuration."""
     with unit_of_work(engine) as session:
         config = study_by_name(session, name).config
-    design, pay = config.get("design", {}), config.get("pay", {})
-    return {"name": name, "k": design.get("ratings_per_response"),
-            "items_per_assignment": design.get("items_per_assignment"),
-            "pay_per_assignment": pay.get("per_assignment"), "currency": pay.get("currency", "USD"),
-            "platform_fee": pay.get("platform_fee")}
+    pay = config.pay
+    return {"name": name, "k": config.design.ratings_per_response,
+            "items_per_assignment": config.design.items_per_assignment,
+            "pay_per_assignment": pay.per_assignment, "currency": pay.currency,
+            "platform_fee": pay.platform_fee if pay.per_assignment is not None else None}
 
 
 def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late: bool = True,

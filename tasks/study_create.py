@@ -13,9 +13,8 @@ from sqlalchemy.orm import Session
 from server.annotation.handout import assignment_counts
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Context, Dataset, Dialogue, Response, Study, StudyItem, System
-from tasks.criteria import CONTROL_TARGETS
+from server.store.study_config import StudyConfig
 from tasks.design import Candidate, controls_per_assignment, plan_assignments
-from tasks.study_file import StudySpec
 
 
 class StudySetupError(ValueError):
@@ -52,7 +51,7 @@ def _context_key(conv_id: str, n_turns: int) -> str:
     return f"{conv_id}#{n_turns}"
 
 
-def create_study(engine: Engine, spec: StudySpec) -> StudySummary:
+def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
     """Write `spec` as a study with its items and planned assignments; see StudySetupError for what can fail."""
     with unit_of_work(engine) as session:
         if session.scalar(select(Study.id).where(Study.name == spec.name)) is not None:
@@ -120,17 +119,17 @@ def create_study(engine: Engine, spec: StudySpec) -> StudySummary:
                                 items_per_assignment=spec.design.items_per_assignment,
                                 control_rate=spec.design.control_rate, seed=spec.seed)
 
-        study = Study(name=spec.name, config=spec.to_config(), seed=spec.seed, status="open")
+        study = Study(name=spec.name, config=spec, seed=spec.seed, status="open")
         session.add(study)
         session.flush()
         study_items: dict[int, StudyItem] = {}
         for candidate in items:
             study_items[candidate.key] = StudyItem(study_id=study.id, response_id=candidate.key,
                                                    design={"system": candidate.system})
-        used_controls = {c.key: c for a in plan for c in a.items if c.system in CONTROL_TARGETS}
+        used_controls = {c.key: c for a in plan for c in a.items if c.system in spec.control_targets}
         for key, candidate in used_controls.items():
             study_items[key] = StudyItem(study_id=study.id, response_id=key, is_control=True,
-                                         control_target=CONTROL_TARGETS[candidate.system],
+                                         control_target=spec.control_targets[candidate.system],
                                          design={"system": candidate.system})
         session.add_all(study_items.values())
         session.flush()
@@ -142,15 +141,12 @@ def create_study(engine: Engine, spec: StudySpec) -> StudySummary:
             session.add(assignment)
 
         n_slots = sum(len(a.items) for a in plan)
-        pay = spec.pay
-        cost = None
-        if pay.get("per_assignment") is not None:
-            cost = len(plan) * pay["per_assignment"] * (1 + pay.get("platform_fee", 0.0))
+        cost = spec.pay.cost(len(plan))
         return StudySummary(name=spec.name, contexts=len(chosen_ids), systems=list(spec.systems), items=len(items),
                             control_items=len(used_controls), assignments=len(plan),
                             ratings_per_response=spec.design.ratings_per_response,
                             expected_ratings=n_slots * len(spec.criteria), cost=cost,
-                            currency=pay.get("currency"))
+                            currency=spec.pay.currency if cost is not None else None)
 
 
 def study_progress(engine: Engine, name: str) -> dict[str, int]:

@@ -31,11 +31,19 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.criteria import CONTROL_TARGETS, DEFAULT_CRITERIA, DEFAULT_SCALE
+from server.backend.controls import CONTROL_TARGETS
+from server.store.study_config import (
+    DEFAULT_CRITERIA,
+    ContextSelection,
+    Criterion,
+    Design,
+    Pay,
+    Scale,
+    StudyConfig,
+)
 
 # The study files that ship with empeval (the demo's among them).
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"
@@ -46,48 +54,6 @@ class StudyFileError(ValueError):
     def __init__(self, source: str, field_path: str, reason: str):
         self.source, self.field_path, self.reason = source, field_path, reason
         super().__init__(f"{source}: {field_path}: {reason}")
-
-
-@dataclass(frozen=True)
-class ContextSelection:
-    dataset: str = "empatheticdialogues"
-    split: str = "test"
-    count: int | None = None
-    ids: tuple[str, ...] = ()
-    emotions: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Design:
-    ratings_per_response: int = 3
-    items_per_assignment: int = 10
-    control_rate: float = 0.1
-    assignment_minutes: int = 30
-
-
-@dataclass(frozen=True)
-class StudySpec:
-    name: str
-    seed: int
-    contexts: ContextSelection
-    systems: tuple[str, ...]
-    controls: tuple[str, ...]
-    design: Design
-    criteria: tuple[dict[str, str], ...] = tuple(DEFAULT_CRITERIA)
-    scale: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_SCALE))
-    pay: dict[str, Any] = field(default_factory=dict)
-    title: str = ""
-    instructions: str = ""
-
-    def to_config(self) -> dict[str, Any]:
-        """The JSON stored with the study: everything the app needs to show and validate the task."""
-        config = asdict(self)
-        config["contexts"]["ids"] = list(self.contexts.ids)
-        config["contexts"]["emotions"] = list(self.contexts.emotions)
-        config["systems"], config["controls"] = list(self.systems), list(self.controls)
-        config["criteria"] = [dict(c) for c in self.criteria]
-        config["control_targets"] = {c: CONTROL_TARGETS[c] for c in self.controls}
-        return config
 
 
 class _Reader:
@@ -145,8 +111,8 @@ class _Reader:
         return tuple(value)
 
 
-def parse_study(data: dict[str, Any], source: str = "<study>") -> StudySpec:
-    """Validate a parsed study file (see module docstring) and return the StudySpec."""
+def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
+    """Validate a parsed study file (see module docstring) and return the typed StudyConfig."""
     r = _Reader(source)
     known_top = {"name", "seed", "title", "instructions", "contexts", "systems", "design", "pay", "criteria", "scale"}
     unknown = sorted(set(data) - known_top)
@@ -200,13 +166,14 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudySpec:
         raise r.error("design.control_rate", "leaves no room for real items in an assignment")
 
     p = r.table(data, "pay", "pay", {"per_assignment", "currency", "platform_fee"})
-    pay: dict[str, Any] = {}
+    pay = Pay()
     if "per_assignment" in p:
-        pay["per_assignment"] = r.number(p, "per_assignment", "pay.per_assignment", 0.0, minimum=0.0, maximum=1000.0)
-        pay["currency"] = r.string(p, "currency", "pay.currency", "USD")
-        pay["platform_fee"] = r.number(p, "platform_fee", "pay.platform_fee", 0.2, minimum=0.0, maximum=1.0)
+        pay = Pay(per_assignment=r.number(p, "per_assignment", "pay.per_assignment", 0.0, minimum=0.0, maximum=1000.0),
+                  currency=r.string(p, "currency", "pay.currency", Pay.currency),
+                  platform_fee=r.number(p, "platform_fee", "pay.platform_fee", Pay.platform_fee, minimum=0.0,
+                                        maximum=1.0))
 
-    criteria = tuple(DEFAULT_CRITERIA)
+    criteria = DEFAULT_CRITERIA
     if "criteria" in data:
         raw = data["criteria"]
         if not isinstance(raw, list) or not raw:
@@ -222,15 +189,15 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudySpec:
             key = r.string(entry, "key", f"{path}.key")
             if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", key):
                 raise r.error(f"{path}.key", f"{key!r} must be lower-case letters, digits or _ (at most 32)")
-            parsed.append({"key": key, "label": r.string(entry, "label", f"{path}.label"),
-                           "question": r.string(entry, "question", f"{path}.question"),
-                           "definition": r.string(entry, "definition", f"{path}.definition", "")
-                           if entry.get("definition") else ""})
-        if len({c["key"] for c in parsed}) != len(parsed):
+            parsed.append(Criterion(key=key, label=r.string(entry, "label", f"{path}.label"),
+                                    question=r.string(entry, "question", f"{path}.question"),
+                                    definition=r.string(entry, "definition", f"{path}.definition", "")
+                                    if entry.get("definition") else ""))
+        if len({c.key for c in parsed}) != len(parsed):
             raise r.error("criteria", "two criteria share a key")
         criteria = tuple(parsed)
 
-    scale = dict(DEFAULT_SCALE)
+    scale = Scale()
     if "scale" in data:
         sc = r.table(data, "scale", "scale", {"min", "max", "labels"})
         low = r.integer(sc, "min", "scale.min", 1, minimum=0)
@@ -239,15 +206,17 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudySpec:
         if len(labels) != high - low + 1:
             raise r.error("scale.labels", f"must label every point: {high - low + 1} labels for {low}..{high}, "
                           f"got {len(labels)}")
-        scale = {"min": low, "max": high, "labels": list(labels)}
+        scale = Scale(min=low, max=high, labels=labels)
 
-    return StudySpec(name=name, seed=seed, contexts=contexts, systems=systems, controls=controls, design=design,
-                     criteria=criteria, scale=scale, pay=pay,
-                     title=data.get("title", "") if isinstance(data.get("title", ""), str) else "",
-                     instructions=data.get("instructions", "") if isinstance(data.get("instructions", ""), str) else "")
+    return StudyConfig(name=name, seed=seed, contexts=contexts, systems=systems, controls=controls, design=design,
+                       criteria=criteria, scale=scale, pay=pay,
+                       title=data.get("title", "") if isinstance(data.get("title", ""), str) else "",
+                       instructions=data.get("instructions", "") if isinstance(data.get("instructions", ""), str)
+                       else "",
+                       control_targets={c: CONTROL_TARGETS[c] for c in controls})
 
 
-def load_study_file(path: Path) -> StudySpec:
+def load_study_file(path: Path) -> StudyConfig:
     """Read and validate a study TOML file."""
     path = Path(path)
     try:

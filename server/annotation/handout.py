@@ -8,6 +8,7 @@ An assignment not submitted by its deadline expires and a copy with the same ite
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -103,7 +104,7 @@ def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: 
             select(Assignment.id).where(Assignment.study_id == study.id, Assignment.status == "open")
             .order_by(Assignment.design_index, Assignment.id)
         ).all()
-        minutes = int(study.config.get("design", {}).get("assignment_minutes", 30))
+        minutes = study.config.design.assignment_minutes
     # Claim outside the read transaction, in design order, looking at a few candidates at a time (the
     # first chunk nearly always has one that fits); a lost race just moves on to the next candidate.
     for start in range(0, len(open_ids), CLAIM_CHUNK):
@@ -150,9 +151,9 @@ def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
             "assignment_id": assignment.id,
             "status": assignment.status,
             "expires_at": as_utc(assignment.expires_at).isoformat() if assignment.expires_at else None,
-            "study": {"name": study.name, "title": config.get("title") or "Rate responses in conversations",
-                      "instructions": config.get("instructions", "")},
-            "criteria": config.get("criteria", []),
-            "scale": config.get("scale", {}),
+            "study": {"name": study.name, "title": config.title or "Rate responses in conversations",
+                      "instructions": config.instructions},
+            "criteria": [asdict(c) for c in config.criteria],
+            "scale": {**asdict(config.scale), "labels": list(config.scale.labels)},
             "items": items,
         }

@@ -108,9 +108,8 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
             return _already_submitted(session, assignment, payload.get("submission_id") if isinstance(payload, dict) else None)
         config = session.get(Study, assignment.study_id).config
         item_ids = list(session.scalars(select(AssignmentItem.item_id).where(AssignmentItem.assignment_id == assignment_id)))
-    criteria = [c["key"] for c in config.get("criteria", [])]
-    scale = config.get("scale", {"min": 1, "max": 5})
-    submission_id, by_item, comment = _validate(payload, item_ids, criteria, int(scale["min"]), int(scale["max"]))
+    submission_id, by_item, comment = _validate(payload, item_ids, list(config.criterion_keys), config.scale.min,
+                                                config.scale.max)
 
     try:
         with unit_of_work(engine) as session:

@@ -35,6 +35,7 @@ def context_rng(seed: int, context: DialogueContext) -> random.Random:
 
 class GenericControl(ResponseModel):
     kind = "control-generic"
+    target_criterion = "empathy"  # the one criterion this control is built to fail
 
     def __init__(self, name, parameters=None, resources=None):
         super().__init__(name, {"seed": 0, **(parameters or {})})
@@ -45,7 +46,7 @@ class GenericControl(ResponseModel):
 
     def respond_one(self, context: DialogueContext) -> Reply:
         index = context_rng(self.parameters["seed"], context).randrange(len(self.replies))
-        return Reply(self.replies[index], {"control_target": "empathy", "seed": self.parameters["seed"],
+        return Reply(self.replies[index], {"control_target": self.target_criterion, "seed": self.parameters["seed"],
                                            "reply_index": index})
 
 
@@ -67,6 +68,7 @@ def scramble_words(text: str, rng: random.Random) -> str:
 
 class ScrambledControl(ResponseModel):
     kind = "control-scrambled"
+    target_criterion = "fluency"  # the one criterion this control is built to fail
 
     def __init__(self, name, parameters=None, resources=None):
         super().__init__(name, {"seed": 0, **(parameters or {})})
@@ -79,12 +81,13 @@ class ScrambledControl(ResponseModel):
         if context.reference is None:
             raise ResponseUnavailable("control-scrambled shuffles the gold reply; this context has no reference")
         text = scramble_words(context.reference, context_rng(self.parameters["seed"], context))
-        return Reply(text, {"control_target": "fluency", "seed": self.parameters["seed"],
+        return Reply(text, {"control_target": self.target_criterion, "seed": self.parameters["seed"],
                             "source_turn_id": context.reference_turn_id})
 
 
 class MismatchedControl(ResponseModel):
     kind = "control-mismatched"
+    target_criterion = "relevance"  # the one criterion this control is built to fail
 
     def __init__(self, name, parameters=None, resources=None):
         super().__init__(name, {"seed": 0, **(parameters or {})})
@@ -118,5 +121,10 @@ class MismatchedControl(ResponseModel):
                                       f"{split!r} of dataset {self.resources.dataset!r}; import data first")
         dialogue_id, conv_id, emotion, turn_id, text = candidates[
             context_rng(self.parameters["seed"], context).randrange(len(candidates))]
-        return Reply(text, {"control_target": "relevance", "seed": self.parameters["seed"],
+        return Reply(text, {"control_target": self.target_criterion, "seed": self.parameters["seed"],
                             "source_conv_id": conv_id, "source_turn_id": turn_id, "source_emotion": emotion})
+
+
+# Each control kind and the criterion it declares it is built to fail.
+CONTROL_TARGETS: dict[str, str] = {control.kind: control.target_criterion
+                                   for control in (GenericControl, MismatchedControl, ScrambledControl)}

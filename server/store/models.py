@@ -24,6 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from server.store.study_config import StudyConfig
+
 # Named constraints, so Alembic migrations (and SQLite batch mode) can refer to them on every backend.
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -164,12 +166,22 @@ class Study(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
-    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # The configuration as stored: private to the store; everyone else reads the typed `config`.
+    _config_json: Mapped[dict[str, Any]] = mapped_column("config", default=dict)
     seed: Mapped[int] = mapped_column(Integer, default=0)
     status: Mapped[str] = mapped_column(String(20), default="draft")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     items: Mapped[list[StudyItem]] = relationship(back_populates="study", cascade="all, delete-orphan")
+
+    @property
+    def config(self) -> StudyConfig:
+        """The typed configuration (StudyConfigError, naming this study and the key, if the row is invalid)."""
+        return StudyConfig.from_json(self._config_json, study=self.name)
+
+    @config.setter
+    def config(self, value: StudyConfig) -> None:
+        self._config_json = value.to_json()
 
 
 class StudyItem(Base):

@@ -46,14 +46,14 @@ def study_progress(name: str) -> dict:
         statuses = assignment_counts(session, study.id)
         config = study.config
     rows = export_rows(engine, name)
-    criteria = [c["key"] for c in config.get("criteria", [])]
-    scale = (int(config.get("scale", {}).get("min", 1)), int(config.get("scale", {}).get("max", 5)))
+    criteria = config.criterion_keys
+    scale = (config.scale.min, config.scale.max)
     per_annotator: dict[str, int] = defaultdict(int)
     seconds = [r["seconds_on_item"] for r in rows if r["seconds_on_item"] is not None and r["criterion"] == criteria[0]]
     for row in rows:
         per_annotator[row["annotator"]] += 1
     items_rated = {r["item_id"] for r in rows}
-    k = config.get("design", {}).get("ratings_per_response", 1)
+    k = config.design.ratings_per_response
     return {
         "study": name,
         "assignments": statuses,

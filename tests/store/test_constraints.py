@@ -3,6 +3,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from server.store import make_engine, unit_of_work, upgrade
+from server.store.study_config import StudyConfig
 from server.store.models import (
     Annotator, Assignment, AssignmentItem, Context, Dataset, Dialogue, Rating, Response, Study, StudyItem, System, Turn,
 )
@@ -20,7 +21,7 @@ def rated_store(store_url):
         context = Context(dialogue=dialogue, n_turns=1, reference_turn=t2)
         system = System(name="gold", kind="gold", version="1", parameters={})
         response = Response(context=context, system=system, text="I'm so sorry.", provenance={}, latency_ms=0.0)
-        study = Study(name="s", config={}, seed=1)
+        study = Study(name="s", config=StudyConfig(name="s"), seed=1)
         item = StudyItem(study=study, response=response)
         annotator = Annotator(provider="local", pseudonym="a1")
         s.add_all([t1, context, item, annotator])
