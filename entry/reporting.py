@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Engine
 
-from server.annotation.errors import AnnotationError
+from server.errors import BadInput
 from server.annotation.export import export_rows
 from server.annotation.handout import study_by_name
 from server.store.engine import unit_of_work
@@ -32,7 +32,7 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
     if not include_late:
         rows = [r for r in rows if not r["late"]]
     if not rows:
-        raise AnnotationError(f"study {name!r} has no ratings yet")
+        raise BadInput(f"study {name!r} has no ratings yet")
     meta = study_meta(engine, name)
     return write_report(pd.DataFrame(rows), out_dir, study_meta=meta, exclude_flagged=exclude_flagged, seed=seed)
 

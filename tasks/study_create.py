@@ -4,6 +4,8 @@ One transaction: a study is created whole or not at all.
 """
 from __future__ import annotations
 
+from server.errors import BadInput
+
 import random
 from dataclasses import dataclass
 
@@ -17,7 +19,7 @@ from server.store.study_config import StudyConfig
 from tasks.design import Candidate, controls_per_assignment, plan_assignments
 
 
-class StudySetupError(ValueError):
+class StudySetupError(BadInput):
     """The store does not hold what the study file asks for; the message says what to run."""
 
 

@@ -29,6 +29,8 @@ integer >= 1, got 0`.
 """
 from __future__ import annotations
 
+from server.errors import BadInput
+
 import re
 import tomllib
 from pathlib import Path
@@ -50,7 +52,7 @@ STUDIES_DIR = Path(__file__).resolve().parent / "studies"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-class StudyFileError(ValueError):
+class StudyFileError(BadInput):
     def __init__(self, source: str, field_path: str, reason: str):
         self.source, self.field_path, self.reason = source, field_path, reason
         super().__init__(f"{source}: {field_path}: {reason}")

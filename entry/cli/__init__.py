@@ -10,7 +10,7 @@ import click
 
 from entry.cli.annotate import admin_token_command, annotators, export, serve
 from entry.cli.backend import generate, metrics, systems
-from entry.cli.common import CliContext
+from entry.cli.common import CliContext, EmpevalGroup
 from entry.cli.crowd import crowd
 from entry.cli.data import data
 from entry.cli.db import db
@@ -20,7 +20,7 @@ from entry.cli.report import report
 from entry.cli.study import study
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=EmpevalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--database-url", envvar="EMPEVAL_DATABASE_URL", default=None, metavar="URL",
               help="SQLAlchemy URL of the store (env EMPEVAL_DATABASE_URL; default: ./empeval.db, SQLite).")
 @click.pass_context

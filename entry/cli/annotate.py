@@ -6,10 +6,9 @@ from pathlib import Path
 import click
 
 from server.annotation.annotators import invite
-from server.annotation.errors import AnnotationError
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
 from server.annotation.secrets import admin_token, secret_key
-from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from entry.cli.common import CliContext, pass_cli
 
 
 @click.group()
@@ -26,10 +25,7 @@ def annotators() -> None:
 def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: float, base_url: str) -> None:
     """Print a signed, expiring invite link for each annotator NAME (created on first invite)."""
     for name in names:
-        try:
-            _, token = invite(obj.engine(), name, study, days=days)
-        except AnnotationError as error:
-            fail(error.message, EXIT_BAD_INPUT)
+        _, token = invite(obj.engine(), name, study, days=days)
         click.echo(f"{name}\t{base_url.rstrip('/')}/annotate/{token}")
 
 
@@ -47,10 +43,7 @@ def admin_token_command(obj: CliContext) -> None:
 @pass_cli
 def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
     """Export STUDY's ratings as a tidy long table (one row per rating)."""
-    try:
-        rows = export_rows(obj.engine(), study)
-    except AnnotationError as error:
-        fail(error.message, EXIT_BAD_INPUT)
+    rows = export_rows(obj.engine(), study)
     text = rows_to_csv(rows) if fmt == "csv" else rows_to_jsonl(rows)
     if out:
         out.write_text(text, encoding="utf-8")

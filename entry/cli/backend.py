@@ -22,10 +22,7 @@ cache_option = click.option("--cache-dir", type=click.Path(file_okay=False, path
 
 def make_registry(obj: CliContext, config_path: Path | None, dataset: str, cache_dir: Path | None) -> Registry:
     resources = BackendResources(engine=obj.engine(), dataset=dataset, cache_dir=cache_dir or default_cache_dir())
-    try:
-        return Registry.from_config(config_path, resources)
-    except ConfigError as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    return Registry.from_config(config_path, resources)
 
 
 def chosen_systems(registry: Registry, systems: str) -> list[str]:
@@ -135,10 +132,7 @@ def systems(ctx: click.Context, config_path: Path | None) -> None:
     """List the configured systems (name, kind, parameters); `systems replay-align` rebuilds the replay file."""
     if ctx.invoked_subcommand is not None:
         return
-    try:
-        specs = load_config(config_path)
-    except ConfigError as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    specs = load_config(config_path)
     click.echo(f"{'name':<22}{'kind':<22}parameters")
     for spec in specs:
         parameters = {k: v for k, v in spec.parameters.items() if k != "headers"}

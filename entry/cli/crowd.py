@@ -22,10 +22,7 @@ EXIT_RUN_FAILED = 1
 
 
 def _job(study: str, job_id: str | None) -> Path:
-    try:
-        return jobs.job_dir_for(study, job_id)
-    except jobs.CrowdError as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    return jobs.job_dir_for(study, job_id)
 
 
 def _recover_and_ingest(obj: CliContext, job_dir: Path) -> None:
@@ -73,13 +70,10 @@ def launch(obj: CliContext, study: str, provider: str, units: int | None, reward
            public_url: str | None, aws_profile: str | None, timeout_seconds: int, onboarding: bool,
            min_control_pass_rate: float, yes: bool, wait: bool) -> None:
     """Put STUDY's open assignments on the crowd: one Mephisto unit per assignment."""
-    try:
-        jobs.crowd_python()
-        job_dir, cost = jobs.create_job(obj.engine(), study, provider=provider, units=units, port=port, reward=reward,
-                                        timeout_seconds=timeout_seconds, public_url=public_url, aws_profile=aws_profile,
-                                        onboarding=onboarding, min_control_pass_rate=min_control_pass_rate)
-    except jobs.CrowdError as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    jobs.crowd_python()
+    job_dir, cost = jobs.create_job(obj.engine(), study, provider=provider, units=units, port=port, reward=reward,
+                                    timeout_seconds=timeout_seconds, public_url=public_url, aws_profile=aws_profile,
+                                    onboarding=onboarding, min_control_pass_rate=min_control_pass_rate)
     click.echo(f"cost: {cost.describe(provider)}")
     if provider == "mturk" and not yes and not click.confirm(f"Spend up to {cost.total:.2f} {cost.currency} on live MTurk?"):
         import shutil
@@ -169,11 +163,8 @@ def review(obj: CliContext, study: str, job_id: str | None, auto: bool, approve_
         approve, held = auto_actions(job_dir)
         actions = approve + actions
     if actions:
-        try:
-            check_actions(job_dir, actions, force=force)
-            outcomes = carry_out(job_dir, actions)
-        except jobs.CrowdError as error:
-            fail(str(error), EXIT_BAD_INPUT)
+        check_actions(job_dir, actions, force=force)
+        outcomes = carry_out(job_dir, actions)
         for outcome in outcomes:
             verdict = "ok" if outcome.get("ok") else f"FAILED: {outcome.get('error') or outcome.get('message')}"
             extra = f" ({outcome['skipped']})" if outcome.get("skipped") else ""
@@ -197,10 +188,7 @@ def review(obj: CliContext, study: str, job_id: str | None, auto: bool, approve_
 @click.argument("profile")
 def register(profile: str) -> None:
     """Store AWS keys ($AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY) as ~/.aws/credentials profile PROFILE."""
-    try:
-        done = jobs.run_in_crowd_env("register", profile)
-    except jobs.CrowdError as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    done = jobs.run_in_crowd_env("register", profile)
     if done.returncode != 0:
         fail((done.stderr or done.stdout).strip()[-1000:], EXIT_BAD_INPUT)
     click.echo(done.stdout.strip())

@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine
 
-from entry.cli.common import CliContext, NetworkError, pass_cli, reports_errors
+from entry.cli.common import CliContext, pass_cli
 from entry.importing import import_bundled_sample, import_with_progress, print_summary
 from server.datasets.ed_csv import ed_split_files, parse_ed_csv
-from server.datasets.fetch import OFFICIAL_ED_URL, DownloadError, download, extract_ed_archive
+from server.datasets.fetch import OFFICIAL_ED_URL, download, extract_ed_archive
 from server.datasets.jsonl import parse_dialogues_jsonl
 from server.datasets.sample import ED_DATASET, ED_LICENSE, ED_SOURCE
 from server.progress import progress_bar
@@ -36,7 +36,6 @@ def import_ed_path(engine: Engine, path: Path, split: str, dataset: str) -> None
               help="train, valid, test or all (PATH is the ED folder, or one CSV file).")
 @click.option("--dataset", default=ED_DATASET, show_default=True, help="Name to store the dialogues under.")
 @pass_cli
-@reports_errors
 def import_ed(obj: CliContext, path: Path, split: str, dataset: str) -> None:
     """Import EmpatheticDialogues CSVs in the original layout (8 fields, `_comma_`, unquoted).
 
@@ -48,7 +47,6 @@ def import_ed(obj: CliContext, path: Path, split: str, dataset: str) -> None:
 
 @data.command("import-sample")
 @pass_cli
-@reports_errors
 def import_sample(obj: CliContext) -> None:
     """Import the ED sample bundled with empeval (320 test and 1,600 train conversations)."""
     import_bundled_sample(obj.engine())
@@ -59,7 +57,6 @@ def import_sample(obj: CliContext) -> None:
 @click.option("--dataset", required=True, help="Name to store these dialogues under (e.g. my-clinic-2026).")
 @click.option("--license", "license_", default="", help="Licence of the data, recorded with the dataset.")
 @pass_cli
-@reports_errors
 def import_jsonl(obj: CliContext, path: Path, dataset: str, license_: str) -> None:
     """Import your own dialogues, one JSON object per line.
 
@@ -80,20 +77,16 @@ def import_jsonl(obj: CliContext, path: Path, dataset: str, license_: str) -> No
               help="Keep the downloaded archive and unpacked CSVs in this folder.")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for the server.")
 @pass_cli
-@reports_errors
 def fetch_ed(obj: CliContext, url: str, keep: Path | None, timeout: float) -> None:
     """Download the official empatheticdialogues.tar.gz and import all three splits."""
     with tempfile.TemporaryDirectory(prefix="empeval-ed-") as scratch:
         folder = keep or Path(scratch)
-        try:
-            with progress_bar() as progress:
-                task = progress.add_task("downloading ED", total=None)
-                archive = download(url, folder / "empatheticdialogues.tar.gz", timeout=timeout,
-                                   on_size=lambda n: progress.update(task, total=n),
-                                   on_chunk=lambda n: progress.advance(task, n))
-            ed_folder = extract_ed_archive(archive, folder / "unpacked")
-        except DownloadError as error:
-            raise NetworkError(str(error)) from None
+        with progress_bar() as progress:
+            task = progress.add_task("downloading ED", total=None)
+            archive = download(url, folder / "empatheticdialogues.tar.gz", timeout=timeout,
+                               on_size=lambda n: progress.update(task, total=n),
+                               on_chunk=lambda n: progress.advance(task, n))
+        ed_folder = extract_ed_archive(archive, folder / "unpacked")
         import_ed_path(obj.engine(), ed_folder, "all", ED_DATASET)
 
 

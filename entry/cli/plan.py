@@ -6,7 +6,6 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from server.annotation.errors import AnnotationError
 from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 
 
@@ -62,7 +61,7 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
         elif pilot_export:
             components = components_from_pilot(read_export(pilot_export), criterion=criterion)
             source = f"pilot export {pilot_export}"
-    except (AnnotationError, ValueError) as error:
+    except ValueError as error:  # the pilot cannot give components (too few ratings, one system, ...)
         fail(getattr(error, "message", str(error)), EXIT_BAD_INPUT)
 
     click.echo(f"variance components ({source}, {criterion}): context sd {components.context_sd:.2f}, response sd "

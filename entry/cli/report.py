@@ -5,9 +5,8 @@ from pathlib import Path
 
 import click
 
-from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from entry.cli.common import CliContext, pass_cli
 from entry.reporting import write_export_report, write_study_report
-from server.annotation.errors import AnnotationError
 
 
 @click.command()
@@ -24,14 +23,11 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
            export_file: Path | None) -> None:
     """Write the analysis report of STUDY: paper-style table, agreement, significance, rater quality."""
     out_dir = out_dir or Path("reports") / study
-    try:
-        if export_file is not None:
-            paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
-                                        exclude_flagged=not keep_flagged, seed=seed)
-        else:
-            paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
-                                       exclude_flagged=not keep_flagged, seed=seed)
-    except (AnnotationError, ValueError) as error:
-        fail(getattr(error, "message", str(error)), EXIT_BAD_INPUT)
+    if export_file is not None:
+        paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
+                                    exclude_flagged=not keep_flagged, seed=seed)
+    else:
+        paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
+                                   exclude_flagged=not keep_flagged, seed=seed)
     click.echo(f"report: {paths['html']}")
     click.echo(f"markdown: {paths['markdown']}")

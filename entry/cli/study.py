@@ -5,9 +5,9 @@ from pathlib import Path
 
 import click
 
-from entry.cli.common import CliContext, EXIT_BAD_INPUT, fail, pass_cli
-from tasks.study_create import StudySetupError, create_study, study_progress
-from tasks.study_file import StudyFileError, load_study_file
+from entry.cli.common import CliContext, pass_cli
+from tasks.study_create import create_study, study_progress
+from tasks.study_file import load_study_file
 
 
 @click.group()
@@ -23,11 +23,8 @@ def create(obj: CliContext, study_file: Path) -> None:
 
     The responses must exist already (`empeval generate`). See tasks/study_file.py for every field.
     """
-    try:
-        spec = load_study_file(study_file)
-        summary = create_study(obj.engine(), spec)
-    except (StudyFileError, StudySetupError) as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    spec = load_study_file(study_file)
+    summary = create_study(obj.engine(), spec)
     click.echo(summary.describe())
     click.echo(f"next: `empeval annotators invite NAME --study {spec.name}`, then `empeval serve`")
 
@@ -37,9 +34,6 @@ def create(obj: CliContext, study_file: Path) -> None:
 @pass_cli
 def status(obj: CliContext, name: str) -> None:
     """Assignments of study NAME by status (open, assigned, submitted, expired)."""
-    try:
-        counts = study_progress(obj.engine(), name)
-    except StudySetupError as error:
-        fail(str(error), EXIT_BAD_INPUT)
+    counts = study_progress(obj.engine(), name)
     for state in ("open", "assigned", "submitted", "expired"):
         click.echo(f"{state:<10}{counts.get(state, 0):>6}")

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from server.annotation.errors import NotFound
+from server.errors import NotFound
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Context, Response, Study, StudyItem
 

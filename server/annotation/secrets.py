@@ -1,6 +1,8 @@
 """The installation's signing key and the tokens derived from it (invite links, the admin token)."""
 from __future__ import annotations
 
+from server.errors import Forbidden
+
 import hashlib
 import hmac
 import os
@@ -45,8 +47,8 @@ def is_admin(secret: str, presented: str | None) -> bool:
     return bool(presented) and hmac.compare_digest(presented, admin_token(secret))
 
 
-class InvalidInvite(Exception):
-    pass
+class InvalidInvite(Forbidden):
+    """An invite token that is altered, foreign or expired; the message says which."""
 
 
 def make_invite(secret: str, *, annotator_id: int, study: str, days: float = 30.0) -> str:

@@ -17,7 +17,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation.errors import AnnotationError, Conflict, Forbidden, NotFound
+from server.errors import BadInput, Conflict, Forbidden, NotFound
 from server.annotation.handout import as_utc, now_utc
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Rating, Study
@@ -29,54 +29,54 @@ MAX_SECONDS = 24 * 3600
 
 def _validate(payload: Any, item_ids: list[int], criteria: list[str], low: int, high: int) -> tuple[str, dict, str | None]:
     if not isinstance(payload, dict):
-        raise AnnotationError("body must be a JSON object with submission_id and ratings")
+        raise BadInput("body must be a JSON object with submission_id and ratings")
     unknown = sorted(set(payload) - {"submission_id", "ratings", "comment"})
     if unknown:
-        raise AnnotationError(f"unknown field {unknown[0]!r}; expected submission_id, ratings, comment")
+        raise BadInput(f"unknown field {unknown[0]!r}; expected submission_id, ratings, comment")
     submission_id = payload.get("submission_id")
     if not isinstance(submission_id, str) or not SUBMISSION_ID.match(submission_id):
-        raise AnnotationError("submission_id must be a string of 8-100 letters, digits, '_', '.', ':' or '-'")
+        raise BadInput("submission_id must be a string of 8-100 letters, digits, '_', '.', ':' or '-'")
     comment = payload.get("comment")
     if comment is not None and (not isinstance(comment, str) or len(comment) > MAX_COMMENT):
-        raise AnnotationError(f"comment must be a string of at most {MAX_COMMENT} characters")
+        raise BadInput(f"comment must be a string of at most {MAX_COMMENT} characters")
     ratings = payload.get("ratings")
     if not isinstance(ratings, list):
-        raise AnnotationError("ratings must be a list with one entry per item of the assignment")
+        raise BadInput("ratings must be a list with one entry per item of the assignment")
     expected = set(item_ids)
     by_item: dict[int, dict] = {}
     for i, entry in enumerate(ratings):
         where = f"ratings[{i}]"
         if not isinstance(entry, dict):
-            raise AnnotationError(f"{where} must be an object with item_id and scores")
+            raise BadInput(f"{where} must be an object with item_id and scores")
         item_id = entry.get("item_id")
         if isinstance(item_id, bool) or not isinstance(item_id, int):
-            raise AnnotationError(f"{where}.item_id must be an integer")
+            raise BadInput(f"{where}.item_id must be an integer")
         if item_id not in expected:
-            raise AnnotationError(f"{where}: item {item_id} is not part of this assignment")
+            raise BadInput(f"{where}: item {item_id} is not part of this assignment")
         if item_id in by_item:
-            raise AnnotationError(f"{where}: item {item_id} is rated twice")
+            raise BadInput(f"{where}: item {item_id} is rated twice")
         scores = entry.get("scores")
         if not isinstance(scores, dict):
-            raise AnnotationError(f"{where}.scores must be an object with one score per criterion")
+            raise BadInput(f"{where}.scores must be an object with one score per criterion")
         missing = [c for c in criteria if c not in scores]
         if missing:
-            raise AnnotationError(f"{where}: item {item_id} has no score for {missing[0]!r}")
+            raise BadInput(f"{where}: item {item_id} has no score for {missing[0]!r}")
         extra = sorted(set(scores) - set(criteria))
         if extra:
-            raise AnnotationError(f"{where}: unknown criterion {extra[0]!r}; expected {', '.join(criteria)}")
+            raise BadInput(f"{where}: unknown criterion {extra[0]!r}; expected {', '.join(criteria)}")
         for criterion in criteria:
             score = scores[criterion]
             if isinstance(score, bool) or not isinstance(score, int) or not low <= score <= high:
-                raise AnnotationError(f"{where}: {criterion} score {score!r} for item {item_id} must be an "
+                raise BadInput(f"{where}: {criterion} score {score!r} for item {item_id} must be an "
                                       f"integer from {low} to {high}")
         seconds = entry.get("seconds")
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
                                     or not 0 <= seconds <= MAX_SECONDS):
-            raise AnnotationError(f"{where}.seconds must be a number from 0 to {MAX_SECONDS}")
+            raise BadInput(f"{where}.seconds must be a number from 0 to {MAX_SECONDS}")
         by_item[item_id] = {"scores": scores, "seconds": seconds}
     missing_items = sorted(expected - set(by_item))
     if missing_items:
-        raise AnnotationError(f"item {missing_items[0]} of this assignment has no rating "
+        raise BadInput(f"item {missing_items[0]} of this assignment has no rating "
                               f"({len(missing_items)} of {len(expected)} items missing)")
     return submission_id, by_item, comment
 
@@ -96,7 +96,7 @@ def _already_submitted(session: Session, assignment: Assignment, submission_id: 
 
 def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, payload: Any,
                       *, now: datetime | None = None) -> dict[str, Any]:
-    """Validate and store a submission; returns the receipt. Raises AnnotationError subclasses (4xx)."""
+    """Validate and store a submission; returns the receipt. Raises BadInput subclasses (4xx)."""
     now = now or now_utc()
     with Session(engine) as session:
         assignment = session.get(Assignment, assignment_id)

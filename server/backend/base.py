@@ -6,6 +6,8 @@ candidate it retrieved, which file a replayed output came from, which seed a con
 """
 from __future__ import annotations
 
+from server.errors import EmpevalError
+
 import hashlib
 import json
 import time
@@ -63,7 +65,7 @@ class Outcome:
         return self.error is None
 
 
-class ResponseUnavailable(Exception):
+class ResponseUnavailable(EmpevalError):
     """A system cannot produce a response for one context; the message says why."""
 
     def __init__(self, message: str, *, kind: str = "unsupported", details: dict[str, Any] | None = None):

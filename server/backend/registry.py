@@ -17,6 +17,8 @@ The default file is server/backend/systems.toml. Systems are built lazily, once 
 """
 from __future__ import annotations
 
+from server.errors import BadInput
+
 import importlib
 import tomllib
 from dataclasses import dataclass, field
@@ -48,7 +50,7 @@ def model_class(kind: str) -> type[ResponseModel]:
     return getattr(importlib.import_module(module), name)
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInput):
     """The systems config is malformed or names something unknown."""
 
 

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from server.errors import BadInput, Conflict
 
-class InputFileError(ValueError):
+
+class InputFileError(BadInput):
     """A file that cannot be imported. Nothing of it has been written."""
 
     def __init__(self, path: Path | str, line: int | None, reason: str):
@@ -12,10 +14,10 @@ class InputFileError(ValueError):
         self.line = line
         self.reason = reason
         where = f"{self.path}:{line}" if line is not None else self.path
-        super().__init__(f"{where}: {reason}")
+        super().__init__(f"{where}: {reason} (nothing was imported)")
 
 
-class ImportConflictError(ValueError):
+class ImportConflictError(Conflict):
     """The file disagrees with what is already stored (same dialogue id, different content)."""
 
 

@@ -1,6 +1,8 @@
 """Download the official EmpatheticDialogues archive and unpack it (for machines that are online)."""
 from __future__ import annotations
 
+from server.errors import Unavailable
+
 import shutil
 import tarfile
 import urllib.error
@@ -11,8 +13,8 @@ from pathlib import Path
 OFFICIAL_ED_URL = "https://dl.fbaipublicfiles.com/parlai/empatheticdialogues/empatheticdialogues.tar.gz"
 
 
-class DownloadError(RuntimeError):
-    pass
+class DownloadError(Unavailable):
+    """The download failed; the message says how."""
 
 
 def download(url: str, destination: Path, *, timeout: float = 60.0,

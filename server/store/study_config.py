@@ -16,6 +16,8 @@ server.store.study_config.StudyConfigError: study 'pilot': stored configuration 
 """
 from __future__ import annotations
 
+from server.errors import BadInput
+
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,7 +26,7 @@ DEFAULT_CRITERIA: tuple[Criterion, ...]
 DEFAULT_SCALE_LABELS = ("1 - Not at all", "2 - Slightly", "3 - Moderately", "4 - Mostly", "5 - Completely")
 
 
-class StudyConfigError(ValueError):
+class StudyConfigError(BadInput):
     """A stored study configuration does not validate; says which study and which key."""
 
     def __init__(self, study: str, key: str, reason: str):

@@ -6,7 +6,7 @@ from typing import Any
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
-from server.annotation.errors import AnnotationError
+from server.errors import EmpevalError
 from server.store import ensure_schema, make_engine
 from server.web import admin, annotate_api, openapi
 
@@ -27,9 +27,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         # Every error is JSON with a message that says what was wrong, never an HTML page.
         return jsonify(error=error.name, message=error.description), error.code
 
-    @app.errorhandler(AnnotationError)
-    def annotation_error_as_json(error: AnnotationError):
-        return jsonify(error=type(error).__name__, message=error.message), error.status
+    @app.errorhandler(EmpevalError)
+    def empeval_error_as_json(error: EmpevalError):
+        return jsonify(error=type(error).__name__, message=error.message), error.http_status
 
     @app.get("/healthz")
     def healthz():

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.annotation.annotators import pseudonym_for
-from server.annotation.errors import AnnotationError
+from server.errors import Conflict, EmpevalError
 from server.annotation.handout import now_utc
 from server.annotation.secrets import secret_key
 from server.annotation.submit import submit_assignment
@@ -97,8 +97,8 @@ def ingest(engine: Engine, job_dir: Path, provider: str) -> IngestReport:
             payload["comment"] = outputs["comment"]
         try:
             submit_assignment(engine, int(record["assignment_id"]), annotator_id, payload)
-        except AnnotationError as error:
-            kind = "conflict" if error.status == 409 else "invalid"
+        except EmpevalError as error:
+            kind = "conflict" if isinstance(error, Conflict) else "invalid"
             report.counts[kind] += 1
             report.problems.append(f"{where}: {error.message}")
             continue

@@ -6,6 +6,8 @@ review.jsonl written by the runner, runner.log with its output, and `stop` to en
 """
 from __future__ import annotations
 
+from server.errors import BadInput
+
 import json
 import os
 import signal
@@ -32,7 +34,7 @@ PROVIDERS = ("mock", "mturk_sandbox", "mturk")
 MTURK_FEE = 0.20
 
 
-class CrowdError(RuntimeError):
+class CrowdError(BadInput):
     """Something the researcher can fix; the message says what."""
 
 
