@@ -8,7 +8,12 @@ from sqlalchemy import Engine
 
 from server.datasets.importer import import_dialogues
 from server.datasets.model import ParsedDialogue
-from server.datasets.sample import ED_DATASET, ED_LICENSE, SAMPLE_SOURCE, bundled_sample_dialogues
+from server.datasets.sample import (
+    ED_DATASET,
+    ED_LICENSE,
+    SAMPLE_SOURCE,
+    bundled_sample_dialogues,
+)
 from server.datasets.summary import summarize
 from server.progress import progress_bar
 

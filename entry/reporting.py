@@ -6,10 +6,10 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Engine
 
-from server.errors import BadInput
 from server.annotation.export import export_rows
-from server.annotation.handout import study_by_name
+from server.errors import BadInput
 from server.store.engine import unit_of_work
+from server.store.queries import study_by_name
 
 
 def study_meta(engine: Engine, name: str) -> dict:

@@ -4,17 +4,26 @@ One transaction: a study is created whole or not at all.
 """
 from __future__ import annotations
 
-from server.errors import BadInput
-
 import random
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from server.annotation.handout import assignment_counts
+from server.errors import BadInput
 from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem, Context, Dataset, Dialogue, Response, Study, StudyItem, System
+from server.store.models import (
+    Assignment,
+    AssignmentItem,
+    Context,
+    Dataset,
+    Dialogue,
+    Response,
+    Study,
+    StudyItem,
+    System,
+)
+from server.store.queries import assignment_counts
 from server.store.study_config import StudyConfig
 from tasks.design import Candidate, controls_per_assignment, plan_assignments
 

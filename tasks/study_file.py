@@ -29,14 +29,13 @@ integer >= 1, got 0`.
 """
 from __future__ import annotations
 
-from server.errors import BadInput
-
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from server.backend.controls import CONTROL_TARGETS
+from server.errors import BadInput
 from server.store.study_config import (
     DEFAULT_CRITERIA,
     ContextSelection,

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import click
 
+from entry.cli.common import CliContext, pass_cli
 from server.annotation.annotators import invite
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
 from server.annotation.secrets import admin_token, secret_key
-from entry.cli.common import CliContext, pass_cli
 
 
 @click.group()

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import click
 
+from entry.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
 from server.backend.contexts import ED_DATASET, load_contexts
 from server.backend.registry import ConfigError, Registry, load_config
 from server.backend.resources import BackendResources, default_cache_dir
-from entry.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
 from server.progress import progress_bar
 from server.store.engine import unit_of_work
 
@@ -147,7 +147,12 @@ def systems(ctx: click.Context, config_path: Path | None) -> None:
               help="Write server/data/replay/ed_sample_test_outputs.json (the bundled sample's contexts).")
 def replay_align(model_outputs: Path, ed_test: Path | None, write: bool) -> None:
     """Align published model outputs to ED test contexts and print coverage per file."""
-    from server.backend.replay_align import DERIVED_FILE, align_all, coverage_table, write_derived_file
+    from server.backend.replay_align import (
+        DERIVED_FILE,
+        align_all,
+        coverage_table,
+        write_derived_file,
+    )
 
     aligned, coverages = align_all(model_outputs, ed_test or model_outputs.parent / "test.csv")
     for line in coverage_table(coverages):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
+from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 from server.annotation.annotators import pseudonym_for
 from server.annotation.secrets import secret_key
-from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 from tasks.crowd import jobs
 from tasks.crowd.ingest import ingest as ingest_results
 from tasks.crowd.review import auto_actions, carry_out, check_actions, submissions

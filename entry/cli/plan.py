@@ -45,8 +45,14 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     by simulating each design REPLICATES times; the analytic power of a paired t-test is shown beside it.
     """
     from analysis.load import read_export, tidy_from_export
-    from analysis.power import (Components, analytic_t_contexts, components_from_pilot, plan_table,
-                                power_curves_figure, required_contexts)
+    from analysis.power import (
+        Components,
+        analytic_t_contexts,
+        components_from_pilot,
+        plan_table,
+        power_curves_figure,
+        required_contexts,
+    )
 
     ks_list, contexts_list = _ints(ks), _ints(contexts)
     components = Components()

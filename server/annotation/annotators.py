@@ -5,10 +5,10 @@ import hashlib
 
 from sqlalchemy import Engine, select
 
-from server.annotation.handout import study_by_name
 from server.annotation.secrets import make_invite, secret_key
 from server.store.engine import unit_of_work
 from server.store.models import Annotator
+from server.store.queries import study_by_name
 
 
 def pseudonym_for(secret: str, provider: str, external_id: str) -> str:

@@ -11,8 +11,16 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from analysis.export_schema import EXPORT_COLUMNS
-from server.annotation.handout import as_utc, study_by_name
-from server.store.models import Annotator, Assignment, AssignmentItem, Rating, Response, StudyItem, System
+from server.store.models import (
+    Annotator,
+    Assignment,
+    AssignmentItem,
+    Rating,
+    Response,
+    StudyItem,
+    System,
+)
+from server.store.queries import as_utc, study_by_name
 
 
 def _iso(moment) -> str | None:

@@ -9,43 +9,25 @@ An assignment not submitted by its deadline expires and a copy with the same ite
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from server.errors import NotFound
 from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem, Context, Response, Study, StudyItem
-
+from server.store.models import (
+    Assignment,
+    AssignmentItem,
+    Context,
+    Response,
+    Study,
+    StudyItem,
+)
+from server.store.queries import as_utc, now_utc, study_by_name
 
 CLAIM_CHUNK = 50
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def as_utc(moment: datetime | None) -> datetime | None:
-    """SQLite hands back naive datetimes; everything here is UTC."""
-    if moment is None or moment.tzinfo is not None:
-        return moment
-    return moment.replace(tzinfo=timezone.utc)
-
-
-def study_by_name(session: Session, name: str) -> Study:
-    study = session.scalar(select(Study).where(Study.name == name))
-    if study is None:
-        raise NotFound(f"no study named {name!r}")
-    return study
-
-
-def assignment_counts(session: Session, study_id: int) -> dict[str, int]:
-    """Assignments of a study per status (open, assigned, submitted, expired), zeros included."""
-    counts = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study_id)
-                                  .group_by(Assignment.status)).all())
-    return {status: counts.get(status, 0) for status in ("open", "assigned", "submitted", "expired")}
 
 
 def expire_overdue(session: Session, study_id: int, now: datetime) -> int:

@@ -1,8 +1,6 @@
 """The installation's signing key and the tokens derived from it (invite links, the admin token)."""
 from __future__ import annotations
 
-from server.errors import Forbidden
-
 import hashlib
 import hmac
 import os
@@ -13,6 +11,7 @@ from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
+from server.errors import Forbidden
 from server.store.engine import unit_of_work
 from server.store.models import AppSetting
 

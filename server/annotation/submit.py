@@ -18,9 +18,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.errors import BadInput, Conflict, Forbidden, NotFound
-from server.annotation.handout import as_utc, now_utc
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Rating, Study
+from server.store.queries import as_utc, now_utc
 
 SUBMISSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
 MAX_COMMENT = 2000

@@ -6,8 +6,6 @@ candidate it retrieved, which file a replayed output came from, which seed a con
 """
 from __future__ import annotations
 
-from server.errors import EmpevalError
-
 import hashlib
 import json
 import time
@@ -15,6 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from server.errors import EmpevalError
 
 ROLES = ("speaker", "listener")
 

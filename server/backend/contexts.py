@@ -12,7 +12,6 @@ from server.datasets.sample import ED_DATASET
 from server.store.models import Context, Dataset, Dialogue, Turn
 
 
-
 def load_contexts(
     session: Session,
     *,

@@ -14,7 +14,12 @@ import random
 
 from sqlalchemy import select
 
-from server.backend.base import DialogueContext, Reply, ResponseModel, ResponseUnavailable
+from server.backend.base import (
+    DialogueContext,
+    Reply,
+    ResponseModel,
+    ResponseUnavailable,
+)
 from server.store.engine import unit_of_work
 from server.store.models import Context, Dataset, Dialogue, Turn
 

@@ -1,7 +1,12 @@
 """`gold`: the ED reference listener turn that followed the context in the data."""
 from __future__ import annotations
 
-from server.backend.base import DialogueContext, Reply, ResponseModel, ResponseUnavailable
+from server.backend.base import (
+    DialogueContext,
+    Reply,
+    ResponseModel,
+    ResponseUnavailable,
+)
 
 
 class GoldModel(ResponseModel):

@@ -28,7 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from server.backend.base import DialogueContext, Outcome, Reply, ResponseModel, ResponseUnavailable, parameters_hash
+from server.backend.base import (
+    DialogueContext,
+    Outcome,
+    Reply,
+    ResponseModel,
+    ResponseUnavailable,
+    parameters_hash,
+)
 
 DEFAULTS = {"protocol": "json", "timeout": 30.0, "retries": 2, "backoff": 0.5, "concurrency": 1}
 

@@ -17,8 +17,6 @@ The default file is server/backend/systems.toml. Systems are built lazily, once 
 """
 from __future__ import annotations
 
-from server.errors import BadInput
-
 import importlib
 import tomllib
 from dataclasses import dataclass, field
@@ -29,6 +27,7 @@ import yaml
 
 from server.backend.base import ResponseModel
 from server.backend.resources import BackendResources
+from server.errors import BadInput
 
 DEFAULT_CONFIG = Path(__file__).with_name("systems.toml")
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from server.backend.base import DialogueContext, Reply, ResponseModel, ResponseUnavailable, parameters_hash
+from server.backend.base import (
+    DialogueContext,
+    Reply,
+    ResponseModel,
+    ResponseUnavailable,
+    parameters_hash,
+)
 from server.backend.replay_align import DERIVED_FILE, REPLAY_SYSTEMS, align_all
 
 

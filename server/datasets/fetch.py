@@ -1,14 +1,14 @@
 """Download the official EmpatheticDialogues archive and unpack it (for machines that are online)."""
 from __future__ import annotations
 
-from server.errors import Unavailable
-
 import shutil
 import tarfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+
+from server.errors import Unavailable
 
 OFFICIAL_ED_URL = "https://dl.fbaipublicfiles.com/parlai/empatheticdialogues/empatheticdialogues.tar.gz"
 

@@ -16,10 +16,10 @@ server.store.study_config.StudyConfigError: study 'pilot': stored configuration 
 """
 from __future__ import annotations
 
-from server.errors import BadInput
-
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from server.errors import BadInput
 
 # The criteria of Rashkin et al. (ACL 2019), in the wording shown to raters.
 DEFAULT_CRITERIA: tuple[Criterion, ...]

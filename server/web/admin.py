@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest
 
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
-from server.annotation.handout import assignment_counts, study_by_name
 from server.store.models import Study
+from server.store.queries import assignment_counts, study_by_name
 from server.web import openapi
 from server.web.auth import require_admin
 

@@ -17,12 +17,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.annotation.annotators import pseudonym_for
-from server.errors import Conflict, EmpevalError
-from server.annotation.handout import now_utc
 from server.annotation.secrets import secret_key
 from server.annotation.submit import submit_assignment
+from server.errors import Conflict, EmpevalError
 from server.store.engine import unit_of_work
 from server.store.models import Annotator, Assignment
+from server.store.queries import now_utc
 from tasks.crowd.jobs import read_results
 
 

@@ -6,8 +6,6 @@ review.jsonl written by the runner, runner.log with its output, and `stop` to en
 """
 from __future__ import annotations
 
-from server.errors import BadInput
-
 import json
 import os
 import signal
@@ -21,8 +19,11 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from server.annotation.handout import assignment_payload, study_by_name
+from server.annotation.handout import assignment_payload
+from server.errors import BadInput
 from server.store.models import Assignment, AssignmentItem, Response, StudyItem
+from server.store.queries import study_by_name
+from server.store.study_config import Pay
 from tasks.ui import MEPHISTO_BUNDLE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,8 +31,6 @@ RUNNER = REPO / "tasks" / "likert" / "runner.py"
 ONBOARDING = REPO / "tasks" / "likert" / "onboarding.json"
 BUNDLE = MEPHISTO_BUNDLE
 PROVIDERS = ("mock", "mturk_sandbox", "mturk")
-# MTurk's commission on rewards and bonuses for HITs with fewer than 10 assignments (one unit per HIT here).
-MTURK_FEE = 0.20
 
 
 class CrowdError(BadInput):
@@ -59,7 +58,7 @@ class Cost:
 
     @property
     def total(self) -> float:
-        return round(self.units * self.reward * (1 + self.fee_rate), 2)
+        return Pay(per_assignment=self.reward, platform_fee=self.fee_rate).cost(self.units) or 0.0
 
     def describe(self, provider: str) -> str:
         text = (f"{self.units} units x {self.reward:.2f} {self.currency} reward + {self.fee_rate:.0%} fees = "
@@ -133,10 +132,7 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
     if not BUNDLE.exists():
         raise CrowdError(f"the Mephisto task bundle is missing ({BUNDLE}): run `make crowd`")
     with Session(engine) as session:
-        try:
-            study = study_by_name(session, study_name)
-        except Exception as error:  # NotFound from server.annotation
-            raise CrowdError(str(error)) from None
+        study = study_by_name(session, study_name)
         config = study.config
         assignment_ids = open_assignments(session, study.id)
         if units is not None:
@@ -144,26 +140,25 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
         if not assignment_ids:
             raise CrowdError(f"study {study_name!r} has no open assignments left to put on the crowd")
         lines = [unit_line(engine, session, a) for a in assignment_ids]
-    pay = config.get("pay", {})
-    unit_reward = reward if reward is not None else pay.get("per_assignment")
+    pay = config.pay
+    unit_reward = reward if reward is not None else pay.per_assignment
     if unit_reward is None:
         raise CrowdError(f"study {study_name!r} has no pay.per_assignment: give --reward")
-    fee = 0.0 if provider == "mock" else float(pay.get("platform_fee", MTURK_FEE))
-    cost = Cost(units=len(lines), reward=float(unit_reward), fee_rate=fee, currency=pay.get("currency", "USD"))
+    fee = 0.0 if provider == "mock" else pay.platform_fee
+    cost = Cost(units=len(lines), reward=float(unit_reward), fee_rate=fee, currency=pay.currency)
 
     job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     job_dir = crowd_root() / study_name / job_id
     job_dir.mkdir(parents=True)
-    design = config.get("design", {})
     job = {
         "job_id": job_id, "study": study_name, "provider": provider, "created_at": time.time(),
         "task_name": f"empeval-{study_name}",
-        "title": config.get("title") or "Rate replies in conversations about feelings",
+        "title": config.title or "Rate replies in conversations about feelings",
         "description": ("Read short conversations in which someone shares an experience, and rate one reply in "
                         "each for empathy, relevance and fluency (1-5)."),
         "reward": cost.reward, "currency": cost.currency, "fee_rate": fee, "estimated_cost": cost.total,
         "tags": ["empathy", "dialogue", "rating", "conversation", "research"],
-        "assignment_duration_seconds": int(design.get("assignment_minutes", 30)) * 60,
+        "assignment_duration_seconds": config.design.assignment_minutes * 60,
         "lifetime_seconds": lifetime_seconds, "units_per_assignment": 1,
         "port": port, "hostname": "http://127.0.0.1", "router_host": "127.0.0.1", "public_url": public_url,
         "timeout_seconds": timeout_seconds, "bundle": str(BUNDLE),

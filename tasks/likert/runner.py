@@ -207,7 +207,10 @@ def clean_stale_servers() -> list[str]:
 def router_source(job_dir: Path) -> Path:
     """Mephisto's node router, installed as Mephisto does it, copied into the job and bound to one host
     (EMPEVAL_ROUTER_HOST, 127.0.0.1 unless the job says otherwise) instead of every interface."""
-    from mephisto.abstractions.architects.router.build_router import NODE_SERVER_SOURCE_ROOT, install_router_files
+    from mephisto.abstractions.architects.router.build_router import (
+        NODE_SERVER_SOURCE_ROOT,
+        install_router_files,
+    )
 
     install_router_files()
     target = job_dir / "router"
@@ -254,8 +257,10 @@ def announce_public_url(public_url: str) -> None:
 def hydra_config(job: dict, job_dir: Path, datapath: Path, router: Path) -> Any:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-
-    from mephisto.operations.hydra_config import register_script_config, build_default_task_config
+    from mephisto.operations.hydra_config import (
+        build_default_task_config,
+        register_script_config,
+    )
 
     config_name = CONFIG_FOR_PROVIDER[job["provider"]]
     register_script_config(name="taskconfig", module=build_default_task_config(config_name))
@@ -407,8 +412,13 @@ def launch(job_dir: Path, *, prepare_operator: Callable[[Any], None] | None = No
         for stale in clean_stale_servers():
             log.warning("cleaned up before launch: %s", stale)
         bind_metrics_to_localhost()
-        from mephisto.abstractions.blueprints.abstract.static_task.static_blueprint import SharedStaticTaskState
-        from mephisto.tools.scripts import get_db_from_config, process_config_and_get_operator
+        from mephisto.abstractions.blueprints.abstract.static_task.static_blueprint import (
+            SharedStaticTaskState,
+        )
+        from mephisto.tools.scripts import (
+            get_db_from_config,
+            process_config_and_get_operator,
+        )
 
         if job.get("public_url"):
             announce_public_url(job["public_url"])
@@ -578,9 +588,8 @@ def review(job_dir: Path, actions: list[dict], *, prepare_db: Callable[[Any], No
 
 
 def register(profile: str) -> int:
-    from omegaconf import OmegaConf
-
     from mephisto.abstractions.providers.mturk.mturk_utils import setup_aws_credentials
+    from omegaconf import OmegaConf
 
     keys = {"access_key_id": os.environ.get("AWS_ACCESS_KEY_ID"), "secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY")}
     if not all(keys.values()):

@@ -8,8 +8,14 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from analysis.compare import (adjust_pvalues, compare_pairs, friedman_test, item_means, paired_tests,
-                              system_means)
+from analysis.compare import (
+    adjust_pvalues,
+    compare_pairs,
+    friedman_test,
+    item_means,
+    paired_tests,
+    system_means,
+)
 
 
 def _paired_ratings(scores_a, scores_b, *, criterion="empathy", a="drug1", b="drug2") -> pd.DataFrame:

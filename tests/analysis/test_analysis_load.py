@@ -8,7 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.load import EXPORT_COLUMNS, TIDY_COLUMNS, ExportError, read_export, tidy_from_export
+from analysis.load import (
+    EXPORT_COLUMNS,
+    TIDY_COLUMNS,
+    ExportError,
+    read_export,
+    tidy_from_export,
+)
 
 
 def test_csv_export_becomes_the_tidy_table(simulated, tmp_path):

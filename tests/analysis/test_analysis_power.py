@@ -5,8 +5,14 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from analysis.load import tidy_from_export
-from analysis.power import (Components, analytic_t_contexts, analytic_t_power, components_from_pilot,
-                            required_contexts, simulated_power)
+from analysis.power import (
+    Components,
+    analytic_t_contexts,
+    analytic_t_power,
+    components_from_pilot,
+    required_contexts,
+    simulated_power,
+)
 from analysis.simulate import simulate_study
 
 TRUE = Components(centre=3.2, context_sd=0.4, response_sd=0.4, rater_sd=0.3, noise_sd=0.7)

@@ -7,9 +7,22 @@ import pandas as pd
 import pytest
 
 from analysis.compare import system_means
-from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators, side_by_side
-from analysis.quality import (consensus_agreement, control_pass_rates, control_results, flagged_annotators, halo,
-                              rater_quality, straightlining, time_per_item)
+from analysis.exclusions import (
+    ALL_RATERS,
+    EXCLUDING_FLAGGED,
+    exclude_annotators,
+    side_by_side,
+)
+from analysis.quality import (
+    consensus_agreement,
+    control_pass_rates,
+    control_results,
+    flagged_annotators,
+    halo,
+    rater_quality,
+    straightlining,
+    time_per_item,
+)
 
 CRITERIA = ("empathy", "relevance", "fluency")
 

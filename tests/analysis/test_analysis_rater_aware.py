@@ -6,7 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.rater_aware import mixed_model_pairs, rater_aware_check, zscore_by_annotator
+from analysis.rater_aware import (
+    mixed_model_pairs,
+    rater_aware_check,
+    zscore_by_annotator,
+)
 
 
 def _lenient_raters_on_one_system(seed: int = 0) -> pd.DataFrame:

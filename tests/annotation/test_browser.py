@@ -5,12 +5,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.store import make_engine, upgrade
-from server.store.models import Assignment, AssignmentItem, Rating
 from entry.wiring import make_app
+from server.annotation.annotators import invite
 from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues
+from server.store import make_engine, upgrade
+from server.store.models import Assignment, AssignmentItem, Rating
 from tests.annotation.conftest import add_responses, make_study
 from tests.browser import chromium_page, live_server
 from tests.conftest import SAMPLE_ED

@@ -11,12 +11,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.annotation.annotators import invite
-from server.annotation.handout import assignment_payload, next_assignment, now_utc
+from server.annotation.handout import assignment_payload, next_assignment
 from server.annotation.secrets import read_invite, secret_key
 from server.annotation.submit import submit_assignment
 from server.store.models import Assignment, Rating, Response, StudyItem
+from server.store.queries import now_utc
 from tasks.design import Candidate, controls_per_assignment, plan_assignments
-from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study, new_submission_id
+from tests.annotation.conftest import (
+    CONTROLS,
+    SYSTEMS,
+    add_responses,
+    make_study,
+    new_submission_id,
+)
 
 designs = st.fixed_dictionaries({
     "contexts": st.integers(1, 40), "systems": st.integers(1, 7), "k": st.integers(1, 5),

@@ -4,8 +4,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from server.annotation.secrets import InvalidInvite, make_invite, read_invite
 from entry.cli import cli
+from server.annotation.secrets import InvalidInvite, make_invite, read_invite
 
 
 def test_an_invite_carries_its_annotator_and_study_and_expires():

@@ -5,12 +5,12 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
+from entry.cli import cli
 from server.backend.controls import GenericControl
 from server.backend.generate import generate_responses
 from server.backend.metrics import corpus_bleu, moel_tokenise
 from server.backend.registry import ConfigError, Registry, load_config
 from server.backend.resources import BackendResources
-from entry.cli import cli
 from server.store.engine import unit_of_work
 from server.store.models import Response, System
 

@@ -8,7 +8,13 @@ import pytest
 from server.backend.base import ContextTurn, DialogueContext
 from server.backend.contexts import load_contexts
 from server.backend.replay import ReplayModel
-from server.backend.replay_align import DERIVED_FILE, REPLAY_SYSTEMS, align_all, normalise, sample_context_keys
+from server.backend.replay_align import (
+    DERIVED_FILE,
+    REPLAY_SYSTEMS,
+    align_all,
+    normalise,
+    sample_context_keys,
+)
 from server.store.engine import unit_of_work
 
 RAW = DialogueContext(turns=(ContextTurn("speaker", "I failed my driving test today."),))

@@ -14,7 +14,13 @@ from server.store.models import Annotator, Assignment, Rating
 from tasks.crowd import jobs
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until
-from tests.crowd.workers import ONBOARDING_RIGHT, ONBOARDING_WRONG, do_unit, pass_or_fail_onboarding, wait_for_task_or_block
+from tests.crowd.workers import (
+    ONBOARDING_RIGHT,
+    ONBOARDING_WRONG,
+    do_unit,
+    pass_or_fail_onboarding,
+    wait_for_task_or_block,
+)
 
 pytestmark = pytest.mark.slow
 ENDED = {"completed", "stopped", "timeout", "failed", "dead"}

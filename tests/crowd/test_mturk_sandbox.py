@@ -16,7 +16,11 @@ from server.store.models import Annotator
 from tasks.crowd import jobs
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until
-from tests.crowd.workers import answer_mturk_submit_locally, do_unit, wait_for_task_or_block
+from tests.crowd.workers import (
+    answer_mturk_submit_locally,
+    do_unit,
+    wait_for_task_or_block,
+)
 
 pytestmark = pytest.mark.slow
 HARNESS = Path(__file__).with_name("sandbox_harness.py")

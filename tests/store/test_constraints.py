@@ -3,10 +3,21 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from server.store import make_engine, unit_of_work, upgrade
-from server.store.study_config import StudyConfig
 from server.store.models import (
-    Annotator, Assignment, AssignmentItem, Context, Dataset, Dialogue, Rating, Response, Study, StudyItem, System, Turn,
+    Annotator,
+    Assignment,
+    AssignmentItem,
+    Context,
+    Dataset,
+    Dialogue,
+    Rating,
+    Response,
+    Study,
+    StudyItem,
+    System,
+    Turn,
 )
+from server.store.study_config import StudyConfig
 
 
 @pytest.fixture

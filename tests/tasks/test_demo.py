@@ -7,9 +7,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from entry.demo import run_demo
 from server.store import make_engine
 from server.store.models import Assignment, Rating
-from entry.demo import run_demo
 
 
 @pytest.mark.slow

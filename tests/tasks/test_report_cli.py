@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from server.annotation.annotators import invite
 from entry.cli import cli
+from server.annotation.annotators import invite
 from server.web import create_app
 from tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
 from tests.annotation.conftest import add_responses, make_study

@@ -11,7 +11,14 @@ from server.annotation.annotators import invite
 from server.annotation.export import export_rows
 from server.store.models import Rating
 from server.web import create_app
-from tasks.simulate import CRITERIA, CrowdModel, Rater, draw_crowd, item_systems, run_crowd_over_http
+from tasks.simulate import (
+    CRITERIA,
+    CrowdModel,
+    Rater,
+    draw_crowd,
+    item_systems,
+    run_crowd_over_http,
+)
 from tests.annotation.conftest import add_responses, make_study
 from tests.browser import live_server
 

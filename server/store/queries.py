@@ -1,0 +1,39 @@
+"""Small queries and conversions every room above the store shares: a study by name, assignment counts,
+and UTC times (SQLite hands back naive datetimes)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from server.errors import NotFound
+from server.store.models import Assignment, Study
+
+ASSIGNMENT_STATUSES = ("open", "assigned", "submitted", "expired")
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def as_utc(moment: datetime | None) -> datetime | None:
+    """The moment as an aware UTC datetime (SQLite stores naive UTC)."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=timezone.utc)
+
+
+def study_by_name(session: Session, name: str) -> Study:
+    """The study called `name`, or NotFound."""
+    study = session.scalar(select(Study).where(Study.name == name))
+    if study is None:
+        raise NotFound(f"no study named {name!r}")
+    return study
+
+
+def assignment_counts(session: Session, study_id: int) -> dict[str, int]:
+    """Assignments of a study per status (open, assigned, submitted, expired), zeros included."""
+    counts = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study_id)
+                                  .group_by(Assignment.status)).all())
+    return {status: counts.get(status, 0) for status in ASSIGNMENT_STATUSES}
