@@ -21,11 +21,11 @@ CROWD_VENV   ?= .venv-crowd
 CROWD_STAMP  := $(CROWD_VENV)/.installed
 CROWD_BUNDLE := $(UI_DIR)/dist/mephisto/task.js
 
-.PHONY: demo test venv ui crowd system-deps clean help
+.PHONY: demo test lint venv ui crowd system-deps clean help
 
 help:
 	@echo "make demo   - set up (if needed) and run the demo on the bundled ED sample"
-	@echo "make test   - set up (if needed) and run the whole test suite"
+	@echo "make test   - set up (if needed), check the rooms and habits (make lint) and run the whole test suite"
 	@echo "make crowd  - set up the Mephisto crowd environment (.venv-crowd, Python 3.10) and its task bundle"
 
 venv: $(STAMP)
@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install $(PIP_FLAGS) --upgrade pip setuptools wheel
 	$(BIN)/pip install $(PIP_FLAGS) "$(TORCH_SPEC)"
-	$(BIN)/pip install $(PIP_FLAGS) -e ".[dev]" "$(TORCH_SPEC)"
+	$(BIN)/pip install $(PIP_FLAGS) -e ".[backend,dev]" "$(TORCH_SPEC)"
 	@touch $(STAMP)
 
 # The task UI bundle (React, built with esbuild from the npm registry; package-lock.json pins it).
@@ -77,6 +77,12 @@ system-deps:
 
 demo: $(STAMP) $(UI_BUNDLE)
 	$(BIN)/empeval demo
+
+# The habits the suite holds the code to: import contracts between rooms, ruff, mypy (see pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 test: $(STAMP) $(UI_BUNDLE) system-deps crowd
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
