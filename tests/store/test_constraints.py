@@ -92,4 +92,19 @@ def test_foreign_keys_are_enforced(rated_store):
 
 def test_a_control_item_must_name_the_criterion_it_targets(rated_store):
     engine, ids = rated_store
-    _insert_fails(engine, StudyItem(study_id=ids["study"], response_id=ids["response"], is_control=True))
+    # A response the study does not hold yet, so that only the CHECK constraint can refuse the row (the
+    # study's own response would be refused first by the unique (study, response) constraint).
+    with unit_of_work(engine) as s:
+        control = System(name="control-generic", kind="control-generic", version="1", parameters={})
+        s.add(control)
+        s.flush()
+        response = Response(context_id=ids["context"], system_id=control.id, text="OK. What else is new?",
+                            provenance={}, latency_ms=0.0)
+        s.add(response)
+        s.flush()
+        response_id = response.id
+    with pytest.raises(IntegrityError, match="(?i)check|control_has_target"):
+        with unit_of_work(engine) as s:
+            s.add(StudyItem(study_id=ids["study"], response_id=response_id, is_control=True))
+    with unit_of_work(engine) as s:  # the same row naming its target is fine
+        s.add(StudyItem(study_id=ids["study"], response_id=response_id, is_control=True, control_target="empathy"))
