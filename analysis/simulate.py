@@ -128,7 +128,7 @@ def simulate_study(
                         "position": position, "is_control": item["is_control"],
                         "control_kind": item.get("control_kind", ""), "control_target": item.get("control_target", ""),
                         "assignment_id": assignment, "started_at": started.isoformat().replace("+00:00", "Z"),
-                        "submitted_at": "", "seconds_on_item": round(float(seconds), 1),
+                        "submitted_at": "", "seconds_on_item": round(float(seconds), 1), "late": False,
                     })
             submitted = (started + timedelta(seconds=float(per_item_seconds.sum()) + 5.0)).isoformat()
             for row in item_rows:
