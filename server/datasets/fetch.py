@@ -53,6 +53,3 @@ def extract_ed_archive(archive: Path, destination: Path) -> Path:
             return candidate
     raise DownloadError(f"{archive}: no folder with train.csv, valid.csv and test.csv inside")
 
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 DATABASE_URL_ENV = "EMPEVAL_DATABASE_URL"
 DEFAULT_SQLITE_FILE = "empeval.db"
@@ -47,10 +47,6 @@ def make_engine(url: str | None = None, **kwargs) -> Engine:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
-
-
-def make_session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
 
 
 @contextmanager

@@ -48,7 +48,3 @@ def _role_blueprints() -> list:
     from server.web.backend_api import blueprint as backend_blueprint
 
     return [backend_blueprint]
-
-
-def engine_of(app: Flask):
-    return app.extensions["empeval.engine"]
