@@ -1,7 +1,6 @@
 """Download the official EmpatheticDialogues archive and unpack it (for machines that are online)."""
 from __future__ import annotations
 
-import shutil
 import tarfile
 import urllib.error
 import urllib.request
