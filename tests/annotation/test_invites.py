@@ -15,12 +15,27 @@ def test_an_invite_carries_its_annotator_and_study_and_expires():
         read_invite("k" * 40, token, now=time.time() + 2 * 86400)
 
 
-def test_an_altered_or_foreign_invite_is_refused():
-    token = make_invite("k" * 40, annotator_id=7, study="pilot")
-    with pytest.raises(InvalidInvite, match="not valid"):
-        read_invite("k" * 40, token[:-2] + ("A" if token[-1] != "A" else "B") + token[-1])
-    with pytest.raises(InvalidInvite, match="not valid"):
-        read_invite("another installation's key", token)
+def _altered(text: str, index: int) -> str:
+    """`text` with the character at `index` replaced by a different one (never the same character)."""
+    return text[:index] + ("A" if text[index] != "A" else "B") + text[index + 1:]
+
+
+def test_an_altered_or_foreign_invite_is_refused_for_every_expiry(monkeypatch):
+    # The expiry is part of the signed payload, so every expiry gives another token: check a range of them.
+    # The first character of the signature and of the payload carry six full bits each (the last character
+    # of unpadded base64 may not), so changing either always changes the decoded bytes.
+    start = 1_800_000_000
+    for offset in range(0, 20_000, 7):
+        monkeypatch.setattr("server.annotation.secrets.time.time", lambda offset=offset: start + offset)
+        token = make_invite("k" * 40, annotator_id=7, study="pilot", days=1)
+        payload, signature = token.rsplit(".", 1)
+        assert read_invite("k" * 40, token, now=start) == (7, "pilot")
+        for altered in (f"{payload}.{_altered(signature, 0)}", f"{_altered(payload, 0)}.{signature}"):
+            assert altered != token
+            with pytest.raises(InvalidInvite, match="not valid"):
+                read_invite("k" * 40, altered, now=start)
+        with pytest.raises(InvalidInvite, match="not valid"):
+            read_invite("another installation's key", token, now=start)
 
 
 def test_cli_prints_one_link_per_annotator_and_the_same_person_stays_one_annotator(study_engine):
