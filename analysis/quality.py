@@ -14,6 +14,16 @@ import pandas as pd
 
 from analysis.load import require_columns
 
+#: One boolean column per flagging rule in ``rater_quality``, with what the rule catches in a few words.
+FLAG_RULES: dict[str, str] = {
+    "flag_controls": "failed controls",
+    "flag_straightlining": "straight-lining",
+    "flag_speed": "implausibly fast",
+    "flag_halo": "halo",
+    "flag_consensus": "low agreement with the consensus",
+}
+FLAG_COLUMNS: tuple[str, ...] = tuple(FLAG_RULES)
+
 
 def control_results(ratings: pd.DataFrame) -> pd.DataFrame:
     """One row per annotator and control item: did the annotator score the control below the real responses
@@ -216,11 +226,11 @@ def rater_quality(
 
     # The consensus leaves out annotators flagged so far, and is recomputed until the flag set settles: a
     # careful annotator whose items happened to be co-rated by spammers is then not judged against noise.
-    found = {annotator: _reasons(row, min_control_pass_rate=min_control_pass_rate, min_controls=min_controls,
-                                 max_straightline_rate=max_straightline_rate, min_items=min_items,
-                                 min_median_seconds=min_median_seconds, max_halo=max_halo)
+    found = {annotator: _rule_flags(row, min_control_pass_rate=min_control_pass_rate, min_controls=min_controls,
+                                    max_straightline_rate=max_straightline_rate, min_items=min_items,
+                                    min_median_seconds=min_median_seconds, max_halo=max_halo)
              for annotator, row in table.iterrows()}
-    by_rules = {annotator for annotator, reasons in found.items() if reasons}
+    by_rules = {annotator for annotator, flags in found.items() if flags}
     excluded: set[str] = set(by_rules)
     for _ in range(max_consensus_rounds):
         consensus = consensus_agreement(ratings, min_items=min_consensus_items, exclude_from_consensus=excluded)
@@ -230,34 +240,39 @@ def rater_quality(
         excluded = by_rules | low
     table = table.join(consensus.set_index("annotator"))
     for annotator in sorted(low):
-        found[annotator].append(f"correlation with the other raters' consensus r = "
-                                f"{table.loc[annotator, 'consensus_r']:.2f} (clearly < {min_consensus_r:.2f})")
-    reasons = ["; ".join(found[annotator]) for annotator in table.index]
-    table["reasons"] = reasons
-    table["flagged"] = table["reasons"] != ""
+        found[annotator]["flag_consensus"] = (f"correlation with the other raters' consensus r = "
+                                              f"{table.loc[annotator, 'consensus_r']:.2f} "
+                                              f"(clearly < {min_consensus_r:.2f})")
+    for column in FLAG_COLUMNS:
+        table[column] = [column in found[annotator] for annotator in table.index]
+    table["flagged"] = table[list(FLAG_COLUMNS)].any(axis=1)
+    # The reasons in the order of FLAG_COLUMNS, for people; code reads the boolean columns.
+    table["reasons"] = ["; ".join(found[annotator][c] for c in FLAG_COLUMNS if c in found[annotator])
+                        for annotator in table.index]
     ordered = ["n_items", "n_ratings", "n_controls", "control_pass_rate", *per_criterion.columns,
                "n_multi_criterion_items", "straightline_rate", "score_sd", "halo", "median_seconds",
-               "n_consensus_items", "consensus_r", "consensus_mae", "flagged", "reasons"]
+               "n_consensus_items", "consensus_r", "consensus_mae", *FLAG_COLUMNS, "flagged", "reasons"]
     return table[ordered].reset_index()
 
 
-def _reasons(row: pd.Series, *, min_control_pass_rate, min_controls, max_straightline_rate, min_items,
-             min_median_seconds, max_halo) -> list[str]:
-    found = []
+def _rule_flags(row: pd.Series, *, min_control_pass_rate: float, min_controls: int, max_straightline_rate: float,
+                min_items: int, min_median_seconds: float | None, max_halo: float | None) -> dict[str, str]:
+    """The per-annotator rules that fire (all but the consensus rule), as flag column -> reason for people."""
+    found = {}
     if row["n_controls"] >= min_controls and row["control_pass_rate"] < min_control_pass_rate:
         passed = int(round(row["control_pass_rate"] * row["n_controls"]))
-        found.append(f"passed {passed} of {int(row['n_controls'])} controls "
-                     f"({row['control_pass_rate']:.0%} < {min_control_pass_rate:.0%})")
+        found["flag_controls"] = (f"passed {passed} of {int(row['n_controls'])} controls "
+                                  f"({row['control_pass_rate']:.0%} < {min_control_pass_rate:.0%})")
     if row["n_items"] >= min_items and row["score_sd"] == 0:
-        found.append("gave every rating the same score")
+        found["flag_straightlining"] = "gave every rating the same score"
     elif row["n_multi_criterion_items"] >= min_items and row["straightline_rate"] > max_straightline_rate:
-        found.append(f"one score on every criterion for {row['straightline_rate']:.0%} of items "
-                     f"(> {max_straightline_rate:.0%})")
+        found["flag_straightlining"] = (f"one score on every criterion for {row['straightline_rate']:.0%} of items "
+                                        f"(> {max_straightline_rate:.0%})")
     if (min_median_seconds is not None and np.isfinite(row["median_seconds"])
             and row["median_seconds"] < min_median_seconds):
-        found.append(f"median {row['median_seconds']:.1f} s per item (< {min_median_seconds:g} s)")
+        found["flag_speed"] = f"median {row['median_seconds']:.1f} s per item (< {min_median_seconds:g} s)"
     if max_halo is not None and np.isfinite(row["halo"]) and row["halo"] > max_halo:
-        found.append(f"halo: criteria correlate at {row['halo']:.2f} (> {max_halo:.2f})")
+        found["flag_halo"] = f"halo: criteria correlate at {row['halo']:.2f} (> {max_halo:.2f})"
     return found
 
 

@@ -19,7 +19,13 @@ from analysis.compare import compare_pairs, friedman_test, system_means
 from analysis.document import BulletList, Document, Heading, Image, Paragraph, Table, to_html, to_markdown
 from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators, side_by_side
 from analysis.load import DEFAULT_SCALE, require_columns, tidy_from_export
-from analysis.quality import control_summary, controls_beside_systems, flagged_annotators, rater_quality
+from analysis.quality import (
+    FLAG_RULES,
+    control_summary,
+    controls_beside_systems,
+    flagged_annotators,
+    rater_quality,
+)
 from analysis.rater_aware import rater_aware_check
 from analysis.threads import single_threaded_blas
 
@@ -55,11 +61,15 @@ def write_report(
     quality_thresholds: dict | None = None,
     random_effects: tuple[str, ...] = ("annotator", "item"),
     seed: int = 0,
+    include_late: bool = True,
 ) -> dict[str, Path]:
     """Analyse ``ratings`` (the tidy table, or the store's export, which is validated and converted first) and
     write ``report.md``, ``report.html`` (self-contained, figures as base64 PNG),
     ``figures/*.png`` and ``tables/*.csv`` under ``out_dir``.
 
+    ``include_late``: keep the ratings submitted after their assignment had expired (the tidy table's ``late``
+    column; a table without it counts every rating as on time); False leaves them out of every analysis.
+    The report states how many there were and whether they were analysed.
     ``exclude_flagged``: drop the annotators flagged by ``rater_quality`` (thresholds overridable through
     ``quality_thresholds``) from the main results; results with everyone are shown side by side either way.
     ``correction`` and ``family`` declare the multiple-testing correction (see ``compare.compare_pairs``).
@@ -74,16 +84,25 @@ def write_report(
         return _write_report(ratings, out_dir, study_meta=study_meta, exclude_flagged=exclude_flagged,
                              correction=correction, family=family, alpha=alpha, n_boot=n_boot, ci_level=ci_level,
                              scale=scale, quality_thresholds=quality_thresholds, random_effects=random_effects,
-                             seed=seed)
+                             seed=seed, include_late=include_late)
 
 
 def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, family, alpha, n_boot, ci_level,
-                  scale, quality_thresholds, random_effects, seed) -> dict[str, Path]:
+                  scale, quality_thresholds, random_effects, seed, include_late) -> dict[str, Path]:
     if "item" not in ratings.columns and "item_id" in ratings.columns:
         ratings = tidy_from_export(ratings, scale=scale)  # the store's export as it comes
     require_columns(ratings, REPORT_COLUMNS, what="write_report")
     if ratings.empty:
         raise ValueError("the ratings table is empty: nothing to report")
+    if "late" not in ratings.columns:
+        ratings = ratings.assign(late=False)  # a tidy table from before the export carried it: all on time
+    is_late = ratings["late"].astype(bool)
+    late = _late_counts(ratings.loc[is_late])
+    if not include_late:
+        ratings = ratings.loc[~is_late].reset_index(drop=True)
+        if ratings.empty:
+            raise ValueError(f"all {late['n_ratings']} ratings were submitted late: nothing to report without "
+                             "them (include_late=True keeps them)")
     out_dir = Path(out_dir)
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)
     (out_dir / "tables").mkdir(parents=True, exist_ok=True)
@@ -132,8 +151,9 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
 
     study_name = meta.get("name") or ", ".join(sorted(map(str, ratings["study"].unique())))
     facts = _facts(ratings, analysed, quality, flagged, exclude_flagged)
+    facts.update(late=late, include_late=include_late)
     document = Document(title=f"Human evaluation report: {study_name}")
-    document.add(Paragraph(_summary_sentence(facts, exclude_flagged)))
+    document.add(Paragraph(_summary_sentence(facts, exclude_flagged) + " " + _late_sentence(late, include_late)))
     document.add(Heading("Results"))
     document.add(Table(paper_table(means, pairs, alpha=alpha, ci_level=ci_level), caption=_paper_caption(
         correction, family, alpha, ci_level, n_boot)))
@@ -450,14 +470,24 @@ def _facts(ratings, analysed, quality, flagged, exclude_flagged) -> dict:
 
 
 def _reason_counts(quality: pd.DataFrame) -> dict[str, int]:
-    kinds = {"controls": "failed controls", "same score": "straight-lining", "one score on every": "straight-lining",
-             "consensus": "low agreement with the consensus", "per item": "implausibly fast", "halo": "halo"}
-    counts: dict[str, int] = {}
-    for reasons in quality.loc[quality["flagged"], "reasons"]:
-        found = {label for key, label in kinds.items() if key in reasons}
-        for label in found:
-            counts[label] = counts.get(label, 0) + 1
-    return counts
+    """How many annotators each rule flagged, by the rule's words (an annotator may count under several)."""
+    return {label: int(quality[column].sum()) for column, label in FLAG_RULES.items() if quality[column].any()}
+
+
+def _late_counts(late: pd.DataFrame) -> dict[str, int]:
+    """How many ratings, assignments and annotators the late ratings ``late`` are."""
+    return {"n_ratings": int(len(late)), "n_assignments": int(late["assignment"].nunique()),
+            "n_annotators": int(late["annotator"].nunique())}
+
+
+def _late_sentence(late: dict[str, int], include_late: bool) -> str:
+    if not late["n_ratings"]:
+        return "None of the ratings reported here was submitted after its assignment had expired."
+    verb = "was" if late["n_ratings"] == 1 else "were"
+    what = (f"{_count(late['n_ratings'], 'rating')} from {_count(late['n_assignments'], 'assignment')} "
+            f"({_count(late['n_annotators'], 'annotator')}) {verb} submitted after the assignment had expired")
+    return what + ("; they are analysed with the others." if include_late
+                   else "; they are left out of every analysis.")
 
 
 def _summary_sentence(facts: dict, exclude_flagged: bool) -> str:
@@ -502,6 +532,8 @@ def methods_paragraph(
         sentences.append(
             f"{facts['n_control_items']} control responses ({', '.join(facts['control_kinds'])}), each built to fail "
             "one criterion, were interleaved with the real ones.")
+    if facts["late"]["n_ratings"]:
+        sentences.append(_late_sentence(facts["late"], facts["include_late"]))
     if facts["n_flagged"]:
         reasons = ", ".join(f"{label}: {count}" for label, count in sorted(facts["flag_reasons"].items()))
         verb = (f"were excluded with their {facts['n_excluded_ratings']} ratings" if exclude_flagged

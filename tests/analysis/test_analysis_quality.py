@@ -14,6 +14,8 @@ from analysis.exclusions import (
     side_by_side,
 )
 from analysis.quality import (
+    FLAG_COLUMNS,
+    FLAG_RULES,
     consensus_agreement,
     control_pass_rates,
     control_results,
@@ -106,6 +108,28 @@ def test_simulated_spammers_are_flagged_and_careful_raters_are_not(simulated, si
     assert (reasons.drop(index=list(simulated.spammers)) == "").all()
 
 
+def test_each_rule_has_a_boolean_column_and_flagged_is_any_of_them(simulated, simulated_ratings):
+    quality = rater_quality(simulated_ratings).set_index("annotator")
+    flags = quality[list(FLAG_COLUMNS)]
+    assert list(FLAG_COLUMNS) == list(FLAG_RULES)
+    assert (flags.dtypes == bool).all() and quality["flagged"].dtype == bool
+    assert (quality["flagged"] == flags.any(axis=1)).all()
+    assert (quality["flagged"] == (quality["reasons"] != "")).all()
+    for annotator, kind in simulated.spammers.items():
+        if kind == "straight":
+            assert quality.loc[annotator, "flag_straightlining"]
+    assert not flags.drop(index=list(simulated.spammers)).to_numpy().any()
+
+
+def test_a_flag_column_says_which_rule_fired():
+    # "fast" rates quickly and otherwise well; "flat" gives one score to everything.
+    rows = [_rating("fast", f"i{i}", c, 1 + (i + j) % 5, seconds=1.0) for i in range(6) for j, c in enumerate(CRITERIA)]
+    rows += [_rating("flat", f"i{i}", c, 3) for i in range(6) for c in CRITERIA]
+    quality = rater_quality(pd.DataFrame(rows)).set_index("annotator")
+    fired = {annotator: [c for c in FLAG_COLUMNS if quality.loc[annotator, c]] for annotator in quality.index}
+    assert fired == {"fast": ["flag_speed"], "flat": ["flag_straightlining"]}
+
+
 def test_spammers_are_caught_without_timing_data(simulated, simulated_ratings):
     quality = rater_quality(simulated_ratings.assign(seconds_on_item=np.nan, started_at=pd.NaT, submitted_at=pd.NaT))
     assert flagged_annotators(quality) == sorted(simulated.spammers)
@@ -118,6 +142,7 @@ def test_thresholds_decide_who_is_flagged(simulated_ratings):
     assert not lenient.loc[~lenient["reasons"].str.contains("same score"), "flagged"].any()
     strict = rater_quality(simulated_ratings, max_halo=0.0)
     assert strict["reasons"].str.contains("halo").any()
+    assert (strict["flag_halo"] == strict["reasons"].str.contains("halo")).all()
 
 
 def test_side_by_side_reruns_without_the_flagged(simulated, simulated_ratings):

@@ -112,3 +112,40 @@ def test_a_small_two_system_study_without_controls_or_timing(tmp_path):
     assert "on 1 criterion (empathy)" in markdown
     assert "1 pairwise comparison within each criterion" in markdown
     assert _ranking_lines(markdown)["empathy"] == ["a", "b"]
+
+
+def _with_one_late_assignment(ratings, simulated):
+    honest = ratings.loc[~ratings["annotator"].isin(list(simulated.spammers))]
+    assignment = sorted(honest["assignment"].unique())[0]
+    return ratings.assign(late=ratings["assignment"] == assignment), assignment
+
+
+def test_late_ratings_are_counted_and_analysed_by_default(simulated_ratings, simulated, tmp_path):
+    ratings, _ = _with_one_late_assignment(simulated_ratings, simulated)
+    n_late = int(ratings["late"].sum())
+    markdown = write_report(ratings, tmp_path, n_boot=50)["markdown"].read_text(encoding="utf-8")
+    sentence = (f"{n_late} ratings from 1 assignment (1 annotator) were submitted after the assignment had expired; "
+                "they are analysed with the others.")
+    summary, methods = markdown.split("## Results", 1)[0], markdown.split("## Methods", 1)[1]
+    assert sentence in summary and sentence in methods
+
+
+def test_late_ratings_can_be_left_out(simulated_ratings, simulated, tmp_path):
+    ratings, _ = _with_one_late_assignment(simulated_ratings, simulated)
+    kept = ratings.loc[~ratings["late"] & ~ratings["annotator"].isin(list(simulated.spammers))]
+    markdown = write_report(ratings, tmp_path, n_boot=50, include_late=False)["markdown"].read_text(encoding="utf-8")
+    methods = markdown.split("## Methods", 1)[1]
+    assert "were submitted after the assignment had expired; they are left out of every analysis." in methods
+    assert f"We collected {int((~kept['is_control']).sum())} ratings" in methods
+
+
+def test_a_table_without_late_counts_every_rating_as_on_time(simulated_ratings, tmp_path):
+    ratings = simulated_ratings.drop(columns=["late"])
+    markdown = write_report(ratings, tmp_path, n_boot=50, include_late=False)["markdown"].read_text(encoding="utf-8")
+    assert "None of the ratings reported here was submitted after its assignment had expired." in markdown
+    assert "late" not in ratings.columns  # the caller's table is left as it was
+
+
+def test_a_study_rated_only_late_has_nothing_to_report_without_late_ratings(simulated_ratings, tmp_path):
+    with pytest.raises(ValueError, match="ratings were submitted late: nothing to report"):
+        write_report(simulated_ratings.assign(late=True), tmp_path, include_late=False)
