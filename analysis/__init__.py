@@ -11,15 +11,44 @@ DataFrame in, tidy DataFrame out; nothing here imports ``server`` or ``tasks``. 
 - analysis.preferences: A/B win / tie / loss rates with exact binomial tests
 - analysis.report: ``write_report`` (Markdown + self-contained HTML); analysis.plots: the figures
 - analysis.simulate: studies with known truth, for checks, power planning and the notebooks
+
+The names below are imported on first use (PEP 562), not with the package: ``import analysis.load`` (which
+the command line does on every start) then costs pandas and numpy only, not scipy, statsmodels and
+matplotlib. ``from analysis import rater_quality`` works as before.
 """
 
-from analysis.agreement import agreement_table, icc_table
-from analysis.compare import adjust_pvalues, compare_pairs, friedman_test, item_means, system_means
-from analysis.exclusions import exclude_annotators, side_by_side
-from analysis.load import read_export, tidy_from_export
-from analysis.preferences import preference_tests
-from analysis.quality import flagged_annotators, rater_quality
-from analysis.simulate import simulate_study
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from analysis.agreement import agreement_table, icc_table
+    from analysis.compare import adjust_pvalues, compare_pairs, friedman_test, item_means, system_means
+    from analysis.exclusions import exclude_annotators, side_by_side
+    from analysis.load import read_export, tidy_from_export
+    from analysis.preferences import preference_tests
+    from analysis.quality import flagged_annotators, rater_quality
+    from analysis.simulate import simulate_study
+
+#: Where each public name lives.
+_HOMES = {
+    "adjust_pvalues": "analysis.compare",
+    "agreement_table": "analysis.agreement",
+    "compare_pairs": "analysis.compare",
+    "exclude_annotators": "analysis.exclusions",
+    "flagged_annotators": "analysis.quality",
+    "friedman_test": "analysis.compare",
+    "icc_table": "analysis.agreement",
+    "item_means": "analysis.compare",
+    "preference_tests": "analysis.preferences",
+    "rater_quality": "analysis.quality",
+    "read_export": "analysis.load",
+    "side_by_side": "analysis.exclusions",
+    "simulate_study": "analysis.simulate",
+    "system_means": "analysis.compare",
+    "tidy_from_export": "analysis.load",
+}
 
 __all__ = [
     "adjust_pvalues",
@@ -38,3 +67,16 @@ __all__ = [
     "system_means",
     "tidy_from_export",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

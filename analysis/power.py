@@ -14,7 +14,7 @@ Variance components can be estimated from a pilot study (``components_from_pilot
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -175,10 +175,6 @@ def components_from_pilot(ratings: pd.DataFrame, *, criterion: str, scale: tuple
     response_var = max(between - context_var - within / k_obs, 0.0)
     return Components(centre=float(data["score"].mean()), context_sd=context_var ** 0.5, response_sd=response_var ** 0.5,
                       rater_sd=rater_var ** 0.5, noise_sd=max(within - rater_var, 0.0) ** 0.5, scale=scale)
-
-
-def components_dict(components: Components) -> dict:
-    return asdict(components)
 
 
 def power_curves_figure(components: Components, *, effect: float, alpha: float = 0.05, power: float = 0.8,

@@ -1,0 +1,39 @@
+"""Importing the loader is cheap (the command line does it on every start), and the package's public names
+still resolve, imported on first use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import analysis
+
+HEAVY = ("scipy", "statsmodels", "matplotlib", "sklearn", "krippendorff")
+
+
+@pytest.mark.parametrize("module", ["analysis", "analysis.load", "analysis.export_schema"])
+def test_importing_the_loader_pulls_in_nothing_heavy(module):
+    probe = (f"import sys, {module}; "
+             f"print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert loaded == [], f"import {module} loaded {loaded}"
+
+
+def test_the_export_schema_imports_neither_pandas_nor_numpy():
+    probe = "import sys, analysis.export_schema; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", analysis.__all__)
+def test_every_public_name_resolves_from_the_package(name):
+    value = getattr(analysis, name)
+    assert callable(value) and value.__name__ == name
+    assert name in dir(analysis)
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        analysis.nope  # noqa: B018
