@@ -26,7 +26,6 @@ import pandas as pd
 
 from analysis.export_schema import EXPORT_COLUMNS, EXPORT_SCHEMA
 
-
 _RENAMES = {"item_id": "item", "context_id": "context", "assignment_id": "assignment"}
 
 TIDY_COLUMNS: tuple[str, ...] = tuple(_RENAMES.get(c, c) for c in EXPORT_COLUMNS)

@@ -26,7 +26,7 @@ def score_distributions(
     figure = Figure(figsize=(4.2 * max(len(criteria), 1), 3.4), layout="constrained")
     axes = np.atleast_1d(figure.subplots(1, max(len(criteria), 1), sharey=True))
     width = 0.8 / max(len(systems), 1)
-    for axis, criterion in zip(axes, criteria):
+    for axis, criterion in zip(axes, criteria, strict=False):  # one idle axis when there are no criteria
         on_criterion = data.loc[data["criterion"] == criterion]
         for index, system in enumerate(systems):
             scores = on_criterion.loc[on_criterion["system"] == system, "score"]
@@ -46,7 +46,7 @@ def system_means_plot(means: pd.DataFrame) -> Figure:
     criteria = sorted(means["criterion"].unique())
     figure = Figure(figsize=(4.2 * max(len(criteria), 1), 3.0), layout="constrained")
     axes = np.atleast_1d(figure.subplots(1, max(len(criteria), 1), sharex=True))
-    for axis, criterion in zip(axes, criteria):
+    for axis, criterion in zip(axes, criteria, strict=False):  # one idle axis when there are no criteria
         part = means.loc[means["criterion"] == criterion].sort_values("mean")
         positions = np.arange(len(part))
         errors = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])

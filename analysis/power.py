@@ -95,7 +95,8 @@ def analytic_t_power(components: Components, *, n_contexts: int, k: int, effect:
     return float(TTestPower().power(effect_size=mean / sd, nobs=n_contexts, alpha=alpha, alternative="two-sided"))
 
 
-def analytic_t_contexts(components: Components, *, k: int, effect: float, alpha: float = 0.05, power: float = 0.8) -> float:
+def analytic_t_contexts(components: Components, *, k: int, effect: float, alpha: float = 0.05,
+                        power: float = 0.8) -> float:
     """Contexts a paired t-test needs for `power` on the same design (statsmodels' solve_power)."""
     mean, sd = difference_moments(components, k=k, effect=effect)
     return float(TTestPower().solve_power(effect_size=mean / sd, alpha=alpha, power=power, alternative="two-sided"))
@@ -156,8 +157,10 @@ def components_from_pilot(ratings: pd.DataFrame, *, criterion: str, scale: tuple
     item_mean = data.groupby("item")["score"].transform("mean")
     deviation = data["score"] - item_mean
     sizes = data.groupby("item")["score"].transform("size")
-    within = float((deviation[sizes > 1] ** 2).sum() / max(1, (sizes[sizes > 1] - 1).groupby(data["item"]).first().sum()))
-    rater_var = float(deviation.groupby(data["annotator"]).mean().var(ddof=1)) if data["annotator"].nunique() > 2 else 0.0
+    degrees = (sizes[sizes > 1] - 1).groupby(data["item"]).first().sum()
+    within = float((deviation[sizes > 1] ** 2).sum() / max(1, degrees))
+    rater_var = (float(deviation.groupby(data["annotator"]).mean().var(ddof=1)) if data["annotator"].nunique() > 2
+                 else 0.0)
     rater_var = min(max(rater_var, 0.0), within)
     means = data.groupby(["context", "system"])["score"].agg(["mean", "size"]).reset_index()
     k_obs = float(means["size"].mean())
@@ -173,8 +176,9 @@ def components_from_pilot(ratings: pd.DataFrame, *, criterion: str, scale: tuple
     context_var = max(float(np.mean(pair_cov)) if pair_cov else 0.0, 0.0)
     between = float(centred["mean"].var(ddof=1))
     response_var = max(between - context_var - within / k_obs, 0.0)
-    return Components(centre=float(data["score"].mean()), context_sd=context_var ** 0.5, response_sd=response_var ** 0.5,
-                      rater_sd=rater_var ** 0.5, noise_sd=max(within - rater_var, 0.0) ** 0.5, scale=scale)
+    return Components(centre=float(data["score"].mean()), context_sd=context_var ** 0.5,
+                      response_sd=response_var ** 0.5, rater_sd=rater_var ** 0.5,
+                      noise_sd=max(within - rater_var, 0.0) ** 0.5, scale=scale)
 
 
 def power_curves_figure(components: Components, *, effect: float, alpha: float = 0.05, power: float = 0.8,

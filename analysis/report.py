@@ -381,7 +381,8 @@ def _quality_blocks(ratings: pd.DataFrame, quality: pd.DataFrame, flagged: list[
             "Control": beside["control_kind"], "built to fail": beside["control_target"],
             **{c.capitalize(): [_fmt(v) for v in beside[f"mean_{c}"]] for c in criteria},
             "lowest real system on that criterion": [f"{s} ({_fmt(m)})" for s, m in
-                                                     zip(beside["lowest_system"], beside["lowest_system_mean"])],
+                                                     zip(beside["lowest_system"], beside["lowest_system_mean"],
+                                                         strict=True)],
             "control last there": ["yes" if v else "NO" for v in beside["last_on_target"]],
         }), caption="Mean score of each control next to the real systems (all annotators): each control should "
                     "rank last on the criterion it is built to fail."))
@@ -407,7 +408,7 @@ def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float) -
     wide = means_both.pivot_table(index=["criterion", "system"], columns="raters", values="mean").reset_index()
     rows = []
     for entry in wide.itertuples(index=False):
-        record = dict(zip(wide.columns, entry))
+        record = dict(zip(wide.columns, entry, strict=True))
         everyone, kept = record.get(ALL_RATERS, np.nan), record.get(EXCLUDING_FLAGGED, np.nan)
         rows.append({"Criterion": record["criterion"], "System": record["system"], "mean, all raters": _fmt(everyone),
                      "mean, excluding flagged": _fmt(kept), "change": _fmt(kept - everyone)})

@@ -15,7 +15,7 @@ relevance, scrambled -> fluency), in shuffled order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -83,12 +83,12 @@ def simulate_study(
     names = [f"worker-{i:02d}" for i in range(1, n_raters + 1)]
     roles = ["honest"] * n_honest + ["random"] * n_random_clickers + ["straight"] * n_straight_liners
     roles = list(rng.permutation(roles))
-    role_of = dict(zip(names, roles))
+    role_of = dict(zip(names, roles, strict=True))
     bias_of = {name: rng.normal(0.0, rater_bias_sd) for name in names}
     constant_of = {name: int(rng.integers(max(lo, hi - 2), hi + 1)) for name in names}
 
     contexts = [f"ctx-{i:03d}" for i in range(1, n_contexts + 1)]
-    context_effect = dict(zip(contexts, rng.normal(0.0, context_sd, n_contexts)))
+    context_effect = dict(zip(contexts, rng.normal(0.0, context_sd, n_contexts), strict=True))
     items = []
     for context in contexts:
         for system in systems:
@@ -101,7 +101,7 @@ def simulate_study(
     order = rng.permutation(len(items))
     chunks = [order[i:i + items_per_assignment] for i in range(0, len(order), items_per_assignment)]
     load = dict.fromkeys(names, 0)
-    start = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+    start = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
     rows = []
     assignment_no = 0
     for chunk in chunks:
@@ -118,7 +118,7 @@ def simulate_study(
             started = clock
             per_item_seconds = _seconds(rng, role_of[annotator], len(shown))
             item_rows = []
-            for position, (item, seconds) in enumerate(zip(shown, per_item_seconds), start=1):
+            for position, (item, seconds) in enumerate(zip(shown, per_item_seconds, strict=True), start=1):
                 for criterion in criteria:
                     item_rows.append({
                         "study": study, "item_id": item["item_id"], "context_id": item["context_id"],

@@ -163,7 +163,7 @@ def _ac2_by_the_book(data: np.ndarray, weights: np.ndarray) -> float:
         r = np.array([(ratings == v).sum() for v in VALUES], dtype=float)
         pi += r / r.sum()
         if r.sum() >= 2:
-            p_a_terms.append(sum(r[k] * (sum(weights[k, l] * r[l] for l in range(q)) - 1) for k in range(q))
+            p_a_terms.append(sum(r[k] * (sum(weights[k, m] * r[m] for m in range(q)) - 1) for k in range(q))
                              / (r.sum() * (r.sum() - 1)))
     pi /= len(units)
     p_a = np.mean(p_a_terms)

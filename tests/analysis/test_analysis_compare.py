@@ -21,7 +21,7 @@ from analysis.compare import (
 def _paired_ratings(scores_a, scores_b, *, criterion="empathy", a="drug1", b="drug2") -> pd.DataFrame:
     """One rating per item, items paired by context: the shape of a study with one rater per response."""
     rows = []
-    for i, (x, y) in enumerate(zip(scores_a, scores_b)):
+    for i, (x, y) in enumerate(zip(scores_a, scores_b, strict=True)):
         for system, score in ((a, x), (b, y)):
             rows.append({"item": f"{system}-{i}", "context": f"ctx-{i}", "system": system, "annotator": "r1",
                          "criterion": criterion, "score": float(score), "is_control": False})
@@ -136,7 +136,7 @@ def test_correction_family_is_declared(simulated_ratings):
     within = compare_pairs(simulated_ratings, n_boot=50)
     study = compare_pairs(simulated_ratings, family="study", n_boot=50)
     assert len(within) == 9  # 3 criteria x 3 pairs
-    for criterion, part in within.groupby("criterion"):
+    for _, part in within.groupby("criterion"):
         np.testing.assert_allclose(part["p_adj"], multipletests(part["p_wilcoxon"], method="holm")[1])
     np.testing.assert_allclose(study["p_adj"], multipletests(study["p_wilcoxon"], method="holm")[1])
     assert (study["p_adj"] >= within["p_adj"] - 1e-15).all()

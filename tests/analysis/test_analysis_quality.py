@@ -112,7 +112,7 @@ def test_each_rule_has_a_boolean_column_and_flagged_is_any_of_them(simulated, si
     quality = rater_quality(simulated_ratings).set_index("annotator")
     flags = quality[list(FLAG_COLUMNS)]
     assert list(FLAG_COLUMNS) == list(FLAG_RULES)
-    assert (flags.dtypes == bool).all() and quality["flagged"].dtype == bool
+    assert all(dtype == np.dtype(bool) for dtype in flags.dtypes) and quality["flagged"].dtype == np.dtype(bool)
     assert (quality["flagged"] == flags.any(axis=1)).all()
     assert (quality["flagged"] == (quality["reasons"] != "")).all()
     for annotator, kind in simulated.spammers.items():
@@ -184,9 +184,10 @@ def test_a_control_raters_did_not_see_through_is_reported_as_not_last():
 
     rows = []
     for item, (system, score) in enumerate([("a", 2), ("b", 3), ("control-generic", 4)]):
+        is_control = system.startswith("control")
         rows.append({"item": item, "system": system, "criterion": "empathy", "score": score, "annotator": "x",
-                     "is_control": system.startswith("control"), "control_kind": system if system.startswith("control") else None,
-                     "control_target": "empathy" if system.startswith("control") else None})
+                     "is_control": is_control, "control_kind": system if is_control else None,
+                     "control_target": "empathy" if is_control else None})
     table = controls_beside_systems(pd.DataFrame(rows))
     assert table.loc[0, "last_on_target"] == False  # noqa: E712
     assert table.loc[0, "lowest_system"] == "a"
