@@ -9,49 +9,73 @@ the same; a different submission for an already submitted assignment is a confli
 """
 from __future__ import annotations
 
-import re
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from server.annotation.submission_schema import (
+    ENTRY_FIELDS,
+    MAX_COMMENT,
+    MAX_SECONDS,
+    SUBMISSION_FIELDS,
+    SUBMISSION_ID,
+    SUBMISSION_ID_RULE,
+    ExpectedRatings,
+    json_integer,
+    json_number,
+)
 from server.errors import BadInput, Conflict, Forbidden, NotFound
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Rating, Study
 from server.store.queries import as_utc, now_utc
 
-SUBMISSION_ID = re.compile(r"^[A-Za-z0-9_.:-]{8,100}$")
-MAX_COMMENT = 2000
-MAX_SECONDS = 24 * 3600
+
+class ItemRating(NamedTuple):
+    scores: dict[str, int]
+    seconds: float | None
 
 
-def _validate(payload: Any, item_ids: list[int], criteria: list[str], low: int, high: int) -> tuple[str, dict, str | None]:
+class ValidSubmission(NamedTuple):
+    submission_id: str
+    ratings: dict[int, ItemRating]  # by item id, one per item of the assignment
+    comment: str | None
+
+
+def _refuse_unknown_fields(value: dict, fields: dict[str, bool], where: str) -> None:
+    unknown = sorted(set(value) - set(fields), key=str)
+    if unknown:
+        raise BadInput(f"{where}unknown field {unknown[0]!r}; expected {', '.join(fields)}")
+
+
+def validate_submission(payload: Any, expected: ExpectedRatings) -> ValidSubmission:
+    """Check a submission body against the rules in server.annotation.submission_schema (which also generate its
+    JSON schema); raises BadInput saying what was wrong and where."""
     if not isinstance(payload, dict):
         raise BadInput("body must be a JSON object with submission_id and ratings")
-    unknown = sorted(set(payload) - {"submission_id", "ratings", "comment"})
-    if unknown:
-        raise BadInput(f"unknown field {unknown[0]!r}; expected submission_id, ratings, comment")
+    _refuse_unknown_fields(payload, SUBMISSION_FIELDS, "")
     submission_id = payload.get("submission_id")
-    if not isinstance(submission_id, str) or not SUBMISSION_ID.match(submission_id):
-        raise BadInput("submission_id must be a string of 8-100 letters, digits, '_', '.', ':' or '-'")
+    if not isinstance(submission_id, str) or not SUBMISSION_ID.fullmatch(submission_id):
+        raise BadInput(f"submission_id must be {SUBMISSION_ID_RULE}")
     comment = payload.get("comment")
     if comment is not None and (not isinstance(comment, str) or len(comment) > MAX_COMMENT):
         raise BadInput(f"comment must be a string of at most {MAX_COMMENT} characters")
     ratings = payload.get("ratings")
     if not isinstance(ratings, list):
         raise BadInput("ratings must be a list with one entry per item of the assignment")
-    expected = set(item_ids)
-    by_item: dict[int, dict] = {}
+    criteria, low, high = expected.criteria, expected.low, expected.high
+    by_item: dict[int, ItemRating] = {}
     for i, entry in enumerate(ratings):
         where = f"ratings[{i}]"
         if not isinstance(entry, dict):
             raise BadInput(f"{where} must be an object with item_id and scores")
-        item_id = entry.get("item_id")
-        if isinstance(item_id, bool) or not isinstance(item_id, int):
+        _refuse_unknown_fields(entry, ENTRY_FIELDS, f"{where}: ")
+        item_id = json_integer(entry.get("item_id"))
+        if item_id is None:
             raise BadInput(f"{where}.item_id must be an integer")
-        if item_id not in expected:
+        if item_id not in expected.item_ids:
             raise BadInput(f"{where}: item {item_id} is not part of this assignment")
         if item_id in by_item:
             raise BadInput(f"{where}: item {item_id} is rated twice")
@@ -64,34 +88,45 @@ def _validate(payload: Any, item_ids: list[int], criteria: list[str], low: int, 
         extra = sorted(set(scores) - set(criteria))
         if extra:
             raise BadInput(f"{where}: unknown criterion {extra[0]!r}; expected {', '.join(criteria)}")
+        checked: dict[str, int] = {}
         for criterion in criteria:
-            score = scores[criterion]
-            if isinstance(score, bool) or not isinstance(score, int) or not low <= score <= high:
-                raise BadInput(f"{where}: {criterion} score {score!r} for item {item_id} must be an "
-                                      f"integer from {low} to {high}")
+            score = json_integer(scores[criterion])
+            if score is None or not low <= score <= high:
+                raise BadInput(f"{where}: {criterion} score {scores[criterion]!r} for item {item_id} must be an "
+                               f"integer from {low} to {high}")
+            checked[criterion] = score
         seconds = entry.get("seconds")
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
-                                    or not 0 <= seconds <= MAX_SECONDS):
-            raise BadInput(f"{where}.seconds must be a number from 0 to {MAX_SECONDS}")
-        by_item[item_id] = {"scores": scores, "seconds": seconds}
-    missing_items = sorted(expected - set(by_item))
+        if seconds is not None:
+            seconds = json_number(seconds)
+            if seconds is None or not 0 <= seconds <= MAX_SECONDS:
+                raise BadInput(f"{where}.seconds must be a number from 0 to {MAX_SECONDS}")
+        by_item[item_id] = ItemRating(checked, seconds)
+    missing_items = [item for item in expected.item_ids if item not in by_item]
     if missing_items:
         raise BadInput(f"item {missing_items[0]} of this assignment has no rating "
-                              f"({len(missing_items)} of {len(expected)} items missing)")
-    return submission_id, by_item, comment
+                       f"({len(missing_items)} of {len(expected.item_ids)} items missing)")
+    return ValidSubmission(submission_id, by_item, comment)
 
 
 def _receipt(assignment: Assignment, n_ratings: int) -> dict[str, Any]:
+    submitted_at = as_utc(assignment.submitted_at)
     return {"status": "stored", "assignment_id": assignment.id, "submission_id": assignment.submission_id,
             "ratings": n_ratings, "late": assignment.late,
-            "submitted_at": as_utc(assignment.submitted_at).isoformat()}
+            "submitted_at": submitted_at.isoformat() if submitted_at is not None else None}
 
 
-def _already_submitted(session: Session, assignment: Assignment, submission_id: str) -> dict[str, Any]:
+def _already_submitted(session: Session, assignment: Assignment, submission_id: object) -> dict[str, Any]:
     if assignment.submission_id == submission_id:
         count = len(session.scalars(select(Rating.id).where(Rating.assignment_id == assignment.id)).all())
         return _receipt(assignment, count)
     raise Conflict(f"assignment {assignment.id} was already submitted (with another submission id)")
+
+
+def _assignment(session: Session, assignment_id: int, *, for_update: bool = False) -> Assignment:
+    assignment = session.get(Assignment, assignment_id, with_for_update=for_update)
+    if assignment is None:
+        raise NotFound(f"no assignment {assignment_id}")
+    return assignment
 
 
 def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, payload: Any,
@@ -99,39 +134,46 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
     """Validate and store a submission; returns the receipt. Raises BadInput subclasses (4xx)."""
     now = now or now_utc()
     with Session(engine) as session:
-        assignment = session.get(Assignment, assignment_id)
-        if assignment is None:
-            raise NotFound(f"no assignment {assignment_id}")
+        assignment = _assignment(session, assignment_id)
         if assignment.annotator_id != annotator_id:
             raise Forbidden(f"assignment {assignment_id} is not yours")
         if assignment.status == "submitted":
-            return _already_submitted(session, assignment, payload.get("submission_id") if isinstance(payload, dict) else None)
-        config = session.get(Study, assignment.study_id).config
-        item_ids = list(session.scalars(select(AssignmentItem.item_id).where(AssignmentItem.assignment_id == assignment_id)))
-    submission_id, by_item, comment = _validate(payload, item_ids, list(config.criterion_keys), config.scale.min,
-                                                config.scale.max)
+            return _already_submitted(session, assignment,
+                                      payload.get("submission_id") if isinstance(payload, dict) else None)
+        study = session.get(Study, assignment.study_id)
+        if study is None:
+            raise NotFound(f"the study of assignment {assignment_id} is gone")
+        config = study.config
+        item_ids = session.scalars(select(AssignmentItem.item_id)
+                                   .where(AssignmentItem.assignment_id == assignment_id)
+                                   .order_by(AssignmentItem.position)).all()
+    expected = ExpectedRatings(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
+                               low=config.scale.min, high=config.scale.max)
+    submission = validate_submission(payload, expected)
 
     try:
         with unit_of_work(engine) as session:
-            assignment = session.get(Assignment, assignment_id, with_for_update=True)
+            assignment = _assignment(session, assignment_id, for_update=True)
             if assignment.status == "submitted":
-                return _already_submitted(session, assignment, submission_id)
-            late = assignment.status == "expired" or (assignment.expires_at is not None and as_utc(assignment.expires_at) < now)
-            assignment.status, assignment.submission_id = "submitted", submission_id
-            assignment.submitted_at, assignment.late, assignment.comment = now, late, comment or None
+                return _already_submitted(session, assignment, submission.submission_id)
+            expires_at = as_utc(assignment.expires_at)
+            late = assignment.status == "expired" or (expires_at is not None and expires_at < now)
+            assignment.status, assignment.submission_id = "submitted", submission.submission_id
+            assignment.submitted_at, assignment.late = now, late
+            assignment.comment = submission.comment or None  # an empty comment is no comment
             for link in session.scalars(select(AssignmentItem).where(AssignmentItem.assignment_id == assignment_id)):
-                link.seconds_on_item = by_item[link.item_id]["seconds"]
+                link.seconds_on_item = submission.ratings[link.item_id].seconds
             session.add_all(
                 Rating(assignment_id=assignment_id, item_id=item_id, annotator_id=annotator_id, criterion=criterion,
-                       score=score, submitted_at=now, submission_id=submission_id)
-                for item_id, entry in by_item.items() for criterion, score in entry["scores"].items()
+                       score=score, submitted_at=now, submission_id=submission.submission_id)
+                for item_id, rating in submission.ratings.items() for criterion, score in rating.scores.items()
             )
             session.flush()
-            return _receipt(assignment, sum(len(e["scores"]) for e in by_item.values()))
+            return _receipt(assignment, sum(len(rating.scores) for rating in submission.ratings.values()))
     except IntegrityError:
         # A concurrent identical submission won the race: answer as for a retry.
         with Session(engine) as session:
-            assignment = session.get(Assignment, assignment_id)
+            assignment = _assignment(session, assignment_id)
             if assignment.status == "submitted":
-                return _already_submitted(session, assignment, submission_id)
+                return _already_submitted(session, assignment, submission.submission_id)
             raise

@@ -7,11 +7,13 @@ from flask import Blueprint, current_app, request, send_from_directory
 from werkzeug.exceptions import BadRequest, NotFound, UnsupportedMediaType
 
 from server.annotation.handout import assignment_payload, next_assignment
+from server.annotation.submission_schema import submission_schema
 from server.annotation.submit import submit_assignment
 from server.web import openapi
 from server.web.auth import current_annotator
 
 blueprint = Blueprint("annotate", __name__)
+
 
 def _engine():
     return current_app.extensions["empeval.engine"]
@@ -62,38 +64,40 @@ def submit(assignment_id: int):
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _BEARER = [{"inviteToken": []}]
+
+
+def _json(schema: dict) -> dict:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
 openapi.register_paths(
     {
         "/api/annotate/next": {"get": {
             "summary": "The caller's current or next assignment (claims one if needed)",
             "security": _BEARER,
             "responses": {"200": {"description": "assignment, or null with a message when none is left",
-                                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NextAssignment"}}}},
+                                  **_json({"$ref": "#/components/schemas/NextAssignment"})},
                           "401": {"description": "no token", **_ERR}, "403": {"description": "invalid token", **_ERR},
                           "404": {"description": "study gone", **_ERR}}}},
         "/api/assignments/{assignment_id}/submit": {"post": {
             "summary": "Submit every rating of an assignment (idempotent per submission_id)",
             "security": _BEARER,
             "parameters": [{"name": "assignment_id", "in": "path", "required": True, "schema": {"type": "integer"}}],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submission"}}}},
+            "requestBody": {"required": True, **_json({"$ref": "#/components/schemas/Submission"})},
             "responses": {"200": {"description": "stored (or already stored by the same submission)",
-                                  "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Receipt"}}}},
+                                  **_json({"$ref": "#/components/schemas/Receipt"})},
                           "400": {"description": "invalid ratings", **_ERR}, "401": {"description": "no token", **_ERR},
                           "403": {"description": "not your assignment", **_ERR},
                           "404": {"description": "no such assignment", **_ERR},
                           "409": {"description": "already submitted with another submission id", **_ERR},
-                          "413": {"description": "body too large", **_ERR}, "415": {"description": "not JSON", **_ERR}}}},
+                          "413": {"description": "body too large", **_ERR},
+                          "415": {"description": "not JSON", **_ERR}}}},
     },
     {
         "NextAssignment": {"type": "object", "properties": {"assignment": {"type": ["object", "null"]},
                                                              "message": {"type": "string"}}},
-        "Submission": {"type": "object", "required": ["submission_id", "ratings"], "properties": {
-            "submission_id": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{8,100}$"},
-            "comment": {"type": "string", "maxLength": 2000},
-            "ratings": {"type": "array", "items": {"type": "object", "required": ["item_id", "scores"], "properties": {
-                "item_id": {"type": "integer"},
-                "scores": {"type": "object", "additionalProperties": {"type": "integer"}},
-                "seconds": {"type": "number", "minimum": 0}}}}}},
+        # Generated from the rules submit.py validates with (server.annotation.submission_schema), not copied.
+        "Submission": submission_schema(),
         "Receipt": {"type": "object", "properties": {
             "status": {"type": "string"}, "assignment_id": {"type": "integer"}, "submission_id": {"type": "string"},
             "ratings": {"type": "integer"}, "late": {"type": "boolean"}, "submitted_at": {"type": "string"}}},

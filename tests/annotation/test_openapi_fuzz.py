@@ -42,19 +42,24 @@ def test_no_input_makes_the_server_fail(fuzz_target):
     statuses: dict[str, set[int]] = {}
     for operation in operations:
         token = admin if operation.path.startswith("/api/studies") else invite_token
-
-        @given(case=operation.as_strategy())
-        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-        def fuzz(case):
-            if operation.path == "/api/assignments/{assignment_id}/submit" and isinstance(case.path_parameters, dict):
-                # Mostly real assignment ids, so validation (not only the 404 path) gets exercised.
-                case.path_parameters["assignment_id"] = abs(int(case.path_parameters.get("assignment_id", 1))) % 4 + 1
-            response = case.call(headers={"Authorization": f"Bearer {token}"})
-            statuses.setdefault(operation.label, set()).add(response.status_code)
-            assert response.status_code < 500, (operation.label, case.body, response.text[:500])
-            case.validate_response(response, checks=[not_a_server_error, status_code_conformance])
-
-        fuzz()
+        _fuzz(operation, token, statuses)
     # The fuzzing reached past authentication and validation, not only the error paths.
     assert any(200 in codes for codes in statuses.values())
     assert any(400 in codes for codes in statuses.values())
+
+
+def _fuzz(operation, token: str, statuses: dict[str, set[int]]) -> None:
+    """Fuzz one operation (a function of its own, so each run binds its own operation and token)."""
+
+    @given(case=operation.as_strategy())
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def fuzz(case):
+        if operation.path == "/api/assignments/{assignment_id}/submit" and isinstance(case.path_parameters, dict):
+            # Mostly real assignment ids, so validation (not only the 404 path) gets exercised.
+            case.path_parameters["assignment_id"] = abs(int(case.path_parameters.get("assignment_id", 1))) % 4 + 1
+        response = case.call(headers={"Authorization": f"Bearer {token}"})
+        statuses.setdefault(operation.label, set()).add(response.status_code)
+        assert response.status_code < 500, (operation.label, case.body, response.text[:500])
+        case.validate_response(response, checks=[not_a_server_error, status_code_conformance])
+
+    fuzz()
