@@ -104,8 +104,7 @@ def icc_table(
     subset = ratings if include_controls else ratings.loc[~ratings["is_control"].astype(bool)]
     part = subset.loc[subset["criterion"] == criterion]
     design, matrix, reason = _icc_design(part)
-    valid = {"crossed": coefficients.ICC_FORMS, "one-way": ("ICC(1,1)", "ICC(1,k)")}.get(design, ())
-    estimates = _icc_with_ci(design, matrix, n_boot=n_boot, ci_level=ci_level, seed=seed) if valid else {}
+    estimates = {} if design is None else _icc_with_ci(design, matrix, n_boot=n_boot, ci_level=ci_level, seed=seed)
     rows = []
     for form in coefficients.ICC_FORMS:
         if form in estimates:
@@ -119,7 +118,7 @@ def icc_table(
             note = reason if design is None else "annotators differ between items: only the one-way forms apply"
         rows.append(
             {"criterion": criterion, "form": form, "estimate": estimate, "ci_low": low, "ci_high": high,
-             "n_items": 0 if matrix is None else matrix.shape[0], "n_boot_defined": defined, "note": note}
+             "n_items": int(matrix.shape[0]), "n_boot_defined": defined, "note": note}
         )
     return pd.DataFrame(rows)
 
@@ -227,19 +226,21 @@ def _icc_row(part: pd.DataFrame, base: dict, n_boot: int, ci_level: float, seed:
             "n_items": int(matrix.shape[0]), "n_boot_defined": defined, "note": note, **base}
 
 
-def _icc_design(part: pd.DataFrame) -> tuple[str | None, np.ndarray | None, str]:
-    """Classify the design: 'crossed' (complete items x annotators), 'one-way' (same k per item), or None."""
+def _icc_design(part: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:
+    """Classify the design: 'crossed' (complete items x annotators), 'one-way' (same k per item), or None with
+    the reason and an empty (0 x 0) matrix."""
+    none = np.empty((0, 0))
     if part.empty:
-        return None, None, "no ratings"
+        return None, none, "no ratings"
     per_item = part.groupby("item")["score"].size()
     if per_item.nunique() != 1:
-        return None, None, (
+        return None, none, (
             f"unbalanced design: items have {per_item.min()} to {per_item.max()} ratings; the ICC needs the same "
             "number of ratings for every item (Shrout & Fleiss 1979)"
         )
     k = int(per_item.iloc[0])
     if k < 2 or per_item.size < 2:
-        return None, None, "the ICC needs at least two items with at least two ratings each"
+        return None, none, "the ICC needs at least two items with at least two ratings each"
     wide = part.pivot(index="item", columns="annotator", values="score")
     if wide.shape[1] == k and not wide.isna().to_numpy().any():
         return "crossed", wide.to_numpy(dtype=float), ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -235,8 +236,8 @@ def friedman_test(
         wide = context_means(ratings, criterion=criterion).dropna()
         wide = wide if decimals is None else wide.round(decimals)
         n, k = wide.shape
-        row = {"criterion": criterion, "n_blocks": int(n), "n_systems": int(k), "statistic": np.nan, "p": np.nan,
-               "kendalls_w": np.nan, "note": ""}
+        row: dict[str, Any] = {"criterion": criterion, "n_blocks": int(n), "n_systems": int(k), "statistic": np.nan,
+                               "p": np.nan, "kendalls_w": np.nan, "note": ""}
         if k < 3:
             row["note"] = "Friedman needs three or more systems; see the pairwise tests"
         elif n < 2:

@@ -44,12 +44,15 @@ class Image:
     caption: str = ""
 
 
+Block = Heading | Paragraph | BulletList | Table | Image
+
+
 @dataclass
 class Document:
     title: str
-    blocks: list = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
 
-    def add(self, *blocks) -> None:
+    def add(self, *blocks: Block) -> None:
         self.blocks.extend(blocks)
 
 

@@ -48,9 +48,9 @@ def preference_tests(
     preferred = data["preferred"].astype(str).str.strip()
     valid = (preferred == data["system_a"]) | (preferred == data["system_b"]) | (preferred.str.lower() == TIE)
     if not valid.all():
-        row = int(np.flatnonzero(~valid.to_numpy())[0])
-        raise ValueError(f"row {row + 1}: preferred is {preferred.iloc[row]!r}, which is neither of "
-                         f"{data['system_a'].iloc[row]!r}, {data['system_b'].iloc[row]!r} nor 'tie'")
+        bad = int(np.flatnonzero(~valid.to_numpy())[0])
+        raise ValueError(f"row {bad + 1}: preferred is {preferred.iloc[bad]!r}, which is neither of "
+                         f"{data['system_a'].iloc[bad]!r}, {data['system_b'].iloc[bad]!r} nor 'tie'")
     first = np.minimum(data["system_a"].astype(str), data["system_b"].astype(str))
     second = np.maximum(data["system_a"].astype(str), data["system_b"].astype(str))
     data = data.assign(first=first, second=second, choice=preferred.where(preferred.str.lower() != TIE, TIE))

@@ -7,7 +7,7 @@ excluded, and so the science; the report states the ones used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 import numpy as np
 import pandas as pd
@@ -151,7 +151,7 @@ def consensus_agreement(
     return pd.DataFrame(rows, columns=["annotator", "n_consensus_items", "consensus_r", "consensus_mae"])
 
 
-def _clearly_below(consensus: pd.DataFrame, threshold: float, *, flagged_by_rules: set[str] = frozenset(),
+def _clearly_below(consensus: pd.DataFrame, threshold: float, *, flagged_by_rules: Set[str] = frozenset(),
                    z_one_sided: float = 1.6449, z_outlier: float = 0.8416, outlier_mads: float = 3.0) -> pd.Series:
     """Which annotators' consensus_r is clearly low: below `threshold` and either
     - significantly so: the one-sided 95% upper confidence bound (Fisher z-transform, standard error

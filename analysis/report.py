@@ -16,7 +16,7 @@ import pandas as pd
 from analysis import plots
 from analysis.agreement import ALL_SYSTEMS, COEFFICIENT_LABELS, agreement_table
 from analysis.compare import compare_pairs, friedman_test, system_means
-from analysis.document import BulletList, Document, Heading, Image, Paragraph, Table, to_html, to_markdown
+from analysis.document import Block, BulletList, Document, Heading, Image, Paragraph, Table, to_html, to_markdown
 from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators, side_by_side
 from analysis.load import DEFAULT_SCALE, require_columns, tidy_from_export
 from analysis.quality import (
@@ -335,14 +335,14 @@ def _agreement_notes(agreement: pd.DataFrame) -> list[str]:
     return notes
 
 
-def _rater_check_blocks(check: pd.DataFrame, random_effects: tuple[str, ...]) -> list:
+def _rater_check_blocks(check: pd.DataFrame, random_effects: tuple[str, ...]) -> list[Block]:
     effects = " and ".join(random_effects)
     intro = Paragraph(
         f"Linear mixed model score ~ system with random intercepts for {effects} (REML; Wald tests of each pair, "
         "same correction), and Wilcoxon tests on annotator-z-scored scores, compared with the item-level "
         "results above.")
     flagged = check.loc[check["flagged"]]
-    blocks = [intro]
+    blocks: list[Block] = [intro]
     if flagged.empty:
         blocks.append(Paragraph("No pair changes order or significance under either check."))
     else:
@@ -361,10 +361,11 @@ def _rater_check_blocks(check: pd.DataFrame, random_effects: tuple[str, ...]) ->
     return blocks
 
 
-def _quality_blocks(ratings: pd.DataFrame, quality: pd.DataFrame, flagged: list[str], exclude_flagged: bool) -> list:
+def _quality_blocks(ratings: pd.DataFrame, quality: pd.DataFrame, flagged: list[str],
+                    exclude_flagged: bool) -> list[Block]:
     n = len(quality)
     action = "excluded from the main results" if exclude_flagged else "kept in the main results (exclude_flagged off)"
-    blocks = [Paragraph(f"{len(flagged)} of {n} annotators flagged, {action}.")]
+    blocks: list[Block] = [Paragraph(f"{len(flagged)} of {n} annotators flagged, {action}.")]
     if flagged:
         blocks.append(BulletList([f"{r.annotator}: {r.reasons}" for r in quality.loc[quality["flagged"]].itertuples()]))
     controls = control_summary(ratings)
@@ -404,7 +405,7 @@ def _percent(value) -> str:
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.0%}"
 
 
-def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float) -> list:
+def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float) -> list[Block]:
     wide = means_both.pivot_table(index=["criterion", "system"], columns="raters", values="mean").reset_index()
     rows = []
     for entry in wide.itertuples(index=False):
@@ -412,7 +413,8 @@ def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float) -
         everyone, kept = record.get(ALL_RATERS, np.nan), record.get(EXCLUDING_FLAGGED, np.nan)
         rows.append({"Criterion": record["criterion"], "System": record["system"], "mean, all raters": _fmt(everyone),
                      "mean, excluding flagged": _fmt(kept), "change": _fmt(kept - everyone)})
-    blocks = [Table(pd.DataFrame(rows), caption="System means with all annotators and without the flagged ones.")]
+    blocks: list[Block] = [Table(pd.DataFrame(rows),
+                                 caption="System means with all annotators and without the flagged ones.")]
     pair_rows = []
     keyed = pairs_both.set_index(["raters", "criterion", "system_a", "system_b"])
     for (criterion, a, b), _ in pairs_both.groupby(["criterion", "system_a", "system_b"]):
