@@ -1,7 +1,8 @@
 """The backend's JSON API: list systems, respond to one context or a batch.
 
-Input is validated here, at the edge (400 with a message for anything malformed, never a 500); the work
-is done by plain functions of server.backend that know nothing of Flask. Systems are built lazily, once
+Input is validated at the edge, by server.web.request_schemas (400 with a message for anything malformed,
+never a 500; the same declarations generate the OpenAPI request schemas); the work is done by plain
+functions of server.backend that know nothing of Flask. Systems are built lazily, once
 per process, and reused across requests (the retrieval index is loaded at the first request that needs it).
 App config: BACKEND_CONFIG (systems file; default the built-in systems.toml), BACKEND_DATASET
 (default empatheticdialogues), BACKEND_CACHE_DIR (default $EMPEVAL_CACHE_DIR or ~/.cache/empeval).
@@ -12,21 +13,24 @@ import threading
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
-from werkzeug.exceptions import BadRequest, NotFound
 
-from server.backend.base import ROLES, ContextTurn, DialogueContext
+from server.backend.base import DialogueContext
 from server.backend.contexts import ED_DATASET, load_contexts
-from server.backend.registry import ConfigError, Registry
+from server.backend.registry import Registry
 from server.backend.resources import BackendResources, default_cache_dir
+from server.errors import NotFound
 from server.store.engine import unit_of_work
 from server.web import openapi
+from server.web.request_schemas import (
+    MAX_BATCH,
+    ContextRequest,
+    batch_request,
+    batch_schema,
+    respond_request,
+    respond_schema,
+)
 
 blueprint = Blueprint("backend_api", __name__, url_prefix="/api")
-
-MAX_BATCH = 256
-MAX_TURNS = 64
-MAX_TEXT = 5000
-MAX_ID = 2**63 - 1  # the store's integer keys are 64-bit; larger ids cannot exist
 
 
 def registry() -> Registry:
@@ -46,77 +50,33 @@ def registry() -> Registry:
     return backend
 
 
-def _json_body() -> dict[str, Any]:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object (Content-Type: application/json)")
-    return body
+def _json_body() -> Any:
+    # Not JSON (or the wrong content type) reads as None, which the parsers refuse as "not a JSON object".
+    return request.get_json(silent=True)
 
 
-def _system_name(body: dict[str, Any]) -> str:
-    name = body.get("system")
-    if not isinstance(name, str) or not name:
-        raise BadRequest('"system" is required: the name of a system (GET /api/systems lists them)')
+def _known_system(name: str) -> str:
     if name not in registry().names:
         raise NotFound(f"unknown system {name!r}; configured: {', '.join(registry().names)}")
     return name
 
 
-def _raw_context(value: Any, where: str) -> DialogueContext:
-    if not isinstance(value, dict):
-        raise BadRequest(f'{where}: "context" must be an object with "turns"')
-    turns = value.get("turns")
-    if not isinstance(turns, list) or not 1 <= len(turns) <= MAX_TURNS:
-        raise BadRequest(f'{where}: "context.turns" must be a list of 1 to {MAX_TURNS} turns')
-    parsed = []
-    for i, turn in enumerate(turns):
-        if not isinstance(turn, dict) or turn.get("role") not in ROLES:
-            raise BadRequest(f'{where}: turn {i} needs "role": "speaker" or "listener"')
-        text = turn.get("text")
-        if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
-            raise BadRequest(f'{where}: turn {i} needs a non-empty "text" of at most {MAX_TEXT} characters')
-        parsed.append(ContextTurn(turn["role"], text))
-    for key in ("emotion", "situation"):
-        if value.get(key) is not None and not isinstance(value.get(key), str):
-            raise BadRequest(f'{where}: "context.{key}" must be a string or null')
-    return DialogueContext(turns=tuple(parsed), emotion=value.get("emotion"), situation=value.get("situation"))
-
-
-def _context_requests(items: list[Any]) -> list[DialogueContext]:
-    """Each item is {"context_id": int} (a stored context) or {"context": {...}} (raw turns)."""
-    ids: dict[int, list[int]] = {}
-    contexts: list[DialogueContext | None] = []
-    for position, item in enumerate(items):
-        where = f"item {position}" if len(items) > 1 else "request"
-        if not isinstance(item, dict):
-            raise BadRequest(f"{where}: expected an object with \"context_id\" or \"context\"")
-        if ("context_id" in item) == ("context" in item):
-            raise BadRequest(f'{where}: give exactly one of "context_id" (a stored context) or "context" (raw turns)')
-        if "context_id" in item:
-            context_id = item["context_id"]
-            if not isinstance(context_id, int) or isinstance(context_id, bool) or not 1 <= context_id <= MAX_ID:
-                raise BadRequest(f'{where}: "context_id" must be a positive integer (at most {MAX_ID})')
-            ids.setdefault(context_id, []).append(position)
-            contexts.append(None)
-        else:
-            contexts.append(_raw_context(item["context"], where))
+def _contexts(requests: list[ContextRequest]) -> list[DialogueContext]:
+    """The contexts asked for, in order: raw ones as sent, stored ones loaded by id (404 for any missing)."""
+    ids = sorted({r for r in requests if isinstance(r, int)})
+    found: dict[int, DialogueContext] = {}
     if ids:
         with unit_of_work(current_app.extensions["empeval.engine"]) as session:
-            found = {c.context_id: c for c in load_contexts(session, dataset=None, context_ids=list(ids))}
-        missing = sorted(set(ids) - set(found))
+            found = {c.context_id: c for c in load_contexts(session, dataset=None, context_ids=ids)
+                     if c.context_id is not None}
+        missing = [i for i in ids if i not in found]
         if missing:
             raise NotFound(f"no stored context with id {', '.join(map(str, missing[:10]))}")
-        for context_id, positions in ids.items():
-            for position in positions:
-                contexts[position] = found[context_id]
-    return contexts  # type: ignore[return-value]
+    return [found[r] if isinstance(r, int) else r for r in requests]
 
 
 def _model(name: str):
-    try:
-        return registry().get(name)
-    except ConfigError as error:
-        raise BadRequest(str(error)) from None
+    return registry().get(name)  # a ConfigError (a BadInput) answers 400 with its message
 
 
 def _outcome_json(model, outcome) -> dict[str, Any]:
@@ -142,10 +102,9 @@ def list_systems():
 
 @blueprint.post("/respond")
 def respond():
-    body = _json_body()
-    name = _system_name(body)
-    contexts = _context_requests([{k: v for k, v in body.items() if k != "system"}])
-    model = _model(name)
+    name, context = respond_request(_json_body())
+    model = _model(_known_system(name))
+    contexts = _contexts([context])
     try:
         outcome = model.respond_batch(contexts)[0]
     except RuntimeError as error:  # e.g. retrieval with no train data imported
@@ -160,14 +119,9 @@ def respond():
 
 @blueprint.post("/respond/batch")
 def respond_batch():
-    body = _json_body()
-    name = _system_name(body)
-    items = body.get("contexts")
-    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH:
-        raise BadRequest(f'"contexts" must be a list of 1 to {MAX_BATCH} items, each {{"context_id": N}} '
-                         f'or {{"context": {{"turns": [...]}}}}')
-    contexts = _context_requests(items)
-    model = _model(name)
+    name, requests = batch_request(_json_body())
+    model = _model(_known_system(name))
+    contexts = _contexts(requests)
     try:
         outcomes = model.respond_batch(contexts)
     except RuntimeError as error:
@@ -176,14 +130,6 @@ def respond_batch():
             "results": [_outcome_json(model, o) for o in outcomes]}
 
 
-_TURN = {"type": "object", "required": ["role", "text"],
-         "properties": {"role": {"enum": list(ROLES)}, "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}}}
-_RAW_CONTEXT = {"type": "object", "required": ["turns"], "properties": {
-    "turns": {"type": "array", "items": _TURN, "minItems": 1, "maxItems": MAX_TURNS},
-    "emotion": {"type": ["string", "null"]}, "situation": {"type": ["string", "null"]}}}
-_CONTEXT_REF = {"oneOf": [
-    {"type": "object", "required": ["context_id"], "properties": {"context_id": {"type": "integer", "minimum": 1, "maximum": MAX_ID}}},
-    {"type": "object", "required": ["context"], "properties": {"context": _RAW_CONTEXT}}]}
 _ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 
 openapi.register_paths(
@@ -196,22 +142,21 @@ openapi.register_paths(
         "/api/respond": {"post": {
             "summary": "One system's response to one context (a stored context id, or raw turns)",
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "allOf": [{"type": "object", "required": ["system"], "properties": {"system": {"type": "string"}}},
-                          _CONTEXT_REF]}}}},
+                "$ref": "#/components/schemas/RespondRequest"}}}},
             "responses": {
                 "200": {"description": "the response with its provenance", "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/SystemResponse"}}}},
                 "400": {"description": "malformed request", **_ERROR},
                 "404": {"description": "unknown system or context id", **_ERROR},
-                "422": {"description": "the system cannot answer this context (e.g. gold without a stored reference)", **_ERROR},
+                "422": {"description": "the system cannot answer this context (e.g. gold without a stored reference)",
+                        **_ERROR},
                 "502": {"description": "the remote model failed (after retries)", **_ERROR},
                 "503": {"description": "the system's data is not in the store", **_ERROR}}}},
         "/api/respond/batch": {"post": {
-            "summary": f"One system's responses to up to {MAX_BATCH} contexts; per-context errors are reported in place",
+            "summary": f"One system's responses to up to {MAX_BATCH} contexts; per-context errors are reported "
+                       "in place",
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "required": ["system", "contexts"], "properties": {
-                    "system": {"type": "string"},
-                    "contexts": {"type": "array", "items": _CONTEXT_REF, "minItems": 1, "maxItems": MAX_BATCH}}}}}},
+                "$ref": "#/components/schemas/BatchRequest"}}}},
             "responses": {
                 "200": {"description": "one result per context, in order: a response or an error", "content": {
                     "application/json": {"schema": {"type": "object", "properties": {
@@ -222,6 +167,9 @@ openapi.register_paths(
                 "503": {"description": "the system's data is not in the store", **_ERROR}}}},
     },
     {
+        # Generated from the parsers' declarations (server.web.request_schemas), not copied.
+        "RespondRequest": respond_schema(),
+        "BatchRequest": batch_schema(),
         "SystemDescription": {"type": "object", "required": ["name", "kind"], "properties": {
             "name": {"type": "string"}, "kind": {"type": "string"}, "version": {"type": "string"},
             "parameters": {"type": "object"}, "error": {"type": "string"}}},
