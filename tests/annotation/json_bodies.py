@@ -36,5 +36,11 @@ def fits(schema: dict[str, Any], body: Any) -> bool:
 
 
 def why_not(schema: dict[str, Any], body: Any) -> str:
-    return "; ".join(f"{'/'.join(map(str, error.instance_path))}: {error.message}"
+    return "; ".join(f"{'/'.join(map(str, error.instance_path))}: {shown(error.message)}"
                      for error in jsonschema_rs.validator_for(schema).iter_errors(body))
+
+
+def shown(value: Any, limit: int = 300) -> str:
+    """A body or message short enough to read in a failure (a 2,001-character comment is not)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"

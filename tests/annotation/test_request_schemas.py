@@ -20,7 +20,7 @@ from server.annotation.submit import validate_submission
 from server.errors import BadInput
 from server.store.models import Assignment, Rating
 from tests.annotation.conftest import new_submission_id
-from tests.annotation.json_bodies import bodies, fits, why_not
+from tests.annotation.json_bodies import bodies, fits, shown, why_not
 from tests.store.helpers import snapshot
 
 ED_LIKERT = ExpectedRatings(item_ids=(12, 7, 30), criteria=("empathy", "relevance", "fluency"), low=1, high=5)
@@ -70,11 +70,11 @@ def test_validator_and_schema_agree_on_generated_bodies(name):
     def agree(body):
         refusal = verdict(body, expected)
         if fits(schema, body):
-            assert refusal is None, f"the schema admits this body but the validator says: {refusal}\n{body!r}"
+            assert refusal is None, f"the schema admits this body but the validator says: {refusal}\n{shown(body)}"
             assert fits(generic, body), why_not(generic, body)
         else:
             assert refusal is not None, (f"the validator accepts a body the schema refuses "
-                                         f"({why_not(schema, body)})\n{body!r}")
+                                         f"({why_not(schema, body)})\n{shown(body)}")
 
     agree()
 

@@ -23,7 +23,7 @@ from server.web.request_schemas import (
     respond_request,
     respond_schema,
 )
-from tests.annotation.json_bodies import bodies, fits, why_not
+from tests.annotation.json_bodies import bodies, fits, shown, why_not
 
 PARSERS = {"respond": (respond_request, respond_schema), "batch": (batch_request, batch_schema)}
 RAW = {"turns": [{"role": "speaker", "text": "I got the job I wanted!"},
@@ -63,10 +63,10 @@ def test_parser_and_schema_agree_on_generated_bodies(route):
     def agree(body):
         refusal = verdict(parse, body)
         if fits(schema, body):
-            assert refusal is None, f"the schema admits this body but the parser says: {refusal}\n{body!r}"
+            assert refusal is None, f"the schema admits this body but the parser says: {refusal}\n{shown(body)}"
         else:
             assert refusal is not None, (f"the parser accepts a body the schema refuses "
-                                         f"({why_not(schema, body)})\n{body!r}")
+                                         f"({why_not(schema, body)})\n{shown(body)}")
 
     agree()
 
