@@ -11,8 +11,27 @@ import numpy as np
 
 
 def resample_weights(n_units: int, *, n_boot: int, seed: int | np.random.Generator | None = 0) -> np.ndarray:
-    """Return a (n_boot, n_units) float array of multinomial draw counts: each row is one bootstrap resample
-    of ``n_units`` units drawn with replacement (Efron & Tibshirani 1993, ch. 6)."""
+    """Bootstrap resamples of ``n_units`` units as multinomial draw counts (Efron & Tibshirani 1993, ch. 6).
+
+    Returns
+    -------
+    weights : numpy.ndarray
+        Shape (n_boot, n_units), float: row b says how often each unit was drawn, with replacement, in
+        resample b.
+
+    Examples
+    --------
+    Each row sums to the number of units; a statistic over all resamples is one matrix product:
+
+    >>> import numpy as np
+    >>> resample_weights(4, n_boot=3, seed=0)
+    array([[1., 0., 0., 3.],
+           [0., 2., 2., 0.],
+           [1., 1., 1., 1.]])
+    >>> scores = np.array([3.0, 4.0, 4.5, 2.0])
+    >>> (resample_weights(4, n_boot=2000, seed=0) @ scores / 4).shape
+    (2000,)
+    """
     if n_units < 1:
         raise ValueError("cannot bootstrap an empty set of items")
     if n_boot < 1:
@@ -24,8 +43,20 @@ def resample_weights(n_units: int, *, n_boot: int, seed: int | np.random.Generat
 def percentile_interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float, int]:
     """Percentile bootstrap interval of the defined (non-NaN) ``samples``.
 
-    Returns (low, high, n_defined). Resamples in which the statistic is undefined (e.g. a resample with no
-    variation) are dropped; the count of those kept is returned so that the caller can report it.
+    Resamples in which the statistic is undefined (e.g. a resample with no variation) are dropped; the count
+    of those kept is returned so that the caller can report it.
+
+    Returns
+    -------
+    low, high : float
+        The ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the defined samples (NaN when none is).
+    n_defined : int
+        How many samples were defined.
+
+    Examples
+    --------
+    >>> percentile_interval([1.0, float("nan"), 2.0, 3.0], level=0.5)
+    (1.5, 2.5, 3)
     """
     if not 0 < level < 1:
         raise ValueError(f"confidence level must lie strictly between 0 and 1, got {level}")

@@ -24,7 +24,15 @@ from statsmodels.stats.power import TTestPower
 
 @dataclass(frozen=True)
 class Components:
-    """Standard deviations of the design model (on the rating scale) and its centre."""
+    """Standard deviations of the design model (on the rating scale) and its centre.
+
+    The defaults are typical of ED Likert studies; ``components_from_pilot`` estimates them from a pilot.
+
+    Examples
+    --------
+    >>> Components(noise_sd=0.9)
+    Components(centre=3.4, context_sd=0.4, response_sd=0.5, rater_sd=0.35, noise_sd=0.9, scale=(1, 5))
+    """
 
     centre: float = 3.4
     context_sd: float = 0.4
@@ -36,7 +44,24 @@ class Components:
 
 def simulate_item_means(components: Components, *, n_contexts: int, k: int, effect: float, replicates: int,
                         rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Item-level means of two systems (b better than a by `effect`), shape (replicates, n_contexts) each."""
+    """Item-level means of two systems (b better than a by `effect`) under the design model of the module
+    docstring: k ratings per response, rounded and clipped to the scale, then averaged.
+
+    Returns
+    -------
+    a, b : numpy.ndarray
+        Shape (replicates, n_contexts) each, paired by context.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a, b = simulate_item_means(Components(), n_contexts=5, k=3, effect=0.3, replicates=2,
+    ...                            rng=np.random.default_rng(0))
+    >>> a.shape, b.shape
+    ((2, 5), (2, 5))
+    >>> bool(((a * 3) % 1 == 0).all())  # means of three whole-number scores
+    True
+    """
     c = components
     lo, hi = c.scale
     shape = (replicates, n_contexts)
@@ -50,7 +75,22 @@ def simulate_item_means(components: Components, *, n_contexts: int, k: int, effe
 
 
 def wilcoxon_pvalues(a: np.ndarray, b: np.ndarray, *, decimals: int = 9) -> np.ndarray:
-    """Two-sided Wilcoxon signed-rank p-values of b - a along the last axis (see the module docstring)."""
+    """Two-sided Wilcoxon signed-rank p-values of b - a along the last axis (see the module docstring).
+
+    Returns
+    -------
+    p : numpy.ndarray
+        One p-value per row; 1.0 where the test is undefined (all differences zero).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.array([[3.0, 2.0, 4.0, 3.0, 2.0, 3.0], [3.0, 3.0, 3.0, 3.0, 3.0, 3.0]])
+    >>> wilcoxon_pvalues(a, a + [0.5, 1.0, 0.5, 1.5, 1.0, -0.5]).round(3)
+    array([0.089, 0.089])
+    >>> wilcoxon_pvalues(a, a)
+    array([1., 1.])
+    """
     d = np.round(b - a, decimals)
     with np.errstate(invalid="ignore", divide="ignore"):
         result = stats.wilcoxon(d, axis=-1, zero_method="wilcox", correction=True, method="approx",
@@ -59,7 +99,20 @@ def wilcoxon_pvalues(a: np.ndarray, b: np.ndarray, *, decimals: int = 9) -> np.n
 
 
 def paired_t_pvalues(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Two-sided paired t-test p-values of b - a along the last axis."""
+    """Two-sided paired t-test p-values of b - a along the last axis (scipy's ``ttest_rel``).
+
+    Returns
+    -------
+    p : numpy.ndarray
+        One p-value per row; 1.0 where the test is undefined (no variance in the differences).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.array([[3.0, 2.0, 4.0, 3.0, 2.0, 3.0]])
+    >>> paired_t_pvalues(a, a + [0.5, 1.0, 0.5, 1.5, 1.0, -0.5]).round(3)
+    array([0.062])
+    """
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.nan_to_num(np.asarray(stats.ttest_rel(b, a, axis=-1).pvalue, dtype=float), nan=1.0)
 
@@ -70,7 +123,18 @@ TESTS = {"wilcoxon": wilcoxon_pvalues, "t": paired_t_pvalues}
 def simulated_power(components: Components, *, n_contexts: int, k: int, effect: float, alpha: float = 0.05,
                     replicates: int = 400, seed: int = 0, test: str = "wilcoxon") -> float:
     """Share of simulated studies in which `test` ("wilcoxon", the report's test, or "t") finds the
-    difference at level alpha."""
+    difference at level alpha (``replicates`` studies of ``simulate_item_means``, seeded).
+
+    Returns
+    -------
+    power : float
+        In [0, 1]; its Monte Carlo standard error is about sqrt(power (1 - power) / replicates).
+
+    Examples
+    --------
+    >>> simulated_power(Components(), n_contexts=100, k=3, effect=0.3, replicates=200)
+    0.855
+    """
     rng = np.random.default_rng(seed)
     a, b = simulate_item_means(components, n_contexts=n_contexts, k=k, effect=effect, replicates=replicates, rng=rng)
     return float((TESTS[test](a, b) < alpha).mean())
@@ -82,6 +146,17 @@ def difference_moments(components: Components, *, k: int, effect: float, seed: i
 
     Rounding to the scale and clipping at its ends shrink a latent `effect` (0.3 latent is about 0.28
     observed with the default components), so the t-test's effect size must come from this draw.
+
+    Returns
+    -------
+    mean, sd : float
+        Mean and SD (ddof = 1) of the per-context difference b - a.
+
+    Examples
+    --------
+    >>> mean, sd = difference_moments(Components(), k=3, effect=0.3)
+    >>> round(mean, 2), round(sd, 2)
+    (0.28, 0.92)
     """
     rng = np.random.default_rng(seed)
     a, b = simulate_item_means(components, n_contexts=contexts, k=k, effect=effect, replicates=1, rng=rng)
@@ -90,14 +165,37 @@ def difference_moments(components: Components, *, k: int, effect: float, seed: i
 
 
 def analytic_t_power(components: Components, *, n_contexts: int, k: int, effect: float, alpha: float = 0.05) -> float:
-    """Power of a two-sided paired t-test (one-sample t on differences, noncentral t) on the same design."""
+    """Power of a two-sided paired t-test (one-sample t on differences, noncentral t; statsmodels'
+    ``TTestPower``) on the same design, with the effect size d_z from ``difference_moments``.
+
+    Returns
+    -------
+    power : float
+        In [0, 1].
+
+    Examples
+    --------
+    >>> round(analytic_t_power(Components(), n_contexts=100, k=3, effect=0.3), 3)
+    0.845
+    """
     mean, sd = difference_moments(components, k=k, effect=effect)
     return float(TTestPower().power(effect_size=mean / sd, nobs=n_contexts, alpha=alpha, alternative="two-sided"))
 
 
 def analytic_t_contexts(components: Components, *, k: int, effect: float, alpha: float = 0.05,
                         power: float = 0.8) -> float:
-    """Contexts a paired t-test needs for `power` on the same design (statsmodels' solve_power)."""
+    """Contexts a paired t-test needs for `power` on the same design (statsmodels' solve_power).
+
+    Returns
+    -------
+    contexts : float
+        Not rounded: round up for a design.
+
+    Examples
+    --------
+    >>> round(analytic_t_contexts(Components(), k=3, effect=0.3), 1)
+    89.0
+    """
     mean, sd = difference_moments(components, k=k, effect=effect)
     return float(TTestPower().solve_power(effect_size=mean / sd, alpha=alpha, power=power, alternative="two-sided"))
 
@@ -105,7 +203,18 @@ def analytic_t_contexts(components: Components, *, k: int, effect: float, alpha:
 def required_contexts(components: Components, *, k: int, effect: float, alpha: float = 0.05, power: float = 0.8,
                       replicates: int = 400, seed: int = 0, upper: int = 5000, test: str = "wilcoxon") -> int:
     """Smallest number of contexts whose simulated power reaches `power` (bisection on a monotone curve;
-    the same seed at every n keeps the curve smooth)."""
+    the same seed at every n keeps the curve smooth).
+
+    Returns
+    -------
+    contexts : int
+        At least 6; ``upper`` when even that many do not reach `power`.
+
+    Examples
+    --------
+    >>> required_contexts(Components(), k=3, effect=0.3, replicates=200)
+    85
+    """
     def enough(n: int) -> bool:
         return simulated_power(components, n_contexts=n, k=k, effect=effect, alpha=alpha, replicates=replicates,
                                seed=seed, test=test) >= power
@@ -128,6 +237,25 @@ def plan_table(components: Components, *, effect: float, alpha: float = 0.05, po
 
     Cost = assignments x reward x (1 + fee), with assignments = contexts x systems x k / items per assignment
     (rounded up); controls are not counted.
+
+    Returns
+    -------
+    plan : pandas.DataFrame
+        One row per k (ratings per response) and number of contexts:
+
+        * ``k``, ``contexts``, ``ratings`` (= contexts x systems x k)
+        * ``power_wilcoxon``: ``simulated_power`` of the report's test
+        * ``power_t_analytic``: ``analytic_t_power``, as a check
+        * ``assignments``: assignments needed
+        * ``cost``: in the currency of ``reward``; None without a reward
+
+    Examples
+    --------
+    >>> plan = plan_table(Components(), effect=0.3, ks=(3,), contexts=(50, 100), replicates=200, reward=1.0)
+    >>> print(plan.round(2).to_string(index=False))
+     k  contexts  ratings  power_wilcoxon  power_t_analytic  assignments  cost
+     3        50      300            0.52              0.55           30  36.0
+     3       100      600            0.86              0.84           60  72.0
     """
     rows = []
     for k in ks:
@@ -150,6 +278,22 @@ def components_from_pilot(ratings: pd.DataFrame, *, criterion: str, scale: tuple
     Within an item, scores vary by rater bias plus noise; the annotator means of those within-item
     deviations give the bias part. Item means vary by context + response + within/k; the covariance of
     item means of two systems on the same context gives the context part.
+
+    Returns
+    -------
+    components : Components
+        The estimated centre and SDs (each at least 0), with ``scale``.
+
+    Examples
+    --------
+    A simulated pilot drawn with context_sd 0.4, response_sd 0.4 (shared in part between criteria), rater
+    bias 0.3 and noise 0.7 around a centre of 3.2 plus the systems' effects:
+
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> pilot = simulate_study(n_contexts=40, n_random_clickers=0, n_straight_liners=0, seed=1)
+    >>> estimate = components_from_pilot(tidy_from_export(pilot.export), criterion="empathy")
+    >>> {name: round(value, 2) for name, value in vars(estimate).items() if name != "scale"}
+    {'centre': 3.26, 'context_sd': 0.3, 'response_sd': 0.39, 'rater_sd': 0.13, 'noise_sd': 0.69}
     """
     data = ratings[(ratings["criterion"] == criterion) & (~ratings["is_control"].astype(bool))]
     if data.empty:
@@ -183,7 +327,20 @@ def components_from_pilot(ratings: pd.DataFrame, *, criterion: str, scale: tuple
 
 def power_curves_figure(components: Components, *, effect: float, alpha: float = 0.05, power: float = 0.8,
                         ks=(1, 3, 5), contexts=None, replicates: int = 400, seed: int = 0):
-    """A matplotlib Figure: simulated Wilcoxon power against the number of contexts, one line per k."""
+    """Simulated Wilcoxon power (``simulated_power``) against the number of contexts, one line per k, with
+    the target `power` as a dashed line.
+
+    Returns
+    -------
+    figure : matplotlib.figure.Figure
+        One axes; no pyplot state is touched.
+
+    Examples
+    --------
+    >>> figure = power_curves_figure(Components(), effect=0.3, ks=(1, 3), contexts=[25, 50], replicates=50)
+    >>> [line.get_label() for line in figure.axes[0].get_lines()][:2]
+    ['k = 1 ratings per response', 'k = 3 ratings per response']
+    """
     from matplotlib.figure import Figure
 
     contexts = contexts or list(range(25, 425, 25))

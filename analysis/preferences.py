@@ -33,9 +33,39 @@ def preference_tests(
 
     ``ties``: "exclude" (default) tests the decisive judgements only; "split" gives half of the ties to each
     side (an odd tie is dropped, since the test needs whole counts); "as_loss" counts ties against system_a,
-    the conservative choice when a is the new system. Columns: criterion, system_a, system_b, n, wins_a,
-    ties, wins_b, win_rate_a, tie_rate, win_rate_b, n_tested, k_tested, share_a, share_ci_low,
-    share_ci_high, p, p_adj, significant, ties_handling, correction.
+    the conservative choice when a is the new system.
+
+    Returns
+    -------
+    tests : pandas.DataFrame
+        One row per criterion and pair, systems in sorted order (empty without judgements):
+
+        * ``criterion``, ``system_a``, ``system_b``
+        * ``n``: judgements of the pair; ``wins_a``, ``ties``, ``wins_b``: how they fell
+        * ``win_rate_a``, ``tie_rate``, ``win_rate_b``: the same as shares of ``n``
+        * ``n_tested``, ``k_tested``: trials and successes for a that the test used (after ``ties``)
+        * ``share_a``: k_tested / n_tested; ``share_ci_low``, ``share_ci_high``: its Clopper-Pearson CI
+          at ``ci_level``
+        * ``p``: the exact two-sided binomial p; ``p_adj``: corrected over the family
+        * ``significant``: ``p_adj < alpha``
+        * ``ties_handling``, ``correction``: as passed
+
+    Examples
+    --------
+    20 judgements of gold against moel, shown in either order; R's ``binom.test(15, 18)`` gives
+    p = 0.007538 and the 95% CI 0.5858-0.9642.
+
+    >>> import pandas as pd
+    >>> judgements = pd.DataFrame({
+    ...     "system_a": ["gold"] * 12 + ["moel"] * 8, "system_b": ["moel"] * 12 + ["gold"] * 8,
+    ...     "preferred": ["gold"] * 9 + ["moel"] * 2 + ["tie"] + ["gold"] * 6 + ["moel"] + ["tie"]})
+    >>> tests = preference_tests(judgements)
+    >>> columns = ["system_a", "system_b", "wins_a", "ties", "wins_b", "share_ci_low", "share_ci_high", "p"]
+    >>> print(tests[columns].round(4).to_string(index=False))
+    system_a system_b  wins_a  ties  wins_b  share_ci_low  share_ci_high      p
+        gold     moel      15     2       3        0.5858         0.9642 0.0075
+    >>> preference_tests(judgements, ties="split")[["n_tested", "k_tested"]].values.tolist()
+    [[20, 16]]
     """
     if ties not in TIE_HANDLING:
         raise ValueError(f"ties must be one of {TIE_HANDLING}, got {ties!r}")

@@ -31,8 +31,32 @@ def control_results(ratings: pd.DataFrame) -> pd.DataFrame:
 
     The reference is the annotator's mean score on that criterion over the real (non-control) items of the
     same assignment, or over all their real items when the assignment has none. ``passed`` means
-    control_score < reference. Columns: annotator, assignment, item, control_kind, criterion, control_score,
-    reference, reference_scope, passed.
+    control_score < reference.
+
+    Returns
+    -------
+    results : pandas.DataFrame
+        One row per annotator and control item, on the criterion the control targets:
+
+        * ``annotator``, ``assignment``, ``item``, ``control_kind``
+        * ``criterion``: the targeted criterion
+        * ``control_score``: the annotator's score of the control
+        * ``reference``: their mean score of real items on that criterion
+        * ``reference_scope``: "assignment" or "all items", where the reference came from
+        * ``passed``: control_score < reference (nullable boolean; missing without a reference)
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> results = control_results(ratings)
+    >>> print(results[["annotator", "control_kind", "control_score", "reference", "passed"]].head(3).round(1)
+    ...       .to_string(index=False))
+    annotator      control_kind  control_score  reference  passed
+    worker-02 control-scrambled              3        3.5    True
+    worker-05   control-generic              5        5.0   False
+    worker-07 control-scrambled              1        3.3    True
     """
     require_columns(ratings, ("annotator", "assignment", "item", "criterion", "score", "is_control", "control_kind",
                               "control_target"), what="control_results")
@@ -56,8 +80,26 @@ def control_results(ratings: pd.DataFrame) -> pd.DataFrame:
 
 
 def control_pass_rates(ratings: pd.DataFrame) -> pd.DataFrame:
-    """Control pass rate per annotator and targeted criterion: annotator, criterion, n_controls, n_passed,
-    pass_rate (controls without any real item to compare with are not counted)."""
+    """Control pass rate per annotator and targeted criterion, from ``control_results`` (controls without any
+    real item to compare with are not counted).
+
+    Returns
+    -------
+    rates : pandas.DataFrame
+        One row per annotator and targeted criterion: ``annotator``, ``criterion``, ``n_controls``,
+        ``n_passed``, ``pass_rate`` (= n_passed / n_controls).
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> print(control_pass_rates(ratings).head(3).to_string(index=False))
+    annotator criterion  n_controls  n_passed  pass_rate
+    worker-01   empathy           1         1        1.0
+    worker-02   fluency           1         1        1.0
+    worker-03 relevance           1         1        1.0
+    """
     results = control_results(ratings).dropna(subset=["passed"])
     if results.empty:
         return pd.DataFrame(columns=["annotator", "criterion", "n_controls", "n_passed", "pass_rate"])
@@ -69,8 +111,31 @@ def control_pass_rates(ratings: pd.DataFrame) -> pd.DataFrame:
 
 def straightlining(ratings: pd.DataFrame) -> pd.DataFrame:
     """Share of an annotator's items (controls included) on which every criterion got the same score, over
-    items rated on at least two criteria, and the SD of all their scores. Columns: annotator,
-    n_multi_criterion_items, straightline_rate, score_sd."""
+    items rated on at least two criteria, and the SD of all their scores.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per annotator:
+
+        * ``annotator``
+        * ``n_multi_criterion_items``: items rated on two or more criteria
+        * ``straightline_rate``: share of those with one score on every criterion
+        * ``score_sd``: SD of all the annotator's scores (ddof = 0; 0 means one score for everything)
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> table = straightlining(ratings).round(2)
+    >>> print(table.loc[table["annotator"].isin(["worker-01", "worker-05"])].to_string(index=False))
+    annotator  n_multi_criterion_items  straightline_rate  score_sd
+    worker-01                       11               0.09      0.86
+    worker-05                       22               1.00      0.00
+    >>> study.spammers["worker-05"]
+    'straight'
+    """
     per_item = ratings.groupby(["annotator", "item"])["score"].agg(["nunique", "size"])
     multi = per_item.loc[per_item["size"] >= 2]
     table = multi.groupby("annotator").agg(
@@ -82,7 +147,24 @@ def straightlining(ratings: pd.DataFrame) -> pd.DataFrame:
 
 def halo(ratings: pd.DataFrame, *, min_items: int = 5) -> pd.DataFrame:
     """Halo: the mean pairwise Spearman correlation between criteria over an annotator's real items (NaN when
-    fewer than ``min_items`` items or a criterion does not vary). Columns: annotator, halo."""
+    fewer than ``min_items`` items or a criterion does not vary).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per annotator: ``annotator``, ``halo`` (in [-1, 1], NaN when undefined).
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> print(halo(ratings).head(3).round(2).to_string(index=False))
+    annotator  halo
+    worker-01  0.04
+    worker-02 -0.34
+    worker-03  0.50
+    """
     real = ratings.loc[~ratings["is_control"].astype(bool)]
     rows = []
     for annotator, part in real.groupby("annotator"):
@@ -98,7 +180,23 @@ def halo(ratings: pd.DataFrame, *, min_items: int = 5) -> pd.DataFrame:
 def time_per_item(ratings: pd.DataFrame) -> pd.DataFrame:
     """Median seconds per item for each annotator. ``seconds_on_item`` where recorded; otherwise the
     assignment's duration (last submitted_at - first started_at) divided by its number of items.
-    Columns: annotator, median_seconds."""
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per annotator: ``annotator``, ``median_seconds`` (NaN without any timing).
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> print(time_per_item(ratings).head(3).round(1).to_string(index=False))
+    annotator  median_seconds
+    worker-01            28.7
+    worker-02             4.1
+    worker-03            21.8
+    """
     per_item = ratings.groupby(["annotator", "assignment", "item"]).agg(
         seconds=("seconds_on_item", "first"), started=("started_at", "min"), submitted=("submitted_at", "max")
     ).reset_index()
@@ -123,8 +221,28 @@ def consensus_agreement(
     consensus_r is the pooled within-criterion Pearson correlation between own score and that consensus (both
     centred per criterion, then correlated over all the annotator's ratings; pooling over criteria steadies
     an estimate that would otherwise rest on a few items per criterion). NaN with fewer than ``min_items``
-    items or no variation. consensus_mae is the mean absolute difference. Columns: annotator,
-    n_consensus_items, consensus_r, consensus_mae.
+    items or no variation. consensus_mae is the mean absolute difference.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per annotator with a co-rated real item:
+
+        * ``annotator``
+        * ``n_consensus_items``: real items they rated that someone else in the pool rated too
+        * ``consensus_r``: pooled within-criterion Pearson r with the leave-one-out consensus
+        * ``consensus_mae``: mean absolute difference from that consensus
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> print(consensus_agreement(ratings).head(3).round(2).to_string(index=False))
+    annotator  n_consensus_items  consensus_r  consensus_mae
+    worker-01                 10         0.29           0.80
+    worker-02                 10        -0.18           1.62
+    worker-03                 10         0.64           0.62
     """
     real = ratings.loc[~ratings["is_control"].astype(bool), ["annotator", "item", "criterion", "score"]].copy()
     in_pool = ~real["annotator"].isin(set(exclude_from_consensus))
@@ -191,24 +309,64 @@ def rater_quality(
     max_halo: float | None = None,
     max_consensus_rounds: int = 10,
 ) -> pd.DataFrame:
-    """One row per annotator with every quality measure, ``flagged`` and the ``reasons``.
+    """One row per annotator with every quality measure, one boolean column per flagging rule, ``flagged``
+    and the ``reasons``.
 
     An annotator is flagged when (each rule applies only with enough data):
-    - they pass fewer than ``min_control_pass_rate`` of their controls (at least ``min_controls``);
-    - more than ``max_straightline_rate`` of their items (at least ``min_items``) got one score on every
-      criterion, or every score they gave is the same;
-    - their correlation with the leave-one-out consensus is clearly below ``min_consensus_r``: below it and
-      either significantly so (one-sided 95% Fisher-z bound) or a robust outlier among the study's raters
-      (see ``_clearly_below``), so a careful rater whose few items happen to correlate weakly is not
-      flagged on chance alone; the consensus leaves
-      out the annotators flagged so far and is recomputed until the flags settle (at most
-      ``max_consensus_rounds`` rounds);
-    - their median time per item is below ``min_median_seconds`` (None: not checked);
-    - their halo exceeds ``max_halo`` (None, the default: reported only, because good responses are good on
-      every criterion, so a high halo alone is weak evidence).
-    Columns: annotator, n_items, n_ratings, n_controls, control_pass_rate, pass_rate_<criterion>...,
-    n_multi_criterion_items, straightline_rate, score_sd, halo, median_seconds, n_consensus_items,
-    consensus_r, consensus_mae, flagged, reasons.
+
+    - ``flag_controls``: they pass fewer than ``min_control_pass_rate`` of their controls (at least
+      ``min_controls``);
+    - ``flag_straightlining``: more than ``max_straightline_rate`` of their items (at least ``min_items``)
+      got one score on every criterion, or every score they gave is the same;
+    - ``flag_speed``: their median time per item is below ``min_median_seconds`` (None: not checked);
+    - ``flag_halo``: their halo exceeds ``max_halo`` (None, the default: reported only, because good
+      responses are good on every criterion, so a high halo alone is weak evidence);
+    - ``flag_consensus``: their correlation with the leave-one-out consensus is clearly below
+      ``min_consensus_r``: below it and either significantly so (one-sided 95% Fisher-z bound) or a robust
+      outlier among the study's raters (see ``_clearly_below``), so a careful rater whose few items happen
+      to correlate weakly is not flagged on chance alone; the consensus leaves out the annotators flagged so
+      far and is recomputed until the flags settle (at most ``max_consensus_rounds`` rounds).
+
+    Code should read the boolean columns (``FLAG_COLUMNS``; ``FLAG_RULES`` names each in a few words);
+    ``reasons`` is for people.
+
+    Returns
+    -------
+    quality : pandas.DataFrame
+        One row per annotator:
+
+        * ``annotator``
+        * ``n_items``, ``n_ratings``: items rated (controls included) and ratings given
+        * ``n_controls``, ``control_pass_rate``: controls judged and the share passed (``control_results``)
+        * ``pass_rate_<criterion>``: the pass rate on the controls targeting each criterion
+        * ``n_multi_criterion_items``, ``straightline_rate``, ``score_sd``: see ``straightlining``
+        * ``halo``: see ``halo``
+        * ``median_seconds``: see ``time_per_item``
+        * ``n_consensus_items``, ``consensus_r``, ``consensus_mae``: see ``consensus_agreement`` (with the
+          consensus of the final round)
+        * ``flag_controls``, ``flag_straightlining``, ``flag_speed``, ``flag_halo``, ``flag_consensus``: bool,
+          whether each rule flags the annotator
+        * ``flagged``: any of the flags
+        * ``reasons``: the rules that fired with the annotator's numbers, "; "-separated ("" when none)
+
+    Examples
+    --------
+    A simulated study with two random clickers and one straight-liner among 15 annotators:
+
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> quality = rater_quality(ratings)
+    >>> flags = ["annotator", "flag_controls", "flag_straightlining", "flag_speed", "flag_consensus"]
+    >>> print(quality.loc[quality["flagged"], flags].to_string(index=False))
+    annotator  flag_controls  flag_straightlining  flag_speed  flag_consensus
+    worker-02          False                False        True            True
+    worker-05           True                 True        True           False
+    worker-12          False                False        True           False
+    >>> sorted(study.spammers.items())
+    [('worker-02', 'random'), ('worker-05', 'straight'), ('worker-12', 'random')]
+    >>> print(quality.set_index("annotator").loc["worker-05", "reasons"])
+    passed 0 of 2 controls (0% < 50%); gave every rating the same score; median 2.9 s per item (< 5 s)
     """
     require_columns(ratings, ("annotator", "assignment", "item", "criterion", "score", "is_control", "control_kind",
                               "control_target", "seconds_on_item", "started_at", "submitted_at"), what="rater_quality")
@@ -277,8 +435,24 @@ def _rule_flags(row: pd.Series, *, min_control_pass_rate: float, min_controls: i
 
 
 def control_summary(ratings: pd.DataFrame) -> pd.DataFrame:
-    """Control pass rate per targeted criterion over all annotators: criterion, n_controls, n_passed,
-    pass_rate."""
+    """Control pass rate per targeted criterion over all annotators (``control_pass_rates`` summed).
+
+    Returns
+    -------
+    summary : pandas.DataFrame
+        One row per targeted criterion: ``criterion``, ``n_controls``, ``n_passed``, ``pass_rate``.
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> print(control_summary(ratings).round(2).to_string(index=False))
+    criterion  n_controls  n_passed  pass_rate
+      empathy           6         5       0.83
+      fluency           6         6       1.00
+    relevance           6         5       0.83
+    """
     passes = control_pass_rates(ratings)
     table = passes.groupby("criterion")[["n_controls", "n_passed"]].sum().reset_index()
     table["pass_rate"] = table["n_passed"] / table["n_controls"]
@@ -292,6 +466,31 @@ def controls_beside_systems(ratings: pd.DataFrame) -> pd.DataFrame:
     criterion, lowest_system (the real system with the lowest mean on the target), its mean
     (lowest_system_mean) and last_on_target (the control's mean on its target is below every real
     system's): a built-to-fail control that is not last on its target means raters did not see the flaw.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per kind of control:
+
+        * ``control_kind``, ``control_target``: the control's system and the criterion it is built to fail
+        * ``n_ratings``: ratings of controls of this kind (all criteria)
+        * ``mean_<criterion>``: the control's mean score on each criterion
+        * ``lowest_system``, ``lowest_system_mean``: the real system with the lowest mean on the target
+        * ``last_on_target``: the control's mean on its target is below that lowest system's
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = tidy_from_export(study.export)
+    >>> table = controls_beside_systems(ratings)
+    >>> columns = ["control_kind", "control_target", "mean_empathy", "mean_relevance", "mean_fluency",
+    ...            "lowest_system_mean", "last_on_target"]
+    >>> print(table[columns].round(2).to_string(index=False))
+          control_kind control_target  mean_empathy  mean_relevance  mean_fluency  lowest_system_mean  last_on_target
+       control-generic        empathy          1.67            3.00          4.67                2.97            True
+    control-mismatched      relevance          2.67            2.00          4.00                3.07            True
+     control-scrambled        fluency          1.67            2.33          1.50                3.30            True
     """
     controls = ratings.loc[ratings["is_control"].astype(bool)]
     real = ratings.loc[~ratings["is_control"].astype(bool)]
@@ -315,5 +514,17 @@ def controls_beside_systems(ratings: pd.DataFrame) -> pd.DataFrame:
 
 
 def flagged_annotators(quality: pd.DataFrame) -> list[str]:
-    """Annotators flagged in a ``rater_quality`` table, sorted."""
+    """Annotators flagged in a ``rater_quality`` table, sorted.
+
+    Returns
+    -------
+    annotators : list of str
+        The annotators whose ``flagged`` is True.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> flagged_annotators(pd.DataFrame({"annotator": ["b", "a", "c"], "flagged": [True, True, False]}))
+    ['a', 'b']
+    """
     return sorted(quality.loc[quality["flagged"], "annotator"])

@@ -38,9 +38,32 @@ def mixed_model_pairs(
     reml: bool = True,
 ) -> pd.DataFrame:
     """Pairwise system differences from the mixed model ``score ~ system + (1|annotator) + (1|item)`` on one
-    criterion (non-control ratings). ``random_effects`` names the columns with random intercepts; add
-    "context" to let contexts share an intercept too (slower). Columns: criterion, system_a, system_b,
-    lmm_diff (a - b), lmm_se, lmm_z, lmm_p (two-sided Wald), lmm_note."""
+    criterion (non-control ratings), fitted by REML with statsmodels' MixedLM (crossed random intercepts
+    as variance components of one group; Baayen, Davidson & Bates 2008). ``random_effects`` names the
+    columns with random intercepts; add "context" to let contexts share an intercept too (slower).
+
+    Returns
+    -------
+    pairs : pandas.DataFrame
+        One row per pair (a, b) of systems, in sorted order:
+
+        * ``criterion``, ``system_a``, ``system_b``
+        * ``lmm_diff``: the difference of fixed effects a - b; ``lmm_se``: its standard error
+        * ``lmm_z``, ``lmm_p``: the Wald z and its two-sided p (uncorrected)
+        * ``lmm_note``: convergence or boundary warnings, or why the fit failed (then NaN estimates)
+
+    Examples
+    --------
+    >>> from analysis import exclude_annotators, simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = exclude_annotators(tidy_from_export(study.export), study.spammers)
+    >>> pairs = mixed_model_pairs(ratings, criterion="empathy")
+    >>> print(pairs[["system_a", "system_b", "lmm_diff", "lmm_se", "lmm_p"]].round(2).to_string(index=False))
+    system_a system_b  lmm_diff  lmm_se  lmm_p
+    baseline     gold     -1.14    0.20   0.00
+    baseline     moel     -0.66    0.20   0.00
+        gold     moel      0.47    0.19   0.01
+    """
     import statsmodels.formula.api as smf  # deferred: statsmodels' formula stack is slow to import
 
     require_columns(ratings, ("system", "criterion", "score", "is_control", *random_effects), what="mixed_model_pairs")
@@ -96,6 +119,23 @@ def zscore_by_annotator(ratings: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
 
     Annotators with fewer than two ratings or no variation on a criterion have no z-score there and are
     dropped from it; their names are returned beside the table.
+
+    Returns
+    -------
+    zscored : pandas.DataFrame
+        The non-control ratings that have a z-score, same columns, ``score`` as a float z-score.
+    dropped : list of str
+        Annotators left out on at least one criterion (sorted).
+
+    Examples
+    --------
+    >>> from analysis import simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> zscored, dropped = zscore_by_annotator(tidy_from_export(study.export))
+    >>> dropped, study.spammers["worker-05"]
+    (['worker-05'], 'straight')
+    >>> bool(zscored.groupby(["annotator", "criterion"])["score"].mean().abs().max() < 1e-12)
+    True
     """
     data = ratings.loc[~ratings["is_control"].astype(bool)].copy()
     grouped = data.groupby(["annotator", "criterion"])["score"]
@@ -122,9 +162,38 @@ def rater_aware_check(
     """Compare the raw pairwise results with the mixed model and with z-scored ratings, per criterion and pair.
 
     ``raw`` is the output of ``compare_pairs`` on the same ratings (computed here when omitted). The LMM
-    p-values are corrected with the same ``correction`` and ``family``. Columns: criterion, system_a,
-    system_b, mean_diff, p_adj, lmm_diff, lmm_se, lmm_p, lmm_p_adj, z_diff, z_p_adj, order_changes,
-    significance_changes, flagged, reason, lmm_note, z_note.
+    p-values are corrected with the same ``correction`` and ``family``; the z-score tests are
+    ``compare_pairs`` on ``zscore_by_annotator``'s table.
+
+    Returns
+    -------
+    check : pandas.DataFrame
+        One row per criterion and pair of ``raw``:
+
+        * ``criterion``, ``system_a``, ``system_b``
+        * ``mean_diff``, ``p_adj``: the raw item-level result
+        * ``lmm_diff``, ``lmm_se``, ``lmm_z``, ``lmm_p``, ``lmm_note``: see ``mixed_model_pairs``
+        * ``lmm_p_adj``: ``lmm_p`` corrected over the family
+        * ``z_diff``, ``z_p_adj``: mean difference and corrected Wilcoxon p on annotator-z-scored scores
+        * ``order_changes``: either check reverses the sign of the difference
+        * ``significance_changes``: either check gains or loses significance at ``alpha``
+        * ``flagged``: order or significance changes
+        * ``reason``: what changed, "; "-separated ("" when nothing did)
+        * ``z_note``: annotators left out of the z-scores, if any
+
+    Examples
+    --------
+    >>> from analysis import exclude_annotators, simulate_study, tidy_from_export
+    >>> study = simulate_study(n_contexts=20, seed=1)
+    >>> ratings = exclude_annotators(tidy_from_export(study.export), study.spammers)
+    >>> from analysis import compare_pairs
+    >>> check = rater_aware_check(ratings, raw=compare_pairs(ratings, criteria=["empathy"], n_boot=200))
+    >>> columns = ["system_a", "system_b", "mean_diff", "p_adj", "lmm_diff", "z_p_adj", "flagged", "reason"]
+    >>> print(check[columns].round(3).to_string(index=False))  # doctest: +NORMALIZE_WHITESPACE
+    system_a system_b  mean_diff  p_adj  lmm_diff  z_p_adj  flagged                           reason
+    baseline     gold     -1.083  0.002    -1.137    0.001    False
+    baseline     moel     -0.600  0.019    -0.664    0.015    False
+        gold     moel      0.483  0.029     0.473    0.145     True z-scored test loses significance
     """
     if raw is None:
         raw = compare_pairs(ratings, family=family, correction=correction, alpha=alpha, n_boot=n_boot, seed=seed)

@@ -47,7 +47,13 @@ class SimulatedStudy:
     spammers: dict[str, str] = field(default_factory=dict)  # annotator -> "random" | "straight"
 
     def true_ranking(self, criterion: str) -> list[str]:
-        """Systems from best to worst on ``criterion`` by their true effect."""
+        """Systems from best to worst on ``criterion`` by their true effect.
+
+        Examples
+        --------
+        >>> simulate_study(n_contexts=4, seed=1).true_ranking("empathy")
+        ['gold', 'moel', 'baseline']
+        """
         return sorted(self.system_effects, key=lambda system: -self.system_effects[system][criterion])
 
 
@@ -71,7 +77,30 @@ def simulate_study(
     study: str = "simulated",
     seed: int = 0,
 ) -> SimulatedStudy:
-    """Draw a complete study; see the module docstring for the model. Returns a ``SimulatedStudy``."""
+    """Draw a complete study; see the module docstring for the model.
+
+    ``system_effects`` maps each system to its effect per criterion (or one number for every criterion);
+    the default is ``DEFAULT_SYSTEM_EFFECTS`` (gold > moel > baseline). Annotators get assignments in
+    turn, the least loaded first, ``raters_per_item`` per chunk of ``items_per_assignment`` items.
+
+    Returns
+    -------
+    study : SimulatedStudy
+        * ``export``: a pandas.DataFrame in the store's export format, one row per rating, columns
+          ``analysis.export_schema.EXPORT_COLUMNS`` (no late submissions; 0-based positions)
+        * ``system_effects``: the true effects, system -> criterion -> effect
+        * ``spammers``: annotator -> "random" or "straight", for the annotators who are not honest
+
+    Examples
+    --------
+    >>> from analysis import tidy_from_export
+    >>> study = simulate_study(n_contexts=4, n_honest=3, n_random_clickers=1, n_straight_liners=0, seed=1)
+    >>> study.export.shape, study.spammers
+    ((126, 16), {'worker-04': 'random'})
+    >>> ratings = tidy_from_export(study.export)
+    >>> ratings.groupby("is_control")["item"].nunique().to_dict()
+    {False: 12, True: 6}
+    """
     rng = np.random.default_rng(seed)
     effects = _normalise_effects(system_effects or DEFAULT_SYSTEM_EFFECTS, criteria)
     systems = list(effects)
@@ -82,7 +111,7 @@ def simulate_study(
 
     names = [f"worker-{i:02d}" for i in range(1, n_raters + 1)]
     roles = ["honest"] * n_honest + ["random"] * n_random_clickers + ["straight"] * n_straight_liners
-    roles = list(rng.permutation(roles))
+    roles = [str(role) for role in rng.permutation(roles)]
     role_of = dict(zip(names, roles, strict=True))
     bias_of = {name: rng.normal(0.0, rater_bias_sd) for name in names}
     constant_of = {name: int(rng.integers(max(lo, hi - 2), hi + 1)) for name in names}
@@ -118,7 +147,8 @@ def simulate_study(
             started = clock
             per_item_seconds = _seconds(rng, role_of[annotator], len(shown))
             item_rows = []
-            for position, (item, seconds) in enumerate(zip(shown, per_item_seconds, strict=True), start=1):
+            # Positions are 0-based, as the export contract says and the store writes them.
+            for position, (item, seconds) in enumerate(zip(shown, per_item_seconds, strict=True)):
                 for criterion in criteria:
                     item_rows.append({
                         "study": study, "item_id": item["item_id"], "context_id": item["context_id"],

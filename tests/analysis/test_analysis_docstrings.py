@@ -1,0 +1,31 @@
+"""Every public analysis function documents what it returns and shows a call that runs (as a doctest,
+`pytest --doctest-modules analysis`), the way pingouin's functions do."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+import analysis
+
+MODULES = ["agreement", "bootstrap", "coefficients", "compare", "exclusions", "load", "power", "preferences",
+           "quality", "rater_aware", "simulate"]
+
+
+def _public_functions() -> list:
+    found = {f"analysis.{name}": getattr(analysis, name) for name in analysis.__all__}
+    for name in MODULES:
+        module = importlib.import_module(f"analysis.{name}")
+        for attribute, value in vars(module).items():
+            if not attribute.startswith("_") and inspect.isfunction(value) and value.__module__ == module.__name__:
+                found[f"{module.__name__}.{attribute}"] = value
+    return [pytest.param(name, function, id=name) for name, function in found.items()]
+
+
+@pytest.mark.parametrize(("name", "function"), _public_functions())
+def test_public_function_has_returns_and_a_runnable_example(name, function):
+    doc = inspect.getdoc(function) or ""
+    assert "\nReturns\n-------\n" in doc, f"{name}: no Returns section"
+    assert "\nExamples\n--------\n" in doc and "\n>>> " in doc, f"{name}: no Examples section with a doctest"
