@@ -3,16 +3,17 @@
 Rules: an annotator holds at most one active assignment per study (asking again resumes it); they never
 get an assignment holding a context they have already seen in this study (so a response's k ratings come
 from k distinct people); assignments are handed out in design order; a claim is an atomic
-`UPDATE ... WHERE status = 'open'`, so two annotators asking at once never get the same assignment.
+`UPDATE ... WHERE status = 'open'` (`claim`, also used when crowd work is ingested), so two annotators
+asking at once never get the same assignment.
 An assignment not submitted by its deadline expires and a copy with the same items goes back to the pool.
 """
 from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import CursorResult, Engine, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from server.errors import NotFound
@@ -97,14 +98,32 @@ def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: 
             if contexts[assignment_id] & seen:
                 continue
             with unit_of_work(engine) as session:
-                claimed = session.execute(
-                    update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open")
-                    .values(status="assigned", annotator_id=annotator_id, started_at=now,
-                            expires_at=now + timedelta(minutes=minutes))
-                ).rowcount
-            if claimed:
-                return assignment_id
+                if claim(session, assignment_id, annotator_id, now=now, minutes=minutes):
+                    return assignment_id
     return None
+
+
+def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datetime, minutes: int | None) -> bool:
+    """Give an open assignment to the annotator: one `UPDATE ... WHERE status = 'open'`, so of two claims at
+    once exactly one wins. True when this call claimed it. The assignment expires `minutes` after `now`;
+    None means no local deadline (crowd work is timed by the platform, not here)."""
+    expires_at = None if minutes is None else now + timedelta(minutes=minutes)
+    claimed = session.execute(
+        update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open")
+        .values(status="assigned", annotator_id=annotator_id, started_at=now, expires_at=expires_at)
+    )
+    return bool(cast("CursorResult[Any]", claimed).rowcount)
+
+
+def release(session: Session, assignment_id: int, annotator_id: int) -> bool:
+    """Undo a claim whose work was not stored: the assignment goes back to the pool as it was, if this
+    annotator still holds it unsubmitted. True when it was released."""
+    released = session.execute(
+        update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "assigned",
+                                 Assignment.annotator_id == annotator_id)
+        .values(status="open", annotator_id=None, started_at=None, expires_at=None)
+    )
+    return bool(cast("CursorResult[Any]", released).rowcount)
 
 
 def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
