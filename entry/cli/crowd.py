@@ -1,11 +1,12 @@
 """`empeval crowd ...`: launch, follow, ingest, stop and review crowd runs of a study through Mephisto.
 
 The runner lives in the crowd virtualenv (.venv-crowd, `make crowd`); these commands talk to it through the
-job directory (see tasks/likert/runner.py for the contract).
+job directory, whose files tasks/crowd/contract.py defines.
 """
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import click
 from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 from server.annotation.annotators import pseudonym_for
 from server.annotation.secrets import secret_key
-from tasks.crowd import jobs
+from tasks.crowd import contract, jobs
 from tasks.crowd.ingest import ingest as ingest_results
 from tasks.crowd.review import auto_actions, carry_out, check_actions, submissions
 
@@ -27,20 +28,22 @@ def _job(study: str, job_id: str | None) -> Path:
 
 def _recover_and_ingest(obj: CliContext, job_dir: Path) -> None:
     """Ingest results.jsonl; when the runner is not live, first let Mephisto's database fill any gap a crash
-    left in results.jsonl."""
-    status = jobs.read_status(job_dir)
-    if status.get("state") not in ("starting", "running"):
+    left in results.jsonl. Every rejected line is listed, and then the command fails (exit 2)."""
+    if not jobs.read_status(job_dir).live:
         done = jobs.run_in_crowd_env("collect", str(job_dir))
         if done.returncode != 0:
             click.secho(f"warning: could not check Mephisto's database for missed units: {done.stderr.strip()[-500:]}",
                         fg="yellow", err=True)
         elif (recovered := json.loads(done.stdout.strip().splitlines()[-1]).get("added")):
             click.echo(f"recovered {recovered} submitted units missing from results.jsonl")
-    job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
-    report = ingest_results(obj.engine(), job_dir, job["provider"])
-    click.echo(f"{job['study']} / {job_dir.name}: {report.describe()}")
+    job = jobs.load_job(job_dir)
+    report = ingest_results(obj.engine(), job_dir)
+    click.echo(f"{job.study} / {job_dir.name}: {report.describe()}")
     for problem in report.problems:
         click.secho(f"  {problem}", fg="yellow")
+    if report.rejected:
+        raise jobs.CrowdError(f"{report.rejected} of {report.lines} result lines were rejected (listed above); the "
+                              f"others are stored")
 
 
 @click.group()
@@ -52,7 +55,8 @@ def crowd() -> None:
 @click.argument("study")
 @click.option("--provider", type=click.Choice(jobs.PROVIDERS), default="mock", show_default=True)
 @click.option("--units", type=click.IntRange(min=1), help="Put only the first N open assignments on the crowd.")
-@click.option("--reward", type=click.FloatRange(min=0), help="Reward per unit (default: the study's pay.per_assignment).")
+@click.option("--reward", type=click.FloatRange(min=0),
+              help="Reward per unit (default: the study's pay.per_assignment).")
 @click.option("--port", type=click.IntRange(1, 65535), default=3000, show_default=True,
               help="Local port of Mephisto's task server (it listens on 127.0.0.1 only).")
 @click.option("--public-url", help="MTurk: the public HTTPS URL forwarded to 127.0.0.1:PORT (a tunnel or proxy).")
@@ -75,27 +79,25 @@ def launch(obj: CliContext, study: str, provider: str, units: int | None, reward
                                     timeout_seconds=timeout_seconds, public_url=public_url, aws_profile=aws_profile,
                                     onboarding=onboarding, min_control_pass_rate=min_control_pass_rate)
     click.echo(f"cost: {cost.describe(provider)}")
-    if provider == "mturk" and not yes and not click.confirm(f"Spend up to {cost.total:.2f} {cost.currency} on live MTurk?"):
-        import shutil
-
+    spend = f"Spend up to {cost.total:.2f} {cost.currency} on live MTurk?"
+    if provider == "mturk" and not yes and not click.confirm(spend):
         shutil.rmtree(job_dir)
-        fail("not launched", EXIT_BAD_INPUT)
+        raise jobs.CrowdError("not launched")
     started = time.monotonic()
     jobs.start_runner(job_dir)
-    status = jobs.wait_for(job_dir, {"running", "failed", "completed", "stopped", "dead"}, timeout=180)
-    if status.get("state") != "running":
+    status = jobs.wait_for(job_dir, jobs.ENDED | {contract.RUNNING}, timeout=180)
+    if status.state != contract.RUNNING:
         log_tail = (job_dir / "runner.log").read_text(encoding="utf-8", errors="replace")[-3000:]
-        fail(f"the run did not start ({status.get('state')}: {status.get('error')}); runner.log ends:\n{log_tail}",
-             EXIT_RUN_FAILED)
-    click.echo(f"job {job_dir.name}: run {status['run_id']} live in {time.monotonic() - started:.1f}s, "
-               f"{status['units_total']} units")
+        fail(f"the run did not start ({status.state}: {status.error}); runner.log ends:\n{log_tail}", EXIT_RUN_FAILED)
+    click.echo(f"job {job_dir.name}: run {status.run_id} live in {time.monotonic() - started:.1f}s, "
+               f"{status.units_total} units")
     if provider == "mock":
-        click.echo(f"workers: {status['url']}/?worker_id=NAME&assignment_id=1")
+        click.echo(f"workers: {status.url}/?worker_id=NAME&assignment_id=1")
     click.echo(f"files: {job_dir}")
     click.echo(f"next: `empeval crowd status {study}`, `empeval crowd ingest {study}`, `empeval crowd review {study}`")
     if wait:
-        final = jobs.wait_for(job_dir, {"completed", "stopped", "timeout", "failed", "dead"}, timeout=timeout_seconds + 120)
-        click.echo(f"run ended: {final.get('state')}")
+        final = jobs.wait_for(job_dir, jobs.ENDED, timeout=timeout_seconds + 120)
+        click.echo(f"run ended: {final.state}")
         _recover_and_ingest(obj, job_dir)
 
 
@@ -106,12 +108,17 @@ def status(study: str, job_id: str | None) -> None:
     """State of a crowd run: run id, URL, units done, state."""
     job_dir = _job(study, job_id)
     current = jobs.read_status(job_dir)
-    results = len(jobs.read_results(job_dir / "results.jsonl"))
-    click.echo(f"job       {job_dir.name}")
-    for key in ("state", "run_id", "url", "units_total", "units_done", "error"):
-        if current.get(key) is not None:
-            click.echo(f"{key:<10}{current[key]}")
-    click.echo(f"{'results':<10}{results} lines in results.jsonl")
+    results = contract.read_results(job_dir / contract.RESULTS_FILE)
+    lines = f"{len(results)} lines in results.jsonl"
+    if results.problems:
+        lines += f", {len(results.problems)} not valid (`crowd ingest` lists them)"
+    rows = [("job", job_dir.name)]
+    rows += [(key, getattr(current, key)) for key in ("state", "run_id", "url", "units_total", "units_done", "error")
+             if getattr(current, key) is not None]
+    rows.append(("results", lines))
+    width = max(len(key) for key, _ in rows) + 2
+    for key, value in rows:
+        click.echo(f"{key:<{width}}{value}")
 
 
 @crowd.command()
@@ -132,7 +139,7 @@ def stop(study: str, job_id: str | None, wait_seconds: float) -> None:
     """Stop a crowd run (units in progress are expired); then run `crowd ingest`."""
     job_dir = _job(study, job_id)
     final = jobs.stop(job_dir, wait=wait_seconds)
-    click.echo(f"job {job_dir.name}: {final.get('state')}; next: `empeval crowd ingest {study}`")
+    click.echo(f"job {job_dir.name}: {final.state}; next: `empeval crowd ingest {study}`")
 
 
 @crowd.command()
@@ -140,9 +147,12 @@ def stop(study: str, job_id: str | None, wait_seconds: float) -> None:
 @click.option("--job", "job_id", help="A job id (default: the study's newest job).")
 @click.option("--auto", is_flag=True, help="Approve pending work that passed its controls; list the rest.")
 @click.option("--approve", "approve_units", multiple=True, metavar="UNIT", help="Approve this unit's work.")
-@click.option("--reject", "reject_units", multiple=True, metavar="UNIT", help="Reject this unit's work (needs --reason).")
-@click.option("--bonus", "bonus_units", multiple=True, metavar="UNIT", help="Pay a bonus for this unit (needs --amount, --reason).")
-@click.option("--block", "block_units", multiple=True, metavar="UNIT", help="Block this unit's worker (needs --reason).")
+@click.option("--reject", "reject_units", multiple=True, metavar="UNIT",
+              help="Reject this unit's work (needs --reason).")
+@click.option("--bonus", "bonus_units", multiple=True, metavar="UNIT",
+              help="Pay a bonus for this unit (needs --amount, --reason).")
+@click.option("--block", "block_units", multiple=True, metavar="UNIT",
+              help="Block this unit's worker (needs --reason).")
 @click.option("--reason", help="What the worker is told (rejections, bonuses, blocks).")
 @click.option("--amount", type=click.FloatRange(min=0), help="Bonus amount per unit.")
 @click.option("--force", is_flag=True, help="Allow rejecting work that passed its controls.")
@@ -153,7 +163,7 @@ def review(obj: CliContext, study: str, job_id: str | None, auto: bool, approve_
 
     Without an action: the list. Workers appear under their pseudonym; UNIT is the Mephisto unit id shown."""
     job_dir = _job(study, job_id)
-    job = json.loads((job_dir / "job.json").read_text(encoding="utf-8"))
+    job = jobs.load_job(job_dir)
     actions = [{"unit_id": u, "action": "approve"} for u in approve_units]
     actions += [{"unit_id": u, "action": "reject", "reason": reason} for u in reject_units]
     actions += [{"unit_id": u, "action": "bonus", "reason": reason, "amount": amount} for u in bonus_units]
@@ -176,12 +186,13 @@ def review(obj: CliContext, study: str, job_id: str | None, auto: bool, approve_
     if not actions or held:
         click.echo(f"{'unit':>6}  {'assignment':>10}  {'worker':<24}{'controls':>9}  decision")
         for s in rows:
-            who = pseudonym_for(secret, job["provider"], s.worker_name)
+            who = pseudonym_for(secret, job.provider, s.worker_name)
             flag = "" if s.passed_controls else "  <- held: failed controls"
             click.echo(f"{s.unit_id:>6}  {s.assignment_id:>10}  {who:<24}{s.controls_passed:>4}/{s.controls_n:<4}  "
                        f"{s.decision}{flag if s.decision == 'pending' else ''}")
     if held:
-        click.echo(f"{len(held)} held for review: approve or reject them with --approve UNIT / --reject UNIT --reason TEXT")
+        click.echo(f"{len(held)} held for review: approve or reject them with --approve UNIT / "
+                   f"--reject UNIT --reason TEXT")
 
 
 @crowd.command()

@@ -2,9 +2,17 @@
 
 Each line's Mephisto worker becomes an Annotator(provider, pseudonym_for(secret, provider, worker_name)), so
 the raw worker id never reaches SQL; the line's assignment (one of the study's planned assignments) is
-claimed for that annotator and its ratings go through server.annotation's submit_assignment with the line's
-stable submission id. Re-ingesting the same file, or a file that grew while the run is live, stores nothing
-twice.
+claimed for that annotator with hand-out's own claim and its ratings go through server.annotation's
+submit_assignment with the line's stable submission id. Re-ingesting the same file, or a file that grew
+while the run is live, stores nothing twice.
+
+A line is checked in full before its assignment is claimed (it belongs to the job's study, its assignment
+is one of that study's, its ratings pass the submission rules), so a bad line never leaves an assignment
+claimed with nothing stored. Every rejected line is reported as `file:line: reason`.
+
+Transactions per line: the annotator is read or created in one, the claim is another and the submission a
+third (submit_assignment opens its own, as it does for local annotators); if the submission still fails
+after the checks, the claim is released.
 """
 from __future__ import annotations
 
@@ -12,101 +20,122 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import Engine, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import pseudonym_for
+from server.annotation.annotators import get_or_create_annotator, pseudonym_for
+from server.annotation.handout import claim, release
 from server.annotation.secrets import secret_key
-from server.annotation.submit import submit_assignment
+from server.annotation.submission_schema import ExpectedRatings
+from server.annotation.submit import submit_assignment, validate_submission
 from server.errors import Conflict, EmpevalError
 from server.store.engine import unit_of_work
-from server.store.models import Annotator, Assignment
-from server.store.queries import now_utc
-from tasks.crowd.jobs import read_results
+from server.store.models import Assignment, AssignmentItem, Study
+from server.store.queries import now_utc, study_by_name
+from tasks.crowd import contract
+from tasks.crowd.contract import CrowdResult
+from tasks.crowd.jobs import load_job
+
+REJECTED = ("conflict", "invalid", "other study")
 
 
 @dataclass
 class IngestReport:
     lines: int = 0
-    counts: Counter = field(default_factory=Counter)  # stored, already, conflict, invalid
-    problems: list[str] = field(default_factory=list)
+    counts: Counter = field(default_factory=Counter)  # stored, already, and the REJECTED kinds
+    problems: list[str] = field(default_factory=list)  # one `file:line: reason` per rejected line
+    torn_last_line: bool = False
+
+    @property
+    def rejected(self) -> int:
+        return sum(self.counts[kind] for kind in REJECTED)
 
     def describe(self) -> str:
-        parts = [f"{self.counts[k]} {k}" for k in ("stored", "already", "conflict", "invalid") if self.counts[k]]
-        return f"{self.lines} results: " + (", ".join(parts) or "nothing new")
+        parts = [f"{self.counts[k]} {k}" for k in ("stored", "already", *REJECTED) if self.counts[k]]
+        text = f"{self.lines} results: " + (", ".join(parts) or "nothing new")
+        if self.torn_last_line:
+            text += " (an unfinished last line, cut short by a crash, was left out)"
+        return text
+
+    def reject(self, kind: str, where: str, reason: str) -> None:
+        self.counts[kind] += 1
+        self.problems.append(f"{where}: {reason}")
 
 
-def crowd_annotator(engine: Engine, provider: str, worker_name: str, secret: str) -> int:
-    pseudonym = pseudonym_for(secret, provider, worker_name)
-    for _ in range(2):
-        with unit_of_work(engine) as session:
-            found = session.scalar(select(Annotator.id).where(Annotator.provider == provider,
-                                                              Annotator.pseudonym == pseudonym))
-            if found is not None:
-                return found
-        try:
-            with unit_of_work(engine) as session:
-                annotator = Annotator(provider=provider, pseudonym=pseudonym)
-                session.add(annotator)
-                session.flush()
-                return annotator.id
-        except IntegrityError:  # created concurrently: read it again
-            continue
-    raise RuntimeError(f"could not create the annotator for a {provider} worker")
+class LineRejected(Exception):
+    def __init__(self, kind: str, reason: str):
+        super().__init__(reason)
+        self.kind, self.reason = kind, reason
 
 
-def claim(engine: Engine, assignment_id: int, annotator_id: int) -> str | None:
-    """Give the assignment to the crowd annotator who did it. None when that worked (or was done already),
-    else why not."""
-    with unit_of_work(engine) as session:
-        claimed = session.execute(
-            update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open")
-            # Crowd timing is the platform's business: no local expiry on a crowd-claimed assignment.
-            .values(status="assigned", annotator_id=annotator_id, started_at=now_utc(), expires_at=None)
-        ).rowcount
-        if claimed:
-            return None
-        assignment = session.get(Assignment, assignment_id)
-        if assignment is None:
-            return f"assignment {assignment_id} is not in the store"
-        if assignment.annotator_id == annotator_id:
-            return None
-        return (f"assignment {assignment_id} is {assignment.status} for another annotator (was the study also "
-                f"served locally while on the crowd?)")
-
-
-def ingest(engine: Engine, job_dir: Path, provider: str) -> IngestReport:
-    report = IngestReport()
+def ingest(engine: Engine, job_dir: Path) -> IngestReport:
+    """Store every new line of the job's results.jsonl; see the module docstring."""
+    job_dir = Path(job_dir)
+    job = load_job(job_dir)
+    path = job_dir / contract.RESULTS_FILE
+    found = contract.read_results(path)
+    report = IngestReport(lines=len(found.records) + len(found.problems), torn_last_line=found.torn_last_line)
+    for problem in found.problems:
+        report.counts["invalid"] += 1
+        report.problems.append(problem)
     secret = secret_key(engine)
-    for record in read_results(Path(job_dir) / "results.jsonl"):
-        report.lines += 1
-        where = f"unit {record.get('unit_id')} (assignment {record.get('assignment_id')})"
-        if _already_stored(engine, int(record["assignment_id"]), record["submission_id"]):
-            report.counts["already"] += 1
-            continue
-        annotator_id = crowd_annotator(engine, provider, record["worker_name"], secret)
-        problem = claim(engine, int(record["assignment_id"]), annotator_id)
-        if problem:
-            report.counts["conflict"] += 1
-            report.problems.append(f"{where}: {problem}")
-            continue
-        outputs = record.get("outputs") or {}
-        payload = {"submission_id": record["submission_id"], "ratings": outputs.get("ratings")}
-        if outputs.get("comment"):
-            payload["comment"] = outputs["comment"]
+    with Session(engine) as session:
+        study_id = study_by_name(session, job.study).id
+    for number, record in zip(found.line_numbers, found.records, strict=True):
         try:
-            submit_assignment(engine, int(record["assignment_id"]), annotator_id, payload)
-        except EmpevalError as error:
-            kind = "conflict" if isinstance(error, Conflict) else "invalid"
-            report.counts[kind] += 1
-            report.problems.append(f"{where}: {error.message}")
-            continue
-        report.counts["stored"] += 1
+            report.counts[_ingest_line(engine, record, job.study, study_id, job.provider, secret)] += 1
+        except LineRejected as rejected:
+            report.reject(rejected.kind, f"{path}:{number}", rejected.reason)
     return report
 
 
-def _already_stored(engine: Engine, assignment_id: int, submission_id: str) -> bool:
+def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int, provider: str, secret: str) -> str:
+    """Store one line; returns "stored" or "already", raises LineRejected."""
+    where = f"unit {record.unit_id} (assignment {record.assignment_id})"
+    if record.study != study:
+        raise LineRejected("other study", f"{where} is a result of study {record.study!r}, not of this job's "
+                                          f"study {study!r}")
+    payload = {"submission_id": record.submission_id, "ratings": record.outputs.get("ratings")}
+    if record.outputs.get("comment"):
+        payload["comment"] = record.outputs["comment"]
     with Session(engine) as session:
-        assignment = session.get(Assignment, assignment_id)
-        return assignment is not None and assignment.status == "submitted" and assignment.submission_id == submission_id
+        assignment = session.get(Assignment, record.assignment_id)
+        if assignment is None or assignment.study_id != study_id:
+            raise LineRejected("invalid", f"{where}: assignment {record.assignment_id} is not one of study "
+                                          f"{study!r}'s")
+        if assignment.status == "submitted" and assignment.submission_id == record.submission_id:
+            return "already"
+        elsewhere = session.scalar(select(Assignment.id).where(Assignment.submission_id == record.submission_id))
+        if elsewhere is not None:
+            raise LineRejected("conflict", f"{where}: submission {record.submission_id} is stored already, for "
+                                           f"assignment {elsewhere}")
+        config = session.get(Study, study_id).config
+        item_ids = session.scalars(select(AssignmentItem.item_id)
+                                   .where(AssignmentItem.assignment_id == record.assignment_id)
+                                   .order_by(AssignmentItem.position)).all()
+    try:
+        validate_submission(payload, ExpectedRatings(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
+                                                     low=config.scale.min, high=config.scale.max))
+    except EmpevalError as error:
+        raise LineRejected("invalid", f"{where}: {error.message}") from None
+
+    annotator_id = get_or_create_annotator(engine, provider, pseudonym_for(secret, provider, record.worker_name)).id
+    with unit_of_work(engine) as session:
+        # Crowd timing is the platform's business: no local expiry on a crowd-claimed assignment.
+        claimed_now = claim(session, record.assignment_id, annotator_id, now=now_utc(), minutes=None)
+        if not claimed_now:
+            holder = session.get(Assignment, record.assignment_id)
+            if holder.annotator_id != annotator_id:
+                raise LineRejected("conflict", f"{where}: assignment {record.assignment_id} is {holder.status} for "
+                                               f"another annotator (was the study also served locally while on the "
+                                               f"crowd?)")
+    try:
+        submit_assignment(engine, record.assignment_id, annotator_id, payload)
+    except EmpevalError as error:
+        if claimed_now:
+            with unit_of_work(engine) as session:
+                release(session, record.assignment_id, annotator_id)
+        kind = "conflict" if isinstance(error, Conflict) else "invalid"
+        raise LineRejected(kind, f"{where}: {error.message}") from None
+    return "stored"
+

@@ -1,11 +1,13 @@
 """Crowd jobs on the app side: write a job directory for the runner, start and stop the runner, read status.
 
-A job directory (under $EMPEVAL_CROWD_DIR, default ./crowd-runs/<study>/<job_id>/) holds the contract that
-tasks/likert/runner.py documents: job.json and items.jsonl written here, results.jsonl, status.json and
-review.jsonl written by the runner, runner.log with its output, and `stop` to end the run.
+A job directory (under $EMPEVAL_CROWD_DIR, default ./crowd-runs/<study>/<job_id>/) holds the files that
+tasks.crowd.contract defines: job.json and items.jsonl written here, results.jsonl, status.json and
+review.jsonl written by the runner (tasks/likert/runner.py), runner.log with its output, and `stop` to end
+the run.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -14,7 +16,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -24,13 +25,16 @@ from server.errors import BadInput
 from server.store.models import Assignment, AssignmentItem, Response, StudyItem
 from server.store.queries import study_by_name
 from server.store.study_config import Pay
+from tasks.crowd import contract
+from tasks.crowd.contract import Control, CrowdJob, CrowdUnit, JobStatus
 from tasks.ui import MEPHISTO_BUNDLE
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "tasks" / "likert" / "runner.py"
 ONBOARDING = REPO / "tasks" / "likert" / "onboarding.json"
 BUNDLE = MEPHISTO_BUNDLE
-PROVIDERS = ("mock", "mturk_sandbox", "mturk")
+PROVIDERS = contract.PROVIDERS
+ENDED = set(contract.FINAL_STATES)
 
 
 class CrowdError(BadInput):
@@ -54,11 +58,15 @@ class Cost:
     units: int
     reward: float
     fee_rate: float
-    currency: str
+    pay: Pay
+
+    @property
+    def currency(self) -> str:
+        return self.pay.currency
 
     @property
     def total(self) -> float:
-        return Pay(per_assignment=self.reward, platform_fee=self.fee_rate).cost(self.units) or 0.0
+        return self.pay.cost(self.units, reward=self.reward, fee_rate=self.fee_rate) or 0.0
 
     def describe(self, provider: str) -> str:
         text = (f"{self.units} units x {self.reward:.2f} {self.currency} reward + {self.fee_rate:.0%} fees = "
@@ -69,21 +77,23 @@ class Cost:
 
 
 def open_assignments(session: Session, study_id: int) -> list[int]:
-    return list(session.scalars(select(Assignment.id).where(Assignment.study_id == study_id, Assignment.status == "open")
+    return list(session.scalars(select(Assignment.id)
+                                .where(Assignment.study_id == study_id, Assignment.status == "open")
                                 .order_by(Assignment.design_index, Assignment.id)))
 
 
-def unit_line(engine: Engine, session: Session, assignment_id: int) -> dict[str, Any]:
+def unit_line(engine: Engine, session: Session, assignment_id: int) -> CrowdUnit:
     rows = session.execute(
         select(StudyItem.id, StudyItem.is_control, StudyItem.control_target, Response.context_id)
         .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
         .join(Response, Response.id == StudyItem.response_id)
         .where(AssignmentItem.assignment_id == assignment_id)
     ).all()
-    return {"assignment_id": assignment_id,
-            "context_ids": sorted({context_id for *_, context_id in rows}),
-            "controls": [{"item_id": item_id, "target": target} for item_id, is_control, target, _ in rows if is_control],
-            "payload": assignment_payload(engine, assignment_id)}
+    return CrowdUnit(assignment_id=assignment_id,
+                     context_ids=sorted({context_id for *_, context_id in rows}),
+                     controls=[Control(item_id=item_id, target=target)
+                               for item_id, is_control, target, _ in rows if is_control],
+                     payload=assignment_payload(engine, assignment_id))
 
 
 def seen_contexts(study: str) -> dict[str, list[int]]:
@@ -91,30 +101,25 @@ def seen_contexts(study: str) -> dict[str, list[int]]:
     the runner never hands a worker a context twice across jobs."""
     seen: dict[str, set[int]] = {}
     for job_dir in sorted((crowd_root() / study).glob("*/")):
-        results, items = job_dir / "results.jsonl", job_dir / "items.jsonl"
-        if not results.exists() or not items.exists():
+        if not (job_dir / contract.RESULTS_FILE).exists() or not (job_dir / contract.ITEMS_FILE).exists():
             continue
-        contexts = {}
-        for line in items.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                unit = json.loads(line)
-                contexts[unit["assignment_id"]] = unit["context_ids"]
-        for record in read_results(results):
-            seen.setdefault(record["worker_name"], set()).update(contexts.get(record["assignment_id"], []))
+        units = _contract(contract.read_items, job_dir)
+        for result in contract.read_results(job_dir / contract.RESULTS_FILE).records:
+            unit = units.get(result.assignment_id)
+            seen.setdefault(result.worker_name, set()).update(unit.context_ids if unit else [])
     return {worker: sorted(ids) for worker, ids in seen.items()}
 
 
-def read_results(path: Path) -> list[dict]:
-    """The complete lines of a results.jsonl (a last line cut short by a crash is skipped)."""
-    records = []
-    if not path.exists():
-        return records
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+def _contract(read, *args):
+    """A contract reader, its errors as CrowdError (a BadInput: the CLI maps it to exit 2)."""
+    try:
+        return read(*args)
+    except contract.ContractError as error:
+        raise CrowdError(f"{error}") from None
+
+
+def load_job(job_dir: Path) -> CrowdJob:
+    return _contract(contract.read_job, job_dir)
 
 
 def create_job(engine: Engine, study_name: str, *, provider: str, units: int | None = None, port: int = 3000,
@@ -145,32 +150,22 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
     if unit_reward is None:
         raise CrowdError(f"study {study_name!r} has no pay.per_assignment: give --reward")
     fee = 0.0 if provider == "mock" else pay.platform_fee
-    cost = Cost(units=len(lines), reward=float(unit_reward), fee_rate=fee, currency=pay.currency)
+    cost = Cost(units=len(lines), reward=float(unit_reward), fee_rate=fee, pay=pay)
 
     job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     job_dir = crowd_root() / study_name / job_id
+    job = CrowdJob(
+        job_id=job_id, study=study_name, provider=provider, reward=cost.reward, created_at=time.time(),
+        task_name=f"empeval-{study_name}", currency=cost.currency, fee_rate=fee, estimated_cost=cost.total,
+        assignment_duration_seconds=config.design.assignment_minutes * 60, lifetime_seconds=lifetime_seconds,
+        port=port, public_url=public_url, timeout_seconds=timeout_seconds, bundle=str(BUNDLE), aws_profile=aws_profile,
+        onboarding=json.loads(ONBOARDING.read_text(encoding="utf-8")) if onboarding else None,
+        min_control_pass_rate=min_control_pass_rate, seen_contexts=seen_contexts(study_name),
+        **({"title": config.title} if config.title else {}),
+    )
     job_dir.mkdir(parents=True)
-    job = {
-        "job_id": job_id, "study": study_name, "provider": provider, "created_at": time.time(),
-        "task_name": f"empeval-{study_name}",
-        "title": config.title or "Rate replies in conversations about feelings",
-        "description": ("Read short conversations in which someone shares an experience, and rate one reply in "
-                        "each for empathy, relevance and fluency (1-5)."),
-        "reward": cost.reward, "currency": cost.currency, "fee_rate": fee, "estimated_cost": cost.total,
-        "tags": ["empathy", "dialogue", "rating", "conversation", "research"],
-        "assignment_duration_seconds": config.design.assignment_minutes * 60,
-        "lifetime_seconds": lifetime_seconds, "units_per_assignment": 1,
-        "port": port, "hostname": "http://127.0.0.1", "router_host": "127.0.0.1", "public_url": public_url,
-        "timeout_seconds": timeout_seconds, "bundle": str(BUNDLE),
-        "aws_profile": aws_profile,
-        "onboarding": json.loads(ONBOARDING.read_text(encoding="utf-8")) if onboarding else None,
-        "min_control_pass_rate": min_control_pass_rate,
-        "seen_contexts": seen_contexts(study_name),
-    }
-    (job_dir / "job.json").write_text(json.dumps(job, indent=1), encoding="utf-8")
-    with open(job_dir / "items.jsonl", "w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(json.dumps(line) + "\n")
+    contract.write_job(job_dir, job)
+    contract.write_items(job_dir, lines)
     return job_dir, cost
 
 
@@ -186,13 +181,14 @@ def start_runner(job_dir: Path, *, env: dict[str, str] | None = None) -> subproc
         log.close()
 
 
-def read_status(job_dir: Path) -> dict[str, Any]:
-    path = job_dir / "status.json"
-    if not path.exists():
-        return {"state": "not started"}
-    status = json.loads(path.read_text(encoding="utf-8"))
-    if status.get("state") in ("starting", "running") and not _alive(status.get("pid")):
-        status["state"] = "dead"  # killed without a chance to say so; `crowd ingest` recovers its units
+def read_status(job_dir: Path) -> JobStatus:
+    """The run's status; NOT_STARTED before the runner writes one, DEAD for a live state whose runner is
+    gone (killed without a chance to say so; `crowd ingest` recovers its units)."""
+    status = _contract(contract.read_status, job_dir)
+    if status is None:
+        return JobStatus(job_id=job_dir.name, state=contract.NOT_STARTED)
+    if status.live and not _alive(status.pid):
+        status = dataclasses.replace(status, state=contract.DEAD)
     return status
 
 
@@ -211,22 +207,23 @@ def _alive(pid: int | None) -> bool:
         return True
 
 
-def wait_for(job_dir: Path, states: set[str], *, timeout: float) -> dict[str, Any]:
+def wait_for(job_dir: Path, states: set[str], *, timeout: float) -> JobStatus:
+    """Poll status.json until its state is one of `states` or `timeout` seconds have passed."""
     deadline = time.monotonic() + timeout
     while True:
         status = read_status(job_dir)
-        if status.get("state") in states or time.monotonic() > deadline:
+        if status.state in states or time.monotonic() > deadline:
             return status
         time.sleep(0.2)
 
 
-def stop(job_dir: Path, *, wait: float = 60.0) -> dict[str, Any]:
+def stop(job_dir: Path, *, wait: float = 60.0) -> JobStatus:
     """Ask the runner to stop (the stop file); after `wait` seconds without an answer, SIGTERM it."""
-    (job_dir / "stop").touch()
-    status = wait_for(job_dir, {"completed", "stopped", "timeout", "failed", "dead", "not started"}, timeout=wait)
-    if status.get("state") in ("starting", "running") and _alive(status.get("pid")):
-        os.kill(status["pid"], signal.SIGTERM)
-        status = wait_for(job_dir, {"completed", "stopped", "timeout", "failed", "dead"}, timeout=30)
+    (job_dir / contract.STOP_FILE).touch()
+    status = wait_for(job_dir, ENDED | {contract.NOT_STARTED}, timeout=wait)
+    if status.live and _alive(status.pid):
+        os.kill(status.pid, signal.SIGTERM)
+        status = wait_for(job_dir, ENDED, timeout=30)
     return status
 
 
@@ -241,14 +238,14 @@ def job_dir_for(study: str, job_id: str | None = None) -> Path:
     base = crowd_root() / study
     if job_id:
         path = base / job_id
-        if not (path / "job.json").exists():
+        if not (path / contract.JOB_FILE).exists():
             raise CrowdError(f"no crowd job {job_id!r} for study {study!r} under {base}")
         return path
-    jobs = sorted(p for p in base.glob("*/") if (p / "job.json").exists())
+    jobs = sorted(p for p in base.glob("*/") if (p / contract.JOB_FILE).exists())
     if not jobs:
         raise CrowdError(f"study {study!r} has no crowd job under {base}: run `empeval crowd launch {study}`")
     return jobs[-1]
 
 
-__all__ = ["CrowdError", "Cost", "create_job", "start_runner", "read_status", "stop", "wait_for", "job_dir_for",
-           "read_results", "run_in_crowd_env", "crowd_python", "crowd_root"]
+__all__ = ["CrowdError", "Cost", "create_job", "load_job", "start_runner", "read_status", "stop", "wait_for",
+           "job_dir_for", "run_in_crowd_env", "crowd_python", "crowd_root"]

@@ -1,8 +1,8 @@
 """Reviewing crowd work: which submissions to approve, which to hold, and the actions run through Mephisto.
 
 The rule (set per job at launch, `--min-control-pass-rate`): a submission whose worker scored the control
-items as a careful rater would (see runner.score_controls) is approved automatically; the others are held
-for the researcher, who approves, rejects (with a reason the worker reads), bonuses or blocks.
+items as a careful rater would (tasks.crowd.contract.score_controls) is approved automatically; the others
+are held for the researcher, who approves, rejects (with a reason the worker reads), bonuses or blocks.
 
 MTurk's rules that this follows: a rejection must tell the worker why (RequesterFeedback) and lowers their
 approval rate, so it needs a reason and is allowed only for held work (failed controls) unless forced;
@@ -16,7 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.crowd.jobs import CrowdError, read_results, run_in_crowd_env
+from tasks.crowd import contract
+from tasks.crowd.jobs import CrowdError, run_in_crowd_env
 
 MIN_REJECT_REASON = 20
 
@@ -35,7 +36,7 @@ class Submission:
 def reviewed(job_dir: Path) -> dict[str, list[dict]]:
     """Review actions already carried out, by unit id."""
     done: dict[str, list[dict]] = {}
-    path = job_dir / "review.jsonl"
+    path = job_dir / contract.REVIEW_FILE
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
@@ -45,21 +46,23 @@ def reviewed(job_dir: Path) -> dict[str, list[dict]]:
 
 
 def submissions(job_dir: Path) -> list[Submission]:
+    """One entry per submitted unit in results.jsonl (lines that are not valid records are `crowd ingest`'s
+    to report), with the review decision carried out so far."""
     done = reviewed(job_dir)
     result = []
     seen = set()
-    for record in read_results(job_dir / "results.jsonl"):
-        unit_id = str(record["unit_id"])
-        if unit_id in seen:
+    for record in contract.read_results(job_dir / contract.RESULTS_FILE).records:
+        if record.unit_id in seen:
             continue
-        seen.add(unit_id)
+        seen.add(record.unit_id)
         decision = "pending"
-        for action in done.get(unit_id, []):
+        for action in done.get(record.unit_id, []):
             if action.get("ok") and action["action"] in ("approve", "reject"):
                 decision = "approved" if action["action"] == "approve" else "rejected"
-        result.append(Submission(unit_id=unit_id, assignment_id=record["assignment_id"], worker_name=record["worker_name"],
-                                 controls_n=record["controls"]["n"], controls_passed=record["controls"]["passed"],
-                                 passed_controls=record["passed_controls"], decision=decision))
+        result.append(Submission(unit_id=record.unit_id, assignment_id=record.assignment_id,
+                                 worker_name=record.worker_name, controls_n=record.controls.n,
+                                 controls_passed=record.controls.passed, passed_controls=record.passed_controls,
+                                 decision=decision))
     return result
 
 
@@ -77,7 +80,7 @@ def check_actions(job_dir: Path, actions: list[dict], *, force: bool = False) ->
     for action in actions:
         unit = by_unit.get(str(action["unit_id"]))
         if unit is None:
-            raise CrowdError(f"unit {action['unit_id']} has no submission in {job_dir / 'results.jsonl'}")
+            raise CrowdError(f"unit {action['unit_id']} has no submission in {job_dir / contract.RESULTS_FILE}")
         kind = action["action"]
         if kind == "reject":
             reason = (action.get("reason") or "").strip()

@@ -1,136 +1,64 @@
 """The crowd runner: one Mephisto run of a Likert study, driven by files. Runs inside .venv-crowd
-(Python 3.10) and imports only Mephisto and the standard library.
+(Python 3.10) and imports only Mephisto (with Hydra, the configuration system its task configs are written
+in), the standard library, and two files loaded by path: the crowd contract (tasks/crowd/contract.py, the
+job files, defined once for the runner and the app) and tasks/likert/mephisto_compat.py (every Mephisto
+1.1.1 workaround, each restored when the run ends).
 
-Contract (DESIGN.md: the runner and the app share only these files, in one job directory):
-  in   job.json      what to run: job_id, study, provider (mock | mturk_sandbox | mturk), task texts and
-                     pay, port, timeout, onboarding test, review rule (min_control_pass_rate), contexts
-                     each worker saw in earlier jobs (seen_contexts, by Mephisto worker name)
-       items.jsonl   one line per unit: {"assignment_id", "context_ids", "controls": [{"item_id",
-                     "target"}], "payload": <what the task UI shows, as server.annotation's assignment_payload>}
-  out  results.jsonl one line per submitted unit, appended, flushed and fsynced: {"submission_id" (stable:
-                     job id + Mephisto unit id), "assignment_id", "worker_name", "agent_id", "unit_id",
-                     "outputs": {"ratings", "comment"}, "controls": {"n", "passed"}, "passed_controls", ...}
-       status.json   {"job_id", "state", "run_id", "url", "units_total", "units_done", "pid", "updated_at",
-                     "error"}; state: starting, running, completed, stopped, timeout, failed
-       review.jsonl  one line per review action carried out (`review` command)
-  control          a file named `stop` in the job directory ends the run (SIGTERM and SIGINT do too)
+The job directory (see the contract): job.json and items.jsonl in; results.jsonl (one line per submitted
+unit), status.json, review.jsonl and owned-processes.json (the router processes and server dirs this
+runner started, so cleanup touches nothing else) out; a file named `stop` ends the run (SIGTERM and SIGINT
+do too).
 
 Commands:
   runner.py launch JOB_DIR            launch, follow and shut down the run (exit 0 only if it completed or
-                                      was stopped on request; non-zero when the launch failed)
+                                      was stopped on request; 3 on timeout; 2 when the launch failed)
   runner.py collect JOB_DIR           after a crash: append any submitted unit missing from results.jsonl
   runner.py review JOB_DIR ACTIONS    approve / reject / bonus / block, ACTIONS a JSON list of
                                       {"unit_id", "action", "reason", "amount"}
   runner.py register NAME             write AWS keys from $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY to
                                       the ~/.aws/credentials profile NAME (Mephisto's own helper)
-
-Mephisto 1.1.1 quirks handled here (../shared/notes/mephisto-1.1.1.md): it reads $HOME/.mephisto at import
-(HOME is moved into the job directory, AWS files stay where they were); only one run per virtualenv (a lock
-file, and stale routers and server dirs are cleaned before launch); launch_task_run returns None on failure
-(checked); its router and metrics server listen on every interface (both are bound to 127.0.0.1 here).
 """
 from __future__ import annotations
 
 import argparse
-import builtins
-import fcntl
+import contextlib
+import dataclasses
+import importlib.util
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import threading
 import time
+import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CONFIG_DIR = HERE / "hydra_configs"
-ONBOARDING_QUALIFICATION = "empeval-likert-onboarding"
 CONFIG_FOR_PROVIDER = {"mock": "local", "mturk_sandbox": "sandbox", "mturk": "live"}
 SUBMITTED_AGENT_STATES = {"completed", "approved", "rejected", "soft_rejected"}
-FINAL_STATES = {"completed", "stopped", "timeout", "failed"}
+SWEEP_SECONDS = 2.0
 
 log = logging.getLogger("empeval.runner")
 
 
-# ---------------------------------------------------------------- job files (no Mephisto needed)
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, indent=1, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+def _load_by_path(name: str, path: Path) -> types.ModuleType:
+    """Our own modules, by file: the runner runs as a script in the crowd virtualenv, where the app's
+    packages are not importable (and must not be)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look up their module by name
+    spec.loader.exec_module(module)
+    return module
 
 
-def read_items(job_dir: Path) -> dict[int, dict]:
-    items = {}
-    with open(job_dir / "items.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                unit = json.loads(line)
-                items[int(unit["assignment_id"])] = unit
-    return items
-
-
-class ResultsFile:
-    """results.jsonl: append-only, one line per submission id, each line flushed and fsynced.
-
-    A line cut short by a crash (no newline at the end) is dropped on open, so the next line starts clean."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.lock = threading.Lock()
-        self.ids: set[str] = set()
-        if path.exists():
-            data = path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                keep = data.rfind(b"\n") + 1
-                with open(path, "r+b") as handle:
-                    handle.truncate(keep)
-                data = data[:keep]
-            for line in data.decode("utf-8").splitlines():
-                if line.strip():
-                    self.ids.add(json.loads(line)["submission_id"])
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def append(self, record: dict) -> bool:
-        with self.lock:
-            if record["submission_id"] in self.ids:
-                return False
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record, sort_keys=True) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            self.ids.add(record["submission_id"])
-            return True
-
-
-def score_controls(outputs: dict, controls: list[dict], *, min_pass_rate: float) -> dict:
-    """Did the worker score each control below their own mean for real items on the criterion the control
-    is built to fail (the rule of analysis.quality.control_results)? Controls with no real item to compare
-    with are not counted."""
-    by_item = {r.get("item_id"): r.get("scores", {}) for r in outputs.get("ratings", []) if isinstance(r, dict)}
-    control_ids = {c["item_id"] for c in controls}
-    n = passed = 0
-    for control in controls:
-        scores = by_item.get(control["item_id"], {})
-        target = control["target"]
-        real = [s[target] for item, s in by_item.items() if item not in control_ids and isinstance(s.get(target), int)]
-        if not real or not isinstance(scores.get(target), int):
-            continue
-        n += 1
-        passed += scores[target] < sum(real) / len(real)
-    return {"n": n, "passed": passed, "ok": n == 0 or passed / n >= min_pass_rate}
+contract = _load_by_path("empeval_crowd_contract", HERE.parent / "crowd" / "contract.py")
+compat = _load_by_path("empeval_mephisto_compat", HERE / "mephisto_compat.py")
 
 
 def onboarding_passed(answers: dict, onboarding: dict) -> bool:
@@ -138,123 +66,11 @@ def onboarding_passed(answers: dict, onboarding: dict) -> bool:
     return right >= onboarding.get("pass_mark", len(onboarding["questions"]))
 
 
-# ---------------------------------------------------------------- the Mephisto environment
-
-def prepare_home(job_dir: Path) -> Path:
-    """Point HOME at the job directory before Mephisto is imported (it reads $HOME/.mephisto/config.yml at
-    import and asks on stdin when that lacks a data directory); AWS keep reading the real ~/.aws."""
-    real_home = Path(os.environ.get("HOME", str(Path.home())))
-    os.environ.setdefault("AWS_SHARED_CREDENTIALS_FILE", str(real_home / ".aws" / "credentials"))
-    os.environ.setdefault("AWS_CONFIG_FILE", str(real_home / ".aws" / "config"))
-    datapath = job_dir / "mephisto"
-    home = job_dir / "home"
-    (home / ".mephisto").mkdir(parents=True, exist_ok=True)
-    datapath.mkdir(exist_ok=True)
-    (home / ".mephisto" / "config.yml").write_text(f"core:\n  main_data_directory: {datapath}\n", encoding="utf-8")
-    os.environ["HOME"] = str(home)
-    return datapath
+def requester_name(job: Any) -> str:
+    return f"{job.aws_profile}_sandbox" if job.provider == "mturk_sandbox" else job.aws_profile
 
 
-def site_tmp_dir() -> Path:
-    from mephisto.utils.dirs import get_mephisto_tmp_dir
-
-    return Path(get_mephisto_tmp_dir())
-
-
-def acquire_venv_lock() -> Any:
-    """One run per virtualenv (fixed metrics port, shared router build dir): a lock held for the run."""
-    tmp = site_tmp_dir()
-    tmp.mkdir(parents=True, exist_ok=True)
-    handle = open(tmp / "empeval-runner.lock", "a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        raise SystemExit(f"another crowd run is live in this virtualenv ({handle.read().strip()}); "
-                         f"stop it first (`empeval crowd stop`) or wait for it to end")
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}")
-    handle.flush()
-    return handle
-
-
-def clean_stale_servers() -> list[str]:
-    """Kill router processes left running from this virtualenv's tmp dir and remove stale server dirs
-    (a SIGTERM'd run can leave both, and they break the next launch). Called with the venv lock held, so
-    nothing found here belongs to a live run."""
-    tmp = site_tmp_dir()
-    cleaned = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cwd = os.readlink(proc / "cwd")
-        except OSError:
-            continue
-        if cwd.startswith(str(tmp) + os.sep):
-            try:
-                os.kill(int(proc.name), signal.SIGKILL)
-                cleaned.append(f"process {proc.name} in {cwd}")
-            except ProcessLookupError:
-                pass
-    for server_dir in tmp.glob("local_server_*"):
-        shutil.rmtree(server_dir, ignore_errors=True)
-        cleaned.append(str(server_dir))
-    return cleaned
-
-
-def router_source(job_dir: Path) -> Path:
-    """Mephisto's node router, installed as Mephisto does it, copied into the job and bound to one host
-    (EMPEVAL_ROUTER_HOST, 127.0.0.1 unless the job says otherwise) instead of every interface."""
-    from mephisto.abstractions.architects.router.build_router import (
-        NODE_SERVER_SOURCE_ROOT,
-        install_router_files,
-    )
-
-    install_router_files()
-    target = job_dir / "router"
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(NODE_SERVER_SOURCE_ROOT, target, symlinks=True)
-    server_js = target / "server.js"
-    code = server_js.read_text(encoding="utf-8")
-    listen = "server.listen(PORT, function () {"
-    if listen not in code:
-        raise RuntimeError(f"unexpected router source in {NODE_SERVER_SOURCE_ROOT}: cannot bind it to one host")
-    server_js.write_text(code.replace(listen, "server.listen(PORT, process.env.EMPEVAL_ROUTER_HOST || '127.0.0.1', function () {"),
-                         encoding="utf-8")
-    return target
-
-
-def bind_metrics_to_localhost() -> None:
-    """Mephisto's Prometheus client listens on 0.0.0.0:3031; keep it on 127.0.0.1."""
-    import mephisto.operations.operator as operator_module
-    from prometheus_client import start_http_server
-
-    def start_metrics_server(args=None):
-        try:
-            start_http_server(3031, addr="127.0.0.1")
-        except OSError as error:
-            log.warning("metrics server not started on 127.0.0.1:3031 (%s)", error)
-
-    operator_module.start_metrics_server = start_metrics_server
-
-
-def announce_public_url(public_url: str) -> None:
-    """MTurk must send workers to the public HTTPS URL (a tunnel or proxy to 127.0.0.1:<port>), while the
-    runner keeps talking to its router on 127.0.0.1: LocalArchitect would hand MTurk "hostname:port"."""
-    from mephisto.abstractions.architects.local_architect import LocalArchitect
-
-    deploy = LocalArchitect.deploy
-
-    def deploy_behind_public_url(self):
-        deploy(self)
-        return public_url.rstrip("/")
-
-    LocalArchitect.deploy = deploy_behind_public_url
-
-
-def hydra_config(job: dict, job_dir: Path, datapath: Path, router: Path) -> Any:
+def hydra_config(job: Any, datapath: Path, router: Path) -> Any:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from mephisto.operations.hydra_config import (
@@ -262,69 +78,78 @@ def hydra_config(job: dict, job_dir: Path, datapath: Path, router: Path) -> Any:
         register_script_config,
     )
 
-    config_name = CONFIG_FOR_PROVIDER[job["provider"]]
-    register_script_config(name="taskconfig", module=build_default_task_config(config_name))
-    task = {"task_name": job["task_name"], "task_title": job["title"], "task_description": job["description"],
-            "task_reward": job["reward"], "task_tags": ",".join(job["tags"]),
-            "assignment_duration_in_seconds": job["assignment_duration_seconds"],
-            "task_lifetime_in_seconds": job["lifetime_seconds"]}
+    register_script_config(name="taskconfig", module=build_default_task_config(CONFIG_FOR_PROVIDER[job.provider]))
+    task = {"task_name": job.task_name, "task_title": job.title, "task_description": job.description,
+            "task_reward": job.reward, "task_tags": ",".join(job.tags),
+            "assignment_duration_in_seconds": job.assignment_duration_seconds,
+            "task_lifetime_in_seconds": job.lifetime_seconds}
     overrides = [f"+mephisto.datapath={datapath}",
-                 f"mephisto.blueprint.task_source={job['bundle']}",
-                 f"mephisto.blueprint.units_per_assignment={job.get('units_per_assignment', 1)}",
-                 f"mephisto.architect.port={job['port']}",
+                 f"mephisto.blueprint.task_source={job.bundle}",
+                 f"mephisto.blueprint.units_per_assignment={job.units_per_assignment}",
+                 f"mephisto.architect.port={job.port}",
                  f"mephisto.architect.server_source_path={router}"]
-    if job.get("hostname"):
-        overrides.append(f"mephisto.architect.hostname={job['hostname']}")
+    if job.hostname:
+        overrides.append(f"mephisto.architect.hostname={job.hostname}")
     overrides += [f"mephisto.task.{key}={json.dumps(value)}" for key, value in task.items()]
-    if job.get("onboarding"):
-        overrides.append(f"+mephisto.blueprint.onboarding_qualification={job.get('onboarding_qualification', ONBOARDING_QUALIFICATION)}")
-    if job["provider"] != "mock":
+    if job.onboarding:
+        overrides.append(f"+mephisto.blueprint.onboarding_qualification={job.onboarding_qualification}")
+    if job.provider != "mock":
         overrides.append(f"mephisto.provider.requester_name={requester_name(job)}")
-    overrides += job.get("overrides", [])
+    overrides += job.overrides
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.1"):
         return compose(config_name="taskconfig", overrides=overrides)
 
 
-def requester_name(job: dict) -> str:
-    profile = job["aws_profile"]
-    return f"{profile}_sandbox" if job["provider"] == "mturk_sandbox" else profile
-
-
-def ensure_requester(db: Any, job: dict) -> None:
+def ensure_requester(db: Any, job: Any) -> None:
     """MTurk runs need a requester row in this job's database; its keys are the AWS profile's."""
-    if job["provider"] == "mock":
+    if job.provider == "mock":
         return
     from mephisto.abstractions.providers.mturk.mturk_utils import check_aws_credentials
     from mephisto.operations.registry import get_crowd_provider_from_type
 
-    name = requester_name(job)
-    if not check_aws_credentials(job["aws_profile"]):
-        raise SystemExit(f"no AWS profile {job['aws_profile']!r} in {os.environ['AWS_SHARED_CREDENTIALS_FILE']}: "
-                         f"run `empeval crowd register {job['aws_profile']}` with AWS_ACCESS_KEY_ID and "
-                         f"AWS_SECRET_ACCESS_KEY set")
-    if not db.find_requesters(requester_name=name):
-        get_crowd_provider_from_type(job["provider"]).RequesterClass.new(db, name)
+    if not check_aws_credentials(job.aws_profile):
+        raise RuntimeError(f"no AWS profile {job.aws_profile!r} in {os.environ['AWS_SHARED_CREDENTIALS_FILE']}: "
+                           f"run `empeval crowd register {job.aws_profile}` with AWS_ACCESS_KEY_ID and "
+                           f"AWS_SECRET_ACCESS_KEY set")
+    if not db.find_requesters(requester_name=requester_name(job)):
+        get_crowd_provider_from_type(job.provider).RequesterClass.new(db, requester_name(job))
 
 
 # ---------------------------------------------------------------- the run
 
 class Run:
-    def __init__(self, job_dir: Path):
+    """One job as Mephisto's hooks see it: the job, its units, results.jsonl and status.json."""
+
+    def __init__(self, job_dir: Path, job: Any, units: dict, results: Any, status: Any):
         self.job_dir = job_dir
-        self.job = read_json(job_dir / "job.json")
-        self.items = read_items(job_dir)
-        self.results = ResultsFile(job_dir / "results.jsonl")
-        self.status: dict[str, Any] = {"job_id": self.job["job_id"], "state": "starting", "run_id": None, "url": None,
-                                       "units_total": len(self.items), "units_done": len(self.results),
-                                       "pid": os.getpid(), "error": None, "started_at": time.time()}
+        self.job = job
+        self.units = units
+        self.results = results
+        self.status = status
         self.stop_requested = threading.Event()
         self._assignment_of_unit: dict[str, int] = {}
+
+    @classmethod
+    def open(cls, job_dir: Path) -> Run:
+        """The job as its files stand; status.json is left as it is (a new run calls `begin`)."""
+        job = contract.read_job(job_dir)
+        units = contract.read_items(job_dir)
+        results = contract.ResultsFile(job_dir / contract.RESULTS_FILE)
+        for problem in results.problems:
+            log.warning("results.jsonl: %s (left for the app to report)", problem)
+        status = contract.read_status(job_dir) or contract.JobStatus(job_id=job.job_id, state=contract.STARTING,
+                                                                     units_total=len(units))
+        return cls(job_dir, job, units, results, status)
+
+    def begin(self) -> None:
+        self.status = contract.JobStatus(job_id=self.job.job_id, state=contract.STARTING, units_total=len(self.units),
+                                         pid=os.getpid(), started_at=time.time())
         self.write_status()
 
     def write_status(self, **changes: Any) -> None:
-        self.status.update(changes, units_done=len(self.results), updated_at=time.time())
-        write_json_atomic(self.job_dir / "status.json", self.status)
+        self.status = dataclasses.replace(self.status, **changes, units_done=len(self.results), updated_at=time.time())
+        contract.write_status(self.job_dir, self.status)
 
     # --- hooks Mephisto calls
     def assignment_of(self, unit: Any) -> int:
@@ -335,17 +160,18 @@ class Run:
 
     def worker_can_do_unit(self, worker: Any, unit: Any) -> bool:
         """No worker sees a context twice: not in this job, nor in earlier jobs of the study."""
-        wanted = set(self.items[self.assignment_of(unit)]["context_ids"])
-        seen = set(self.job.get("seen_contexts", {}).get(worker.worker_name, []))
+        wanted = set(self.units[self.assignment_of(unit)].context_ids)
+        seen = set(self.job.seen_contexts.get(worker.worker_name, []))
+        run_id = unit.get_assignment().get_task_run().db_id
         for agent in worker.get_agents():
             other = agent.get_unit()
-            if other.db_id != unit.db_id and other.get_assignment().get_task_run().db_id == unit.get_assignment().get_task_run().db_id:
-                seen |= set(self.items[self.assignment_of(other)]["context_ids"])
+            if other.db_id != unit.db_id and other.get_assignment().get_task_run().db_id == run_id:
+                seen |= set(self.units[self.assignment_of(other)].context_ids)
         return not wanted & seen
 
     def validate_onboarding(self, data: dict) -> bool:
         answers = (data.get("outputs") or {}).get("answers") or {}
-        return onboarding_passed(answers, self.job["onboarding"])
+        return onboarding_passed(answers, self.job.onboarding)
 
     def on_unit_submitted(self, unit: Any) -> None:
         self.record(unit)
@@ -355,21 +181,19 @@ class Run:
         agent = unit.get_assigned_agent()
         if agent is None or agent.get_status() not in SUBMITTED_AGENT_STATES:
             return False
-        data = agent.state.get_data()
-        outputs = data.get("outputs")
+        outputs = agent.state.get_data().get("outputs")
         if not outputs:
             return False
         assignment_id = self.assignment_of(unit)
         worker = agent.get_worker()
-        controls = score_controls(outputs, self.items[assignment_id].get("controls", []),
-                                  min_pass_rate=float(self.job.get("min_control_pass_rate", 0.5)))
-        record = {"submission_id": f"{self.job['job_id']}.u{unit.db_id}", "job_id": self.job["job_id"],
-                  "study": self.job["study"], "provider": self.job["provider"],
-                  "run_id": unit.task_run_id, "unit_id": unit.db_id, "mephisto_assignment_id": unit.assignment_id,
-                  "agent_id": agent.db_id, "worker_name": worker.worker_name, "assignment_id": assignment_id,
-                  "outputs": outputs, "controls": {"n": controls["n"], "passed": controls["passed"]},
-                  "passed_controls": controls["ok"], "recorded_at": time.time()}
-        written = self.results.append(record)
+        controls = contract.score_controls(outputs, self.units[assignment_id].controls)
+        result = contract.CrowdResult(
+            submission_id=f"{self.job.job_id}.u{unit.db_id}", job_id=self.job.job_id, study=self.job.study,
+            provider=self.job.provider, run_id=str(unit.task_run_id), unit_id=str(unit.db_id),
+            mephisto_assignment_id=str(unit.assignment_id), agent_id=str(agent.db_id), worker_name=worker.worker_name,
+            assignment_id=assignment_id, outputs=outputs, controls=controls,
+            passed_controls=controls.ok(min_pass_rate=self.job.min_control_pass_rate), recorded_at=time.time())
+        written = self.results.append(result)
         if written:
             log.info("unit %s (assignment %s) by %s recorded", unit.db_id, assignment_id, worker.worker_name)
         return written
@@ -378,11 +202,7 @@ class Run:
         """Record every submitted unit of the run that results.jsonl lacks (after a crash, or a missed hook)."""
         if run_id is None:
             return 0
-        added = 0
-        for unit in db.find_units(task_run_id=run_id):
-            if unit.unit_index >= 0 and self.record(unit):
-                added += 1
-        return added
+        return sum(1 for unit in db.find_units(task_run_id=run_id) if unit.unit_index >= 0 and self.record(unit))
 
 
 def install_stop_handlers(run: Run) -> dict:
@@ -395,113 +215,134 @@ def install_stop_handlers(run: Run) -> dict:
 
 def launch(job_dir: Path, *, prepare_operator: Callable[[Any], None] | None = None) -> int:
     """Launch the job's run, follow it until completion, the stop file or the timeout, then shut it down."""
-    datapath = prepare_home(job_dir)
-    run = Run(job_dir)
-    job = run.job
     try:
-        lock = acquire_venv_lock()
-    except SystemExit as error:
-        run.write_status(state="failed", error=str(error))
-        raise
-    operator = None
-    previous_handlers = install_stop_handlers(run)
-    # Mephisto asks on stdin before MTurk launches; the app has asked the researcher already.
-    builtins.input = lambda prompt="": log.info("confirmed: %s", prompt) or ""
-    os.environ["EMPEVAL_ROUTER_HOST"] = job.get("router_host", "127.0.0.1")
-    try:
-        for stale in clean_stale_servers():
-            log.warning("cleaned up before launch: %s", stale)
-        bind_metrics_to_localhost()
-        from mephisto.abstractions.blueprints.abstract.static_task.static_blueprint import (
-            SharedStaticTaskState,
-        )
-        from mephisto.tools.scripts import (
-            get_db_from_config,
-            process_config_and_get_operator,
-        )
-
-        if job.get("public_url"):
-            announce_public_url(job["public_url"])
-        cfg = hydra_config(job, job_dir, datapath, router_source(job_dir))
-        ensure_requester(get_db_from_config(cfg), job)
-        operator, cfg = process_config_and_get_operator(cfg)
-        if prepare_operator is not None:
-            prepare_operator(operator)
-        onboarding = job.get("onboarding")
-        state = SharedStaticTaskState(
-            static_task_data=[{"assignment_id": a, "payload": unit["payload"]} for a, unit in run.items.items()],
-            worker_can_do_unit=run.worker_can_do_unit,
-            on_unit_submitted=run.on_unit_submitted,
-        )
-        if onboarding:
-            # The browser gets the questions without their answers.
-            state.onboarding_data = {"instructions": onboarding.get("instructions", ""),
-                                     "questions": [{k: v for k, v in q.items() if k != "answer"} for q in onboarding["questions"]]}
-            state.validate_onboarding = run.validate_onboarding
-        started = time.monotonic()
-        run_id = operator.launch_task_run(cfg.mephisto, shared_state=state)
-        if run_id is None:
-            raise RuntimeError("Mephisto could not launch the run (launch_task_run returned None; see the log above)")
-        url = job.get("public_url") or f"http://127.0.0.1:{job['port']}"
-        run.write_status(state="running", run_id=run_id, url=url, launch_seconds=round(time.monotonic() - started, 2))
-        # Mephisto (and the libraries it starts) may have replaced our handlers: put them back.
-        install_stop_handlers(run)
-        log.info("run %s live at %s (%d units)", run_id, url, len(run.items))
-
-        deadline = started + float(job.get("timeout_seconds", 3600))
-        stop_file = job_dir / "stop"
-        outcome = {"state": "completed"}
-        last_sweep = 0.0
-
-        def should_stop() -> bool:
-            nonlocal last_sweep
-            if time.monotonic() - last_sweep > 2.0:
-                last_sweep = time.monotonic()
-                run.sweep(operator.db, run_id)
-                run.write_status()
-            if not operator.get_running_task_runs():
-                outcome["state"] = "completed"
-                return True
-            if run.stop_requested.is_set() or stop_file.exists():
-                outcome["state"] = "stopped"
-                return True
-            if time.monotonic() > deadline:
-                outcome["state"] = "timeout"
-                return True
-            return False
-
-        while not operator._run_loop_until(should_stop, 5.0):
-            pass
-        log.info("run %s: %s, shutting down", run_id, outcome["state"])
-        run.sweep(operator.db, run_id)
-        if outcome["state"] == "completed":
-            operator.shutdown()
-        else:
-            operator.force_shutdown(timeout=5)
-        operator = None
-        run.sweep(get_db_from_config(cfg), run_id)
-        run.write_status(state=outcome["state"], finished_at=time.time())
-        return 0 if outcome["state"] in ("completed", "stopped") else 3
-    except BaseException as error:  # noqa: BLE001 - the status file must say what happened, whatever it was
-        log.exception("run failed")
-        run.write_status(state="failed", error=f"{type(error).__name__}: {error}")
-        if operator is not None:
-            try:
-                operator.force_shutdown(timeout=5)
-            except Exception:  # noqa: BLE001
-                log.exception("shutdown after failure failed")
+        run = Run.open(job_dir)
+    except contract.ContractError as error:
+        log.error("%s", error)
+        contract.write_status(job_dir, contract.JobStatus(job_id=job_dir.name, state=contract.FAILED, error=str(error),
+                                                          pid=os.getpid(), updated_at=time.time()))
         return 2
+    run.begin()
+    job = run.job
+    previous_handlers = install_stop_handlers(run)
+    try:
+        # The patches unwind in reverse when the run ends, whatever the outcome: our router is cleaned up
+        # while the virtualenv lock is still held, then each Mephisto patch is undone, then HOME.
+        with contextlib.ExitStack() as patches:
+            operator = None
+            try:
+                compat.require_mephisto_version()
+                datapath = patches.enter_context(compat.home_in_job(job_dir))
+                for stale in patches.enter_context(compat.one_run_per_venv(job_dir)):
+                    log.warning("cleaned up before launch: %s", stale)
+                patches.callback(clean_up_after, job_dir)
+                # Mephisto asks on stdin before MTurk launches; the app has asked the researcher already.
+                patches.enter_context(compat.answering_input(""))
+                patches.enter_context(compat.router_on_host(job.router_host))
+                patches.enter_context(compat.metrics_on_localhost())
+                patches.enter_context(compat.recording_router(
+                    lambda pid, server_dir: compat.record_owned(job_dir, pid=pid, directory=server_dir)))
+                if job.public_url:
+                    patches.enter_context(compat.deploy_behind_public_url(job.public_url))
+                from mephisto.abstractions.blueprints.abstract.static_task.static_blueprint import (
+                    SharedStaticTaskState,
+                )
+                from mephisto.tools.scripts import (
+                    get_db_from_config,
+                    process_config_and_get_operator,
+                )
+
+                cfg = hydra_config(job, datapath, compat.router_source(job_dir))
+                ensure_requester(get_db_from_config(cfg), job)
+                operator, cfg = process_config_and_get_operator(cfg)
+                if prepare_operator is not None:
+                    prepare_operator(operator)
+                state = SharedStaticTaskState(
+                    static_task_data=[{"assignment_id": a, "payload": unit.payload} for a, unit in run.units.items()],
+                    worker_can_do_unit=run.worker_can_do_unit,
+                    on_unit_submitted=run.on_unit_submitted,
+                )
+                if job.onboarding:
+                    # The browser gets the questions without their answers.
+                    state.onboarding_data = {"instructions": job.onboarding.get("instructions", ""),
+                                             "questions": [{k: v for k, v in q.items() if k != "answer"}
+                                                           for q in job.onboarding["questions"]]}
+                    state.validate_onboarding = run.validate_onboarding
+                started = time.monotonic()
+                run_id = operator.launch_task_run(cfg.mephisto, shared_state=state)
+                if run_id is None:
+                    raise RuntimeError("Mephisto could not launch the run (launch_task_run returned None; see the "
+                                       "log above)")
+                url = job.public_url or f"http://127.0.0.1:{job.port}"
+                run.write_status(state=contract.RUNNING, run_id=str(run_id), url=url,
+                                 launch_seconds=round(time.monotonic() - started, 2))
+                # Mephisto (and the libraries it starts) may have replaced our handlers: put them back.
+                install_stop_handlers(run)
+                log.info("run %s live at %s (%d units)", run_id, url, len(run.units))
+
+                outcome = follow(run, operator, run_id, deadline=started + job.timeout_seconds)
+                log.info("run %s: %s, shutting down", run_id, outcome)
+                run.sweep(operator.db, run_id)
+                if outcome == contract.COMPLETED:
+                    operator.shutdown()
+                else:
+                    operator.force_shutdown(timeout=5)
+                operator = None
+                run.sweep(get_db_from_config(cfg), run_id)
+                run.write_status(state=outcome, finished_at=time.time())
+                return 0 if outcome in (contract.COMPLETED, contract.STOPPED) else 3
+            except BaseException as error:  # noqa: BLE001 - the status file must say what happened, whatever it was
+                log.exception("run failed")
+                run.write_status(state=contract.FAILED, error=f"{type(error).__name__}: {error}",
+                                 finished_at=time.time())
+                if operator is not None:
+                    try:
+                        operator.force_shutdown(timeout=5)
+                    except Exception:  # noqa: BLE001
+                        log.exception("shutdown after failure failed")
+                return 2
     finally:
-        for leftover in clean_stale_servers():
-            log.warning("cleaned up after the run: %s", leftover)
         for sig, handler in previous_handlers.items():
             signal.signal(sig, handler)
-        builtins.input = input
-        lock.close()
+
+
+def clean_up_after(job_dir: Path) -> None:
+    """Whatever this job's router and server dir left (Mephisto stops its router itself on a clean
+    shutdown; after a failure or a forced shutdown it may not have)."""
+    for leftover in compat.clean_owned(job_dir):
+        log.info("cleaned up after the run: %s", leftover)
+
+
+def follow(run: Run, operator: Any, run_id: str, *, deadline: float) -> str:
+    """Run Mephisto's loop until the run completes, is asked to stop (stop file, signal) or times out;
+    results.jsonl and status.json are brought up to date every few seconds meanwhile. Returns the state."""
+    stop_file = run.job_dir / contract.STOP_FILE
+    outcome = {"state": contract.COMPLETED}
+    last_sweep = 0.0
+
+    def should_stop() -> bool:
+        nonlocal last_sweep
+        if time.monotonic() - last_sweep > SWEEP_SECONDS:
+            last_sweep = time.monotonic()
+            run.sweep(operator.db, run_id)
+            run.write_status()
+        if not operator.get_running_task_runs():
+            outcome["state"] = contract.COMPLETED
+        elif run.stop_requested.is_set() or stop_file.exists():
+            outcome["state"] = contract.STOPPED
+        elif time.monotonic() > deadline:
+            outcome["state"] = contract.TIMEOUT
+        else:
+            return False
+        return True
+
+    while not compat.run_loop_until(operator, should_stop, 5.0):
+        pass
+    return outcome["state"]
 
 
 def open_job_db(job_dir: Path) -> Any:
-    prepare_home(job_dir)
+    """The job's Mephisto database (call inside compat.home_in_job)."""
     from mephisto.abstractions.databases.local_database import LocalMephistoDB
 
     return LocalMephistoDB(database_path=str(job_dir / "mephisto" / "database.db"))
@@ -509,27 +350,23 @@ def open_job_db(job_dir: Path) -> Any:
 
 def collect(job_dir: Path) -> int:
     """Append the submitted units that results.jsonl lacks (e.g. after the runner was killed)."""
-    status_path = job_dir / "status.json"
-    status = read_json(status_path) if status_path.exists() else {}
-    db = open_job_db(job_dir)
-    try:
-        lock = acquire_venv_lock()
-    except SystemExit:
-        lock = None  # a run is live in this virtualenv: leave its servers alone
-    if lock is not None:
-        # No run is live, so a router still serving from the tmp dir belongs to a killed runner.
-        for stale in clean_stale_servers():
-            log.warning("cleaned up after a killed run: %s", stale)
-        if status.get("state") in ("starting", "running"):
-            status["state"] = "dead"
-        lock.close()
-    run = Run.__new__(Run)
-    run.job_dir, run.job, run.items = job_dir, read_json(job_dir / "job.json"), read_items(job_dir)
-    run.results, run._assignment_of_unit = ResultsFile(job_dir / "results.jsonl"), {}
-    added = sum(run.sweep(db, task_run.db_id) for task_run in db.find_task_runs())
-    if status:
-        status.update(units_done=len(run.results), updated_at=time.time())
-        write_json_atomic(status_path, status)
+    compat.require_mephisto_version()
+    run = Run.open(job_dir)
+    had_status = (job_dir / contract.STATUS_FILE).exists()
+    with compat.home_in_job(job_dir):
+        try:
+            with compat.one_run_per_venv(job_dir) as cleaned:
+                # The lock was free, so no runner is live: a router this job recorded belongs to a killed run.
+                for stale in cleaned:
+                    log.warning("cleaned up after a killed run: %s", stale)
+                if run.status.live:
+                    run.status = dataclasses.replace(run.status, state=contract.DEAD)
+        except compat.VenvBusy:
+            pass  # a run is live in this virtualenv: leave what it owns alone
+        db = open_job_db(job_dir)
+        added = sum(run.sweep(db, task_run.db_id) for task_run in db.find_task_runs())
+    if had_status:
+        run.write_status()
     print(json.dumps({"added": added, "results": len(run.results)}))
     return 0
 
@@ -537,64 +374,73 @@ def collect(job_dir: Path) -> int:
 def review(job_dir: Path, actions: list[dict], *, prepare_db: Callable[[Any], None] | None = None) -> int:
     """Carry out review actions through Mephisto (and so through the crowd platform); one review.jsonl line
     per action with its outcome. Approving or rejecting work that is already decided is skipped."""
-    db = open_job_db(job_dir)
-    if prepare_db is not None:
-        prepare_db(db)
+    compat.require_mephisto_version()
+    with compat.home_in_job(job_dir):
+        db = open_job_db(job_dir)
+        if prepare_db is not None:
+            prepare_db(db)
+        with open(job_dir / contract.REVIEW_FILE, "a", encoding="utf-8") as out:
+            failures = 0
+            for action in actions:
+                outcome = carry_out(db, action)
+                failures += not outcome["ok"]
+                out.write(json.dumps(outcome, sort_keys=True) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+                print(json.dumps(outcome, sort_keys=True), flush=True)
+    return 0 if failures == 0 else 1
+
+
+def carry_out(db: Any, action: dict) -> dict:
+    """One review action; the outcome says whether it worked (errors are reported, not raised)."""
     from mephisto.data_model.unit import Unit
 
-    failures = 0
-    with open(job_dir / "review.jsonl", "a", encoding="utf-8") as out:
-        for action in actions:
-            outcome = {**action, "ok": False, "at": time.time()}
-            try:
-                unit = Unit.get(db, str(action["unit_id"]))
-                agent = unit.get_assigned_agent()
-                if agent is None:
-                    raise ValueError(f"unit {action['unit_id']} has no submitted work")
-                worker = agent.get_worker()
-                kind = action["action"]
-                status = agent.get_status()
-                if kind == "approve":
-                    if status in ("approved", "rejected"):
-                        outcome.update(ok=True, skipped=f"already {status}")
-                    else:
-                        agent.approve_work()
-                        outcome["ok"] = True
-                elif kind == "reject":
-                    if not action.get("reason"):
-                        raise ValueError("a rejection needs a reason the worker can read")
-                    if status in ("approved", "rejected"):
-                        outcome.update(ok=status == "rejected", skipped=f"already {status}")
-                    else:
-                        agent.reject_work(action["reason"])
-                        outcome["ok"] = True
-                elif kind == "bonus":
-                    ok, message = worker.bonus_worker(float(action["amount"]), action.get("reason") or "bonus", unit)
-                    outcome.update(ok=ok, message=message)
-                elif kind == "block":
-                    ok, message = worker.block_worker(action.get("reason") or "blocked", unit=unit,
-                                                      requester=unit.get_requester())
-                    outcome.update(ok=ok, message=message)
-                else:
-                    raise ValueError(f"unknown review action {kind!r}; expected approve, reject, bonus or block")
-            except Exception as error:  # noqa: BLE001 - reported per action; the others still run
-                outcome["error"] = f"{type(error).__name__}: {error}"
-            failures += not outcome["ok"]
-            out.write(json.dumps(outcome, sort_keys=True) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-            print(json.dumps(outcome, sort_keys=True), flush=True)
-    return 0 if failures == 0 else 1
+    outcome = {**action, "ok": False, "at": time.time()}
+    try:
+        unit = Unit.get(db, str(action["unit_id"]))
+        agent = unit.get_assigned_agent()
+        if agent is None:
+            raise ValueError(f"unit {action['unit_id']} has no submitted work")
+        worker = agent.get_worker()
+        kind = action["action"]
+        status = agent.get_status()
+        if kind == "approve":
+            if status in ("approved", "rejected"):
+                outcome.update(ok=True, skipped=f"already {status}")
+            else:
+                agent.approve_work()
+                outcome["ok"] = True
+        elif kind == "reject":
+            if not action.get("reason"):
+                raise ValueError("a rejection needs a reason the worker can read")
+            if status in ("approved", "rejected"):
+                outcome.update(ok=status == "rejected", skipped=f"already {status}")
+            else:
+                agent.reject_work(action["reason"])
+                outcome["ok"] = True
+        elif kind == "bonus":
+            ok, message = worker.bonus_worker(float(action["amount"]), action.get("reason") or "bonus", unit)
+            outcome.update(ok=ok, message=message)
+        elif kind == "block":
+            ok, message = worker.block_worker(action.get("reason") or "blocked", unit=unit,
+                                              requester=unit.get_requester())
+            outcome.update(ok=ok, message=message)
+        else:
+            raise ValueError(f"unknown review action {kind!r}; expected approve, reject, bonus or block")
+    except Exception as error:  # noqa: BLE001 - reported per action; the others still run
+        outcome["error"] = f"{type(error).__name__}: {error}"
+    return outcome
 
 
 def register(profile: str) -> int:
     from mephisto.abstractions.providers.mturk.mturk_utils import setup_aws_credentials
-    from omegaconf import OmegaConf
 
-    keys = {"access_key_id": os.environ.get("AWS_ACCESS_KEY_ID"), "secret_access_key": os.environ.get("AWS_SECRET_ACCESS_KEY")}
-    if not all(keys.values()):
-        raise SystemExit("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (an IAM user with AmazonMechanicalTurkFullAccess)")
-    setup_aws_credentials(profile, OmegaConf.create(keys))
+    keys = types.SimpleNamespace(access_key_id=os.environ.get("AWS_ACCESS_KEY_ID"),
+                                 secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
+    if not (keys.access_key_id and keys.secret_access_key):
+        raise SystemExit("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (an IAM user with "
+                         "AmazonMechanicalTurkFullAccess)")
+    setup_aws_credentials(profile, keys)
     print(f"AWS profile {profile!r} written to ~/.aws/credentials")
     return 0
 
@@ -615,7 +461,7 @@ def main(argv: list[str] | None = None, **hooks: Any) -> int:
     if args.command == "collect":
         return collect(args.job_dir.resolve())
     if args.command == "review":
-        return review(args.job_dir.resolve(), read_json(args.actions), **hooks)
+        return review(args.job_dir.resolve(), json.loads(args.actions.read_text(encoding="utf-8")), **hooks)
     return register(args.profile)
 
 

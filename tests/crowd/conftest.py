@@ -6,6 +6,8 @@ server directory behind.
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import socket
 import subprocess
@@ -19,6 +21,7 @@ from entry.cli import cli
 from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues
 from server.store import make_engine, upgrade
+from tasks.crowd.contract import CrowdUnit
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import REPO, SAMPLE_ED
 
@@ -109,3 +112,23 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.2):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@functools.cache
+def load_runner():
+    """tasks/likert/runner.py loaded by path, as the crowd virtualenv runs it (its module level is standard
+    library only; Mephisto is imported inside its commands)."""
+    spec = importlib.util.spec_from_file_location("likert_runner", REPO / "tasks" / "likert" / "runner.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    return runner
+
+
+def fake_result(unit: CrowdUnit, worker: str, job_id: str, unit_id: int, score: int = 3, study: str = "pilot") -> dict:
+    """A results.jsonl line as the runner writes it, every item of the unit rated `score` on every criterion."""
+    ratings = [{"item_id": item["item_id"], "scores": {"empathy": score, "relevance": score, "fluency": score},
+                "seconds": 4.0} for item in unit.payload["items"]]
+    return {"submission_id": f"{job_id}.u{unit_id}", "job_id": job_id, "study": study, "provider": "mock",
+            "unit_id": str(unit_id), "assignment_id": unit.assignment_id, "worker_name": worker,
+            "outputs": {"ratings": ratings, "comment": "ok"}, "controls": {"n": 0, "passed": 0},
+            "passed_controls": True}

@@ -62,8 +62,8 @@ class OfflineMTurk:
             if operation == "CreateHITType":
                 return Http(), {"HITTypeId": "HT-1"}
             if operation == "CreateHITWithHITType":
-                hit = {"HITId": f"HIT-{len(self.hits) + 1}", "HITTypeId": body["HITTypeId"],
-                       "url": body["Question"].split("<ExternalURL>")[1].split("</ExternalURL>")[0].replace("&amp;", "&")}
+                url = body["Question"].split("<ExternalURL>")[1].split("</ExternalURL>")[0].replace("&amp;", "&")
+                hit = {"HITId": f"HIT-{len(self.hits) + 1}", "HITTypeId": body["HITTypeId"], "url": url}
                 self.hits.append(hit)
                 (self.job_dir / "hits.json.tmp").write_text(json.dumps(self.hits))
                 (self.job_dir / "hits.json.tmp").replace(self.job_dir / "hits.json")  # the test reads it meanwhile

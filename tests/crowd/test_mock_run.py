@@ -5,13 +5,14 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.store.models import Annotator, Assignment, Rating
-from tasks.crowd import jobs
+from tasks.crowd import contract, jobs
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until
 from tests.crowd.workers import (
@@ -23,7 +24,7 @@ from tests.crowd.workers import (
 )
 
 pytestmark = pytest.mark.slow
-ENDED = {"completed", "stopped", "timeout", "failed", "dead"}
+ENDED = jobs.ENDED
 
 
 def launch(port: int, *extra: str):
@@ -63,18 +64,20 @@ def test_two_browser_workers_complete_a_mock_run_and_their_ratings_land_in_sql(c
                 pass_or_fail_onboarding(page, ONBOARDING_RIGHT)
                 page.wait_for_selector("#consent", timeout=30000)
                 do_unit(page, comment=f"{worker}: clear task")
-            wait_until(lambda: len(jobs.read_results(job_dir / "results.jsonl")) == n + 1, 30, f"{worker}'s result line")
+            wait_until(lambda lines=n + 1: len(contract.read_results(job_dir / "results.jsonl")) == lines, 30,
+                       f"{worker}'s result line")
             if n == 0:  # ingest while the run is live
                 live = empeval("crowd", "ingest", "pilot")
                 assert "1 results: 1 stored" in live.output, live.output
                 assert rating_count(crowd_store) == 9
 
-        final = wait_until(lambda: (s := jobs.read_status(job_dir))["state"] in ENDED and s, 90, "the run to end by itself")
+        final = wait_until(lambda: (s := jobs.read_status(job_dir)).state in ENDED and s, 90,
+                           "the run to end by itself")
         duration = time.monotonic() - started
     finally:
-        if jobs.read_status(job_dir).get("state") in ("starting", "running"):
+        if jobs.read_status(job_dir).live:
             jobs.stop(job_dir, wait=30)
-    assert final["state"] == "completed" and final["units_done"] == 2
+    assert final.state == "completed" and final.units_done == 2
 
     first = empeval("crowd", "ingest", "pilot")
     assert "2 results: 1 stored, 1 already" in first.output, first.output
@@ -87,11 +90,11 @@ def test_two_browser_workers_complete_a_mock_run_and_their_ratings_land_in_sql(c
         submitted = session.scalars(select(Assignment).where(Assignment.status == "submitted")).all()
     assert len(annotators) == 2 and all("w1" not in a.pseudonym and "w2" not in a.pseudonym for a in annotators)
     assert {a.comment for a in submitted} == {"w1: clear task", "w2: clear task"}
-    records = jobs.read_results(job_dir / "results.jsonl")
-    assert len({r["submission_id"] for r in records}) == 2
+    records = contract.read_results(job_dir / "results.jsonl").records
+    assert len({r.submission_id for r in records}) == 2
     # Every item got empathy 2, the control included: not below the real items, so the control is failed
     # and the work is held for review rather than approved automatically.
-    assert all(r["controls"] == {"n": 1, "passed": 0} and not r["passed_controls"] for r in records)
+    assert all(r.controls == contract.ControlScore(n=1, passed=0) and not r.passed_controls for r in records)
 
     review = empeval("crowd", "review", "pilot")
     assert review.exit_code == 0 and review.output.count("held: failed controls") == 2
@@ -99,7 +102,8 @@ def test_two_browser_workers_complete_a_mock_run_and_their_ratings_land_in_sql(c
     print(f"\nmock run: launch {launched:.1f}s, two workers and shutdown {duration:.1f}s")
 
 
-def test_killing_the_runner_mid_run_then_ingesting_loses_nothing_and_duplicates_nothing(crowd_python, crowd_dir, crowd_store):
+def test_killing_the_runner_mid_run_then_ingesting_loses_nothing_and_duplicates_nothing(crowd_python, crowd_dir,
+                                                                                        crowd_store):
     port = free_port()
     launch(port, "--no-onboarding")
     job_dir = next(crowd_dir.glob("pilot/*/"))
@@ -111,11 +115,16 @@ def test_killing_the_runner_mid_run_then_ingesting_loses_nothing_and_duplicates_
             do_unit(page)
         wait_until(lambda: results.exists() and results.read_text().endswith("\n"), 30, "the result line")
     finally:
-        os.kill(jobs.read_status(job_dir)["pid"], signal.SIGKILL)
+        os.kill(jobs.read_status(job_dir).pid, signal.SIGKILL)
     # As if the kill had come in the middle of writing the line: only a torn fragment is on disk.
     line = results.read_text()
     results.write_text(line[:40])
-    wait_until(lambda: jobs.read_status(job_dir)["state"] == "dead", 10, "status to show the runner died")
+    wait_until(lambda: jobs.read_status(job_dir).state == "dead", 10, "status to show the runner died")
+    # The killed runner's router is still serving; the runner had recorded it as its own.
+    owned = json.loads((job_dir / "owned-processes.json").read_text())["processes"]
+    assert [entry["cmdline"] for entry in owned] == [["node", "server.js"]]
+    router = owned[0]["pid"]
+    assert Path(f"/proc/{router}").exists()
 
     first = empeval("crowd", "ingest", "pilot")
     assert "recovered 1 submitted units" in first.output and "1 results: 1 stored" in first.output, first.output
@@ -124,3 +133,4 @@ def test_killing_the_runner_mid_run_then_ingesting_loses_nothing_and_duplicates_
     assert "1 results: 1 already" in again.output and "recovered" not in again.output
     assert rating_count(crowd_store) == 9
     assert leftovers() == []  # ingest cleaned up the killed run's router and server dir
+    assert not Path(f"/proc/{router}").exists()

@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.store.models import Annotator
-from tasks.crowd import jobs
+from tasks.crowd import contract, jobs
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until
 from tests.crowd.workers import (
@@ -24,7 +24,7 @@ from tests.crowd.workers import (
 
 pytestmark = pytest.mark.slow
 HARNESS = Path(__file__).with_name("sandbox_harness.py")
-ENDED = {"completed", "stopped", "timeout", "failed", "dead"}
+ENDED = jobs.ENDED
 
 
 @pytest.fixture
@@ -48,8 +48,9 @@ def test_a_sandbox_hit_is_created_worked_on_in_a_browser_and_reviewed_through_mt
         runner = subprocess.Popen([str(crowd_python), str(HARNESS), "launch", str(job_dir)], stdout=log,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        status = wait_until(lambda: (s := jobs.read_status(job_dir))["state"] not in ("starting", "not started") and s, 60, "the launch")
-        assert status["state"] == "running", (job_dir / "runner.log").read_text()[-3000:]
+        status = wait_until(lambda: (s := jobs.read_status(job_dir)).state not in ("starting", "not started") and s, 60,
+                            "the launch")
+        assert status.state == "running", (job_dir / "runner.log").read_text()[-3000:]
         # Mephisto creates the HITs from launcher threads, right after the run is up.
         hits_file = job_dir / "hits.json"
         hits = wait_until(lambda: hits_file.exists() and len(h := json.loads(hits_file.read_text())) == 2 and h, 30,
@@ -63,8 +64,8 @@ def test_a_sandbox_hit_is_created_worked_on_in_a_browser_and_reviewed_through_mt
                           f"&turkSubmitTo=https://workersandbox.mturk.com")
                 assert wait_for_task_or_block(page) == "task"
                 do_unit(page, scores=lambda i: ("4", "4", "5"), done_selector="#mturk-submitted")
-        final = wait_until(lambda: (s := jobs.read_status(job_dir))["state"] in ENDED and s, 90, "the run to end")
-        assert final["state"] == "completed", (job_dir / "runner.log").read_text()[-3000:]
+        final = wait_until(lambda: (s := jobs.read_status(job_dir)).state in ENDED and s, 90, "the run to end")
+        assert final.state == "completed", (job_dir / "runner.log").read_text()[-3000:]
         assert runner.wait(timeout=30) == 0
     finally:
         if runner.poll() is None:
@@ -84,9 +85,10 @@ def test_a_sandbox_hit_is_created_worked_on_in_a_browser_and_reviewed_through_mt
         pseudonyms = session.scalars(select(Annotator.pseudonym).where(Annotator.provider == "mturk_sandbox")).all()
     assert len(pseudonyms) == 2 and not any("SANDBOXWORKER" in p for p in pseudonyms)
 
-    units = {r["worker_name"]: str(r["unit_id"]) for r in jobs.read_results(job_dir / "results.jsonl")}
+    units = {r.worker_name: r.unit_id for r in contract.read_results(job_dir / "results.jsonl").records}
     actions = [{"unit_id": units["SANDBOXWORKER1_sandbox"], "action": "approve"},
-               {"unit_id": units["SANDBOXWORKER1_sandbox"], "action": "bonus", "amount": 0.25, "reason": "Thoughtful comments"},
+               {"unit_id": units["SANDBOXWORKER1_sandbox"], "action": "bonus", "amount": 0.25,
+                "reason": "Thoughtful comments"},
                {"unit_id": units["SANDBOXWORKER2_sandbox"], "action": "reject",
                 "reason": "Every response got the same scores, whatever it said."},
                {"unit_id": units["SANDBOXWORKER2_sandbox"], "action": "block", "reason": "Straight-lined every item"}]
@@ -99,7 +101,8 @@ def test_a_sandbox_hit_is_created_worked_on_in_a_browser_and_reviewed_through_mt
                                                "UniqueRequestToken": "ANY"}},
         {"operation": "reject_assignment", "params": {"AssignmentId": "ASG-2", "RequesterFeedback":
                                                       "Every response got the same scores, whatever it said."}},
-        {"operation": "create_worker_block", "params": {"WorkerId": "SANDBOXWORKER2", "Reason": "Straight-lined every item"}},
+        {"operation": "create_worker_block",
+         "params": {"WorkerId": "SANDBOXWORKER2", "Reason": "Straight-lined every item"}},
     ]
     (tmp_path / "actions.json").write_text(json.dumps(actions))
     (tmp_path / "expected.json").write_text(json.dumps(expected))
