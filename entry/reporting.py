@@ -25,25 +25,23 @@ def study_meta(engine: Engine, name: str) -> dict:
 
 def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late: bool = True,
                        exclude_flagged: bool = True, seed: int = 0) -> dict[str, Path]:
-    """Export the study's ratings and write the report into out_dir; returns the written paths."""
+    """Export the study's ratings and write the report into out_dir; returns the written paths. Late ratings
+    are left out of the analysis when include_late is False, and the report says how many."""
     from analysis.report import write_report
 
     rows = export_rows(engine, name)
-    if not include_late:
-        rows = [r for r in rows if not r["late"]]
     if not rows:
         raise BadInput(f"study {name!r} has no ratings yet")
-    meta = study_meta(engine, name)
-    return write_report(pd.DataFrame(rows), out_dir, study_meta=meta, exclude_flagged=exclude_flagged, seed=seed)
+    return write_report(pd.DataFrame(rows), out_dir, study_meta=study_meta(engine, name), include_late=include_late,
+                        exclude_flagged=exclude_flagged, seed=seed)
 
 
 def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: bool = True,
                         exclude_flagged: bool = True, seed: int = 0) -> dict[str, Path]:
-    """The report of an export file (no store needed): a collaborator's export, or a test fixture."""
+    """The report of an export file (CSV or JSONL; no store needed): a collaborator's export, or a test
+    fixture."""
+    from analysis.load import read_export
     from analysis.report import write_report
 
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False) if path.suffix.lower() == ".csv" else \
-        pd.read_json(path, lines=True, dtype=False)
-    if not include_late and "late" in frame.columns:
-        frame = frame[~frame["late"].astype(str).str.lower().isin({"true", "1"})]
-    return write_report(frame, out_dir, study_meta={"name": name}, exclude_flagged=exclude_flagged, seed=seed)
+    return write_report(read_export(path), out_dir, study_meta={"name": name}, include_late=include_late,
+                        exclude_flagged=exclude_flagged, seed=seed)
