@@ -63,7 +63,7 @@ def submit(assignment_id: int):
 
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_BEARER = [{"inviteToken": []}]
+_BEARER: list[dict[str, list[str]]] = [{"inviteToken": []}]
 
 
 def _json(schema: dict) -> dict:
