@@ -188,3 +188,37 @@ def test_blank_means_the_same_to_python_and_to_json_schema():
     for char in ecma_space | python_space:
         assert not NOT_BLANK.search(char), repr(char)
     assert NOT_BLANK.search("\u200b") and NOT_BLANK.search("a")
+
+
+# Through the routes: the parsers' verdicts reach the caller as JSON.
+
+@pytest.fixture()
+def client(sample_engine, cache_dir):
+    from server.web.app import create_app
+
+    app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False),
+                      "BACKEND_CACHE_DIR": str(cache_dir), "TESTING": True})
+    return app.test_client()
+
+
+@pytest.mark.parametrize("route, body, message", [
+    ("/api/respond", {"system": "gold", "context_id": 1, "dataset": "ed"}, "unknown field 'dataset'"),
+    ("/api/respond", {"system": "gold", "context": _turn(text="   ")}, "non-empty"),
+    ("/api/respond", {"system": "gold", "context_id": True}, "positive integer"),
+    ("/api/respond/batch", {"system": "gold", "contexts": [{"context_id": 1}, [1]]}, "item 1: expected an object"),
+])
+def test_a_malformed_body_is_a_400_with_the_parsers_message(client, route, body, message):
+    answer = client.post(route, json=body)
+    assert answer.status_code == 400 and answer.is_json and message in answer.json["message"]
+
+
+def test_an_id_written_as_a_whole_float_finds_the_same_stored_context(client, sample_engine):
+    from server.backend.contexts import load_contexts
+    from server.store.engine import unit_of_work
+
+    with unit_of_work(sample_engine) as session:
+        context = load_contexts(session, split="test", limit=1)[0]
+    as_int = client.post("/api/respond", json={"system": "gold", "context_id": context.context_id})
+    as_float = client.post("/api/respond", json={"system": "gold", "context_id": float(context.context_id)})
+    assert as_int.status_code == as_float.status_code == 200
+    assert as_float.json["response"] == as_int.json["response"] == context.reference
