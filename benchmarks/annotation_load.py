@@ -7,6 +7,7 @@ same concurrency as the ceiling, with the ratio.
 
     .venv/bin/python benchmarks/annotation_load.py --annotators 16 --workers 2 --contexts 200
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,20 +49,40 @@ def free_port() -> int:
 def build_store(url: str, contexts: int, systems: int, k: int) -> None:
     engine = make_engine(url)
     upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(REPO / "server/data/ed_sample/test.csv", "test"), dataset="empatheticdialogues")
+    import_dialogues(
+        engine, parse_ed_csv(REPO / "server/data/ed_sample/test.csv", "test"), dataset="empatheticdialogues"
+    )
     names = [f"system-{i}" for i in range(systems)]
     with unit_of_work(engine) as session:
-        ids = session.scalars(select(Context.id).join(Dialogue).where(Dialogue.split == "test").order_by(Context.id)
-                              .limit(contexts)).all()
+        ids = session.scalars(
+            select(Context.id).join(Dialogue).where(Dialogue.split == "test").order_by(Context.id).limit(contexts)
+        ).all()
         for name in names:
             system = System(name=name, kind="bench", version="1", parameters={})
             session.add(system)
             session.flush()
-            session.add_all(Response(context_id=c, system_id=system.id, text=f"{name} says something kind.",
-                                     provenance={}, latency_ms=0.0) for c in ids)
-    create_study(engine, parse_study({"name": "load", "seed": 1, "contexts": {"count": len(ids)},
-                                      "systems": {"names": names},
-                                      "design": {"ratings_per_response": k, "items_per_assignment": 10}}))
+            session.add_all(
+                Response(
+                    context_id=c,
+                    system_id=system.id,
+                    text=f"{name} says something kind.",
+                    provenance={},
+                    latency_ms=0.0,
+                )
+                for c in ids
+            )
+    create_study(
+        engine,
+        parse_study(
+            {
+                "name": "load",
+                "seed": 1,
+                "contexts": {"count": len(ids)},
+                "systems": {"names": names},
+                "design": {"ratings_per_response": k, "items_per_assignment": 10},
+            }
+        ),
+    )
     engine.dispose()
 
 
@@ -85,12 +106,19 @@ def annotator_loop(base: str, token: str, deadline: float, stats: dict, lock: th
             stats["next_ms"].append((t1 - t0) * 1000)
         if assignment is None:
             return
-        ratings = [{"item_id": i["item_id"], "scores": {c["key"]: rng.randint(1, 5) for c in assignment["criteria"]},
-                    "seconds": 5.0} for i in assignment["items"]]
+        ratings = [
+            {
+                "item_id": i["item_id"],
+                "scores": {c["key"]: rng.randint(1, 5) for c in assignment["criteria"]},
+                "seconds": 5.0,
+            }
+            for i in assignment["items"]
+        ]
         payload = {"submission_id": uuid.uuid4().hex, "ratings": ratings}
         t2 = time.perf_counter()
-        answer = session.post(f"{base}/api/assignments/{assignment['assignment_id']}/submit", json=payload,
-                              headers=headers, timeout=30)
+        answer = session.post(
+            f"{base}/api/assignments/{assignment['assignment_id']}/submit", json=payload, headers=headers, timeout=30
+        )
         t3 = time.perf_counter()
         with lock:
             stats["submit_ms"].append((t3 - t2) * 1000)
@@ -140,9 +168,25 @@ def main() -> None:
 
     port = free_port()
     env = {**os.environ, "EMPEVAL_DATABASE_URL": url}
-    server = subprocess.Popen([sys.executable, "-m", "entry.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                               "--workers", str(args.workers)], env=env, cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "entry.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+        ],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -169,16 +213,30 @@ def main() -> None:
     with Session(engine) as session:
         stored = session.scalar(select(func.count(Rating.id)))
     requests_per_s = (len(stats["next_ms"]) + len(stats["submit_ms"])) / elapsed
-    print(f"store: {url.split(':')[0]}, gunicorn workers: {args.workers}, annotators: {args.annotators}, "
-          f"{args.contexts} contexts x {args.systems} systems x k={args.k}")
-    print(f"submissions: {stats['submissions']} in {elapsed:.1f} s = {stats['submissions'] / elapsed:.1f} submissions/s "
-          f"({stats['acknowledged'] / elapsed:.0f} ratings/s)")
-    print(f"next assignment latency: p50 {percentile(stats['next_ms'], .5):.1f} ms, p99 {percentile(stats['next_ms'], .99):.1f} ms")
-    print(f"submit latency:          p50 {percentile(stats['submit_ms'], .5):.1f} ms, p99 {percentile(stats['submit_ms'], .99):.1f} ms")
-    print(f"ratings acknowledged: {stats['acknowledged']}, stored: {stored}, equal: {stats['acknowledged'] == stored}; "
-          f"errors: {len(stats['errors'])} {sorted(set(stats['errors']))}")
-    print(f"API requests/s: {requests_per_s:.1f}; trivial endpoint ceiling: {trivial:.1f} req/s; "
-          f"ratio API/ceiling: {requests_per_s / trivial:.2f}")
+    print(
+        f"store: {url.split(':')[0]}, gunicorn workers: {args.workers}, annotators: {args.annotators}, "
+        f"{args.contexts} contexts x {args.systems} systems x k={args.k}"
+    )
+    print(
+        f"submissions: {stats['submissions']} in {elapsed:.1f} s = {stats['submissions'] / elapsed:.1f} submissions/s "
+        f"({stats['acknowledged'] / elapsed:.0f} ratings/s)"
+    )
+    print(
+        f"next assignment latency: p50 {percentile(stats['next_ms'], 0.5):.1f} ms, "
+        f"p99 {percentile(stats['next_ms'], 0.99):.1f} ms"
+    )
+    print(
+        f"submit latency:          p50 {percentile(stats['submit_ms'], 0.5):.1f} ms, "
+        f"p99 {percentile(stats['submit_ms'], 0.99):.1f} ms"
+    )
+    print(
+        f"ratings acknowledged: {stats['acknowledged']}, stored: {stored}, equal: {stats['acknowledged'] == stored}; "
+        f"errors: {len(stats['errors'])} {sorted(set(stats['errors']))}"
+    )
+    print(
+        f"API requests/s: {requests_per_s:.1f}; trivial endpoint ceiling: {trivial:.1f} req/s; "
+        f"ratio API/ceiling: {requests_per_s / trivial:.2f}"
+    )
     engine.dispose()
 
 

@@ -64,7 +64,7 @@ def compare_search(model: RetrievalModel, contexts, repeats: int = 3) -> None:
     def theirs():
         # semantic_search cannot exclude a candidate: ask for two and skip the context's own reference.
         hits = util.semantic_search(queries, candidates, top_k=2, score_function=util.dot_score)
-        return [next(h["corpus_id"] for h in hit if h["corpus_id"] != int(o)) for hit, o in zip(hits, own)]
+        return [next(h["corpus_id"] for h in hit if h["corpus_id"] != int(o)) for hit, o in zip(hits, own, strict=True)]
 
     timings = {}
     for name, function in (("matmul+max (ours)", ours), ("util.semantic_search", theirs)):
@@ -75,7 +75,7 @@ def compare_search(model: RetrievalModel, contexts, repeats: int = 3) -> None:
             best = min(best, time.perf_counter() - start)
         timings[name] = (best, picks)
     (t_ours, p_ours), (t_st, p_st) = timings.values()
-    agree = sum(a == b for a, b in zip(p_ours, p_st)) / len(p_ours)
+    agree = sum(a == b for a, b in zip(p_ours, p_st, strict=True)) / len(p_ours)
     print(f"search only, {len(contexts):,} queries x {candidates.shape[0]:,} candidates (best of {repeats}):")
     print(f"  matmul+max (ours)        {t_ours * 1000:9.1f} ms")
     print(f"  util.semantic_search     {t_st * 1000:9.1f} ms")

@@ -90,7 +90,8 @@ class Rater:
         if self.kind == "random":
             return {c: rng.randint(low, high) for c in criteria}
         if self.kind == "straight":
-            value = clip(middle + self.stretch * (model.latent(system, "fluency") + deviation.get("fluency", 0.0) - middle)
+            fluency = model.latent(system, "fluency") + deviation.get("fluency", 0.0)
+            value = clip(middle + self.stretch * (fluency - middle)
                          + self.severity + rng.gauss(0, model.noise_sd))
             return {c: value for c in criteria}
         judged = {c: "fluency" if self.kind == "ignores-context" else c for c in criteria}

@@ -55,7 +55,8 @@ class StudySummary:
 
 
 def _latest_system(session: Session, name: str) -> System | None:
-    return session.scalar(select(System).where(System.name == name).order_by(System.created_at.desc(), System.id.desc()))
+    return session.scalar(select(System).where(System.name == name)
+                          .order_by(System.created_at.desc(), System.id.desc()))
 
 
 def _context_key(conv_id: str, n_turns: int) -> str:
@@ -100,7 +101,8 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
             missing = [key for key in spec.contexts.ids if key not in all_contexts]
             if missing:
                 raise StudySetupError(f"contexts.ids: {missing[0]!r} is not a {spec.contexts.split} context of "
-                                      f"{spec.contexts.dataset!r} ({len(missing)} of {len(spec.contexts.ids)} not found)")
+                                      f"{spec.contexts.dataset!r} "
+                                      f"({len(missing)} of {len(spec.contexts.ids)} not found)")
             unanswered = [key for key in spec.contexts.ids if key not in complete]
             if unanswered:
                 raise StudySetupError(f"context {unanswered[0]!r} lacks a response from some of the systems: "

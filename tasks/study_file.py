@@ -136,7 +136,8 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     if (count is None) == (not ids):
         raise r.error("contexts", "give exactly one of count (random contexts) or ids (listed contexts)")
     contexts = ContextSelection(dataset=r.string(c, "dataset", "contexts.dataset", "empatheticdialogues"),
-                                split=split, count=count, ids=ids, emotions=r.strings(c, "emotions", "contexts.emotions"))
+                                split=split, count=count, ids=ids,
+                                emotions=r.strings(c, "emotions", "contexts.emotions"))
 
     s = r.table(data, "systems", "systems", {"names", "controls"})
     if "names" not in s:
@@ -156,10 +157,14 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     d = r.table(data, "design", "design", {"ratings_per_response", "items_per_assignment", "control_rate",
                                            "assignment_minutes"})
     design = Design(
-        ratings_per_response=r.integer(d, "ratings_per_response", "design.ratings_per_response", 3, minimum=1, maximum=50),
-        items_per_assignment=r.integer(d, "items_per_assignment", "design.items_per_assignment", 10, minimum=1, maximum=200),
-        control_rate=r.number(d, "control_rate", "design.control_rate", 0.1 if controls else 0.0, minimum=0.0, maximum=0.5),
-        assignment_minutes=r.integer(d, "assignment_minutes", "design.assignment_minutes", 30, minimum=1, maximum=24 * 60),
+        ratings_per_response=r.integer(d, "ratings_per_response", "design.ratings_per_response",
+                                       Design.ratings_per_response, minimum=1, maximum=50),
+        items_per_assignment=r.integer(d, "items_per_assignment", "design.items_per_assignment",
+                                       Design.items_per_assignment, minimum=1, maximum=200),
+        control_rate=r.number(d, "control_rate", "design.control_rate", Design.control_rate if controls else 0.0,
+                              minimum=0.0, maximum=0.5),
+        assignment_minutes=r.integer(d, "assignment_minutes", "design.assignment_minutes",
+                                     Design.assignment_minutes, minimum=1, maximum=24 * 60),
     )
     if design.control_rate > 0 and not controls:
         raise r.error("design.control_rate", "is above 0 but systems.controls lists no control")

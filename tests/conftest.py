@@ -1,4 +1,5 @@
 """Fixtures shared by every room's tests: real databases (a SQLite file, a real PostgreSQL server)."""
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,10 @@ def _free_port() -> int:
 
 
 def _postgres_bin() -> Path | None:
-    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: [int(x) for x in p.parent.name.split(".") if x.isdigit()])
+    candidates = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"),
+        key=lambda p: [int(x) for x in p.parent.name.split(".") if x.isdigit()],
+    )
     for candidate in reversed(candidates):
         if (candidate / "initdb").exists() and (candidate / "pg_ctl").exists():
             return candidate

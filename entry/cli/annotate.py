@@ -20,7 +20,8 @@ def annotators() -> None:
 @click.argument("names", nargs=-1, required=True)
 @click.option("--study", required=True, help="The study they will rate.")
 @click.option("--days", default=30.0, show_default=True, help="Days until the link expires.")
-@click.option("--base-url", default="http://127.0.0.1:5000", show_default=True, help="Where `empeval serve` is reachable.")
+@click.option("--base-url", default="http://127.0.0.1:5000", show_default=True,
+              help="Where `empeval serve` is reachable.")
 @pass_cli
 def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: float, base_url: str) -> None:
     """Print a signed, expiring invite link for each annotator NAME (created on first invite)."""

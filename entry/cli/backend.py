@@ -66,8 +66,8 @@ def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch
             task = progress.add_task(f"{name}", total=None)
             report = generate_responses(obj.engine(), model, dataset=dataset, split=split, limit=limit,
                                         batch_size=batch_size,
-                                        on_total=lambda n: progress.update(task, total=n),
-                                        on_batch=lambda n: progress.advance(task, n))
+                                        on_total=lambda n, task=task: progress.update(task, total=n),
+                                        on_batch=lambda n, task=task: progress.advance(task, n))
         click.echo(report.describe())
         upstream_failed |= report.upstream_errors > 0
     if upstream_failed:

@@ -17,13 +17,15 @@ from analysis.load import ExportError
 from server.errors import BadInput, Conflict, EmpevalError, Unavailable
 from server.store import open_store
 from server.store.engine import database_url
+from tasks.crowd.contract import ContractError
 
 EXIT_BAD_INPUT = BadInput.exit_code
 EXIT_CONFLICT = Conflict.exit_code
 EXIT_NETWORK = Unavailable.exit_code
 
-# Errors from analysis, which imports nothing of ours, by the exit code they mean.
-FOREIGN_EXIT_CODES: dict[type[Exception], int] = {ExportError: EXIT_BAD_INPUT}
+# Errors from modules that import nothing of ours (analysis; the crowd contract, which the crowd virtualenv
+# loads by path with the standard library only), by the exit code they mean.
+FOREIGN_EXIT_CODES: dict[type[Exception], int] = {ExportError: EXIT_BAD_INPUT, ContractError: EXIT_BAD_INPUT}
 
 
 def exit_code_of(error: BaseException) -> int | None:

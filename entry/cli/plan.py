@@ -20,7 +20,8 @@ def _ints(text: str) -> list[int]:
 
 
 @click.command()
-@click.option("--pilot", "pilot_study", default=None, help="Estimate the variance components from this study in the store.")
+@click.option("--pilot", "pilot_study", default=None,
+              help="Estimate the variance components from this study in the store.")
 @click.option("--pilot-export", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="... or from an export file (CSV/JSONL). Without either: default components.")
 @click.option("--criterion", default="empathy", show_default=True)

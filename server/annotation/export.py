@@ -60,7 +60,8 @@ def rows_to_csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if v is None else str(v).lower() if isinstance(v, bool) else v) for k, v in row.items()})
+        writer.writerow({k: ("" if v is None else str(v).lower() if isinstance(v, bool) else v)
+                         for k, v in row.items()})
     return out.getvalue()
 
 

@@ -39,7 +39,8 @@ def secret_key(engine: Engine) -> str:
 
 def admin_token(secret: str) -> str:
     """$EMPEVAL_ADMIN_TOKEN, else an HMAC of the secret key: stable, printable by `empeval admin token`."""
-    return os.environ.get(ADMIN_TOKEN_ENV) or hmac.new(secret.encode(), b"empeval-admin", hashlib.sha256).hexdigest()[:32]
+    derived = hmac.new(secret.encode(), b"empeval-admin", hashlib.sha256).hexdigest()[:32]
+    return os.environ.get(ADMIN_TOKEN_ENV) or derived
 
 
 def is_admin(secret: str, presented: str | None) -> bool:

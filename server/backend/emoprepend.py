@@ -39,12 +39,13 @@ class EmoPrependRetrievalModel(RetrievalModel):
         texts = self.query_texts(contexts)
         plain = self.encoder.encode(texts)
         labels, probabilities = self.classifier.predict(plain)
-        prepended = self.encoder.encode([f"{label}: {text}" for label, text in zip(labels, texts)])
+        prepended = self.encoder.encode([f"{label}: {text}" for label, text in zip(labels, texts, strict=True)])
         details = [{"predicted_emotion": str(label), "emotion_probability": round(float(p), 4)}
-                   for label, p in zip(labels, probabilities)]
+                   for label, p in zip(labels, probabilities, strict=True)]
         return torch.from_numpy(prepended), details
 
     def candidate_bonus(self, details: list[dict], candidate_emotions: np.ndarray) -> torch.Tensor | None:
         predicted = np.array([d["predicted_emotion"] for d in details], dtype=str)[:, None]
-        same = candidate_emotions[None, :] == predicted if candidate_emotions.ndim == 1 else candidate_emotions == predicted
+        same = (candidate_emotions[None, :] == predicted if candidate_emotions.ndim == 1
+                else candidate_emotions == predicted)
         return torch.from_numpy(same.astype(np.float32)) * float(self.parameters["emotion_bonus"])

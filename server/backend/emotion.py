@@ -50,7 +50,7 @@ def training_data_hash(resources: BackendResources) -> str:
 
     def build() -> str:
         texts, labels = _labelled_inputs(resources, "train")
-        return texts_hash([f"{t}\x01{l}" for t, l in zip(texts, labels)])
+        return texts_hash([f"{t}\x01{label}" for t, label in zip(texts, labels, strict=True)])
 
     return resources.get_or_build(f"emotion-data-hash:{resources.dataset}", build)
 
@@ -64,7 +64,7 @@ def emotion_classifier(resources: BackendResources) -> EmotionClassifier:
             raise RuntimeError(f"the emotion classifier needs labelled train dialogues in dataset "
                                f"{resources.dataset!r}; import ED first")
         encoder = resources.encoder()
-        data_hash = texts_hash([f"{t}\x01{l}" for t, l in zip(texts, labels)])
+        data_hash = texts_hash([f"{t}\x01{label}" for t, label in zip(texts, labels, strict=True)])
         path = resources.cache_dir / "classifiers" / f"emotion-{encoder.model_id}-{data_hash[:16]}.pkl"
         if path.exists():
             with open(path, "rb") as handle:  # our own cache file, written below
@@ -84,7 +84,8 @@ def emotion_classifier(resources: BackendResources) -> EmotionClassifier:
     return resources.get_or_build(f"emotion-classifier:{resources.dataset}", build)
 
 
-def accuracy_on_split(resources: BackendResources, classifier: EmotionClassifier, split: str = "test") -> tuple[float, int]:
+def accuracy_on_split(resources: BackendResources, classifier: EmotionClassifier,
+                      split: str = "test") -> tuple[float, int]:
     """Accuracy on "situation + first turn" of the split's dialogues, and how many there were."""
     texts, labels = _labelled_inputs(resources, split)
     if not texts:

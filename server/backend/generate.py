@@ -73,7 +73,7 @@ def generate_responses(
         batch = todo[start:start + batch_size]
         outcomes = model.respond_batch(batch)
         with unit_of_work(engine) as session:
-            for context, outcome in zip(batch, outcomes):
+            for context, outcome in zip(batch, outcomes, strict=True):
                 if outcome.ok:
                     session.add(Response(context_id=context.context_id, system_id=system_id, text=outcome.text,
                                          provenance=outcome.provenance, latency_ms=outcome.latency_ms))

@@ -86,7 +86,8 @@ def p_at_1_of_100(model: RetrievalModel, contexts: Sequence[DialogueContext], *,
     """P@1,n_candidates of a retrieval system over `contexts` (their references are the candidate pool)."""
     contexts = [c for c in contexts if c.reference is not None]
     if len(contexts) < n_candidates:
-        raise ValueError(f"P@1,{n_candidates} needs at least {n_candidates} contexts with references, got {len(contexts)}")
+        raise ValueError(f"P@1,{n_candidates} needs at least {n_candidates} contexts with references, "
+                         f"got {len(contexts)}")
     references = model.encoder.encode_cached([c.reference for c in contexts], label="references",
                                              description="encoding references")
     references = torch.from_numpy(references)

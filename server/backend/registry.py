@@ -84,7 +84,8 @@ def load_config(path: Path | str | None = None) -> list[SystemSpec]:
     try:
         raw = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as error:
-        raise ConfigError(f"{path}: not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'TOML'}: {error}") from None
+        language = "YAML" if path.suffix in (".yaml", ".yml") else "TOML"
+        raise ConfigError(f"{path}: not valid {language}: {error}") from None
     systems = (raw or {}).get("systems")
     if not isinstance(systems, dict) or not systems:
         raise ConfigError(f"{path}: expected a `systems` table with one entry per system")

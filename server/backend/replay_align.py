@@ -61,7 +61,8 @@ ATTRIBUTION = {
             "contexts (conv_id#n_turns); only the contexts of empeval's bundled ED sample are included.",
     "data": "EmpatheticDialogues, Rashkin, Smith, Li, Boureau, ACL 2019 (facebookresearch/EmpatheticDialogues), "
             "CC BY-NC 4.0: the outputs are derived from ED and inherit that licence (non-commercial use only).",
-    "code_licence": "The source repositories are MIT-licensed (HLTCHKUST/MoEL, declare-lab/MIME, qtli/EmpDG, qtli/KEMP).",
+    "code_licence": "The source repositories are MIT-licensed "
+                    "(HLTCHKUST/MoEL, declare-lab/MIME, qtli/EmpDG, qtli/KEMP).",
     "rebuild": "empeval systems replay-align MODEL_OUTPUTS_DIR --ed-test ED_DIR/test.csv",
 }
 
@@ -262,7 +263,8 @@ def write_derived_file(aligned: AlignedOutputs, path: Path = DERIVED_FILE,
 
 
 def coverage_table(coverages: list[Coverage]) -> list[str]:
-    lines = [f"{'file':<34}{'records':>9}{'aligned':>9}{'(by ref)':>9}{'ambiguous':>11}{'unmatched':>11}{'ref differs':>13}"]
+    lines = [f"{'file':<34}{'records':>9}{'aligned':>9}{'(by ref)':>9}{'ambiguous':>11}{'unmatched':>11}"
+             f"{'ref differs':>13}"]
     for c in coverages:
         lines.append(f"{c.file:<34}{c.records:>9,}{c.aligned:>9,}{c.aligned_by_reference:>9,}{c.ambiguous:>11,}"
                      f"{c.unmatched:>11,}{c.reference_differs:>13,}")

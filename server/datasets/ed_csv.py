@@ -50,7 +50,8 @@ def parse_ed_csv(path: Path, split: str) -> list[ParsedDialogue]:
             continue
         fields = line.split(",")
         if len(fields) != len(HEADER):
-            raise InputFileError(path, number, f"{len(fields)} fields, expected {len(HEADER)} (commas inside text must be written _comma_)")
+            raise InputFileError(path, number, f"{len(fields)} fields, expected {len(HEADER)} "
+                                               "(commas inside text must be written _comma_)")
         conv_id, idx_text, emotion, prompt, _speaker_idx, utterance, _selfeval, _tags = fields
         if not conv_id:
             raise InputFileError(path, number, "empty conv_id")
@@ -72,7 +73,8 @@ def parse_ed_csv(path: Path, split: str) -> list[ParsedDialogue]:
             if idx != expected:
                 raise InputFileError(path, number, f"utterance_idx {idx} in {conv_id}, expected {expected}")
             if (emotion or None) != current["emotion"]:
-                raise InputFileError(path, number, f"emotion {emotion!r} differs from {current['emotion']!r} earlier in {conv_id}")
+                raise InputFileError(path, number, f"emotion {emotion!r} differs from {current['emotion']!r} "
+                                                   f"earlier in {conv_id}")
         if not utterance.strip():
             raise InputFileError(path, number, "empty utterance")
         role = "speaker" if idx % 2 == 1 else "listener"
@@ -98,7 +100,8 @@ def ed_split_files(path: Path, split: str) -> list[tuple[Path, str]]:
         if split == "all":
             stem = path.stem
             if stem not in SPLITS:
-                raise InputFileError(path, None, "cannot tell the split from the file name: pass --split train|valid|test")
+                raise InputFileError(path, None,
+                                     "cannot tell the split from the file name: pass --split train|valid|test")
             return [(path, stem)]
         return [(path, split)]
     wanted = SPLITS if split == "all" else (split,)

@@ -91,7 +91,7 @@ def import_dialogues(
             ).scalars().all()
             turn_rows = [
                 {"dialogue_id": dialogue_id, "idx": t.idx, "role": t.role, "text": t.text}
-                for dialogue_id, d in zip(dialogue_ids, chunk) for t in d.turns
+                for dialogue_id, d in zip(dialogue_ids, chunk, strict=True) for t in d.turns
             ]
             turn_ids: list[int] = []
             for turn_chunk in _batches(turn_rows):
@@ -100,7 +100,7 @@ def import_dialogues(
                 ).scalars().all()
             context_rows = []
             offset = 0
-            for dialogue_id, d in zip(dialogue_ids, chunk):
+            for dialogue_id, d in zip(dialogue_ids, chunk, strict=True):
                 for n_turns, turn_index in d.context_prefix_lengths():
                     context_rows.append({"dialogue_id": dialogue_id, "n_turns": n_turns,
                                          "reference_turn_id": turn_ids[offset + turn_index]})

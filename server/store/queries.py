@@ -2,7 +2,7 @@
 and UTC times (SQLite hands back naive datetimes)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -14,14 +14,14 @@ ASSIGNMENT_STATUSES = ("open", "assigned", "submitted", "expired")
 
 
 def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def as_utc(moment: datetime | None) -> datetime | None:
     """The moment as an aware UTC datetime (SQLite stores naive UTC)."""
     if moment is None or moment.tzinfo is not None:
         return moment
-    return moment.replace(tzinfo=timezone.utc)
+    return moment.replace(tzinfo=UTC)
 
 
 def study_by_name(session: Session, name: str) -> Study:

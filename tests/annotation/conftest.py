@@ -3,6 +3,7 @@
 The responses are written straight into the store here (not produced by the backend), so these tests
 pin the annotation path on its own.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -23,29 +24,56 @@ SYSTEMS = ["sys-a", "sys-b", "sys-c"]
 CONTROLS = ["control-generic", "control-mismatched", "control-scrambled"]
 
 
-def add_responses(engine, systems, n_contexts, text=lambda system, context_id: f"{system} answers context {context_id}."):
+def add_responses(
+    engine, systems, n_contexts, text=lambda system, context_id: f"{system} answers context {context_id}."
+):
     with unit_of_work(engine) as session:
-        context_ids = session.scalars(select(Context.id).join(Dialogue).where(Dialogue.split == "test")
-                                      .order_by(Context.id).limit(n_contexts)).all()
+        context_ids = session.scalars(
+            select(Context.id).join(Dialogue).where(Dialogue.split == "test").order_by(Context.id).limit(n_contexts)
+        ).all()
         for name in systems:
-            system = System(name=name, kind="control" if name.startswith("control") else "test", version="1", parameters={})
+            system = System(
+                name=name, kind="control" if name.startswith("control") else "test", version="1", parameters={}
+            )
             session.add(system)
             session.flush()
-            session.add_all(Response(context_id=cid, system_id=system.id, text=text(name, cid), provenance={"test": True},
-                                     latency_ms=0.0) for cid in context_ids)
+            session.add_all(
+                Response(
+                    context_id=cid, system_id=system.id, text=text(name, cid), provenance={"test": True}, latency_ms=0.0
+                )
+                for cid in context_ids
+            )
     return context_ids
 
 
-def make_study(engine, *, name="pilot", count=12, k=2, per_assignment=5, control_rate=0.2, seed=3, minutes=30,
-               systems=SYSTEMS, controls=CONTROLS):
-    spec = parse_study({
-        "name": name, "seed": seed,
-        "contexts": {"split": "test", "count": count},
-        "systems": {"names": list(systems), "controls": list(controls)},
-        "design": {"ratings_per_response": k, "items_per_assignment": per_assignment,
-                   "control_rate": control_rate if controls else 0.0, "assignment_minutes": minutes},
-        "pay": {"per_assignment": 0.5, "currency": "USD"},
-    })
+def make_study(
+    engine,
+    *,
+    name="pilot",
+    count=12,
+    k=2,
+    per_assignment=5,
+    control_rate=0.2,
+    seed=3,
+    minutes=30,
+    systems=SYSTEMS,
+    controls=CONTROLS,
+):
+    spec = parse_study(
+        {
+            "name": name,
+            "seed": seed,
+            "contexts": {"split": "test", "count": count},
+            "systems": {"names": list(systems), "controls": list(controls)},
+            "design": {
+                "ratings_per_response": k,
+                "items_per_assignment": per_assignment,
+                "control_rate": control_rate if controls else 0.0,
+                "assignment_minutes": minutes,
+            },
+            "pay": {"per_assignment": 0.5, "currency": "USD"},
+        }
+    )
     return create_study(engine, spec)
 
 

@@ -1,5 +1,6 @@
 """The annotation API: a whole assignment round trip, and every kind of bad request answered 4xx with the
 database unchanged."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,10 @@ def annotator(study_engine, client_factory):
 
 
 def full_ratings(assignment, score=4):
-    return [{"item_id": item["item_id"], "scores": {"empathy": score, "relevance": score, "fluency": score},
-             "seconds": 3.5} for item in assignment["items"]]
+    return [
+        {"item_id": item["item_id"], "scores": {"empathy": score, "relevance": score, "fluency": score}, "seconds": 3.5}
+        for item in assignment["items"]
+    ]
 
 
 def test_next_assignment_shows_contexts_and_responses_but_never_system_names(annotator):
@@ -54,17 +57,27 @@ def test_submit_stores_every_rating_with_its_item_and_position(annotator, study_
     client, token, assignment = annotator
     ratings = full_ratings(assignment)
     ratings[0]["scores"]["empathy"] = 1
-    answer = client.post(f"/api/assignments/{assignment['assignment_id']}/submit", headers=auth(token),
-                         json={"submission_id": new_submission_id(), "ratings": ratings, "comment": "fine"})
+    answer = client.post(
+        f"/api/assignments/{assignment['assignment_id']}/submit",
+        headers=auth(token),
+        json={"submission_id": new_submission_id(), "ratings": ratings, "comment": "fine"},
+    )
     assert answer.status_code == 200, answer.get_json()
     assert answer.get_json()["ratings"] == 3 * len(ratings)
     with Session(study_engine) as s:
-        stored = s.execute(select(Rating.item_id, Rating.criterion, Rating.score, AssignmentItem.position)
-                           .join(AssignmentItem, (AssignmentItem.item_id == Rating.item_id)
-                                 & (AssignmentItem.assignment_id == Rating.assignment_id))
-                           .where(Rating.assignment_id == assignment["assignment_id"])).all()
-    expected = {(i["item_id"], c, 1 if (n == 0 and c == "empathy") else 4, i["position"])
-                for n, i in enumerate(assignment["items"]) for c in ("empathy", "relevance", "fluency")}
+        stored = s.execute(
+            select(Rating.item_id, Rating.criterion, Rating.score, AssignmentItem.position)
+            .join(
+                AssignmentItem,
+                (AssignmentItem.item_id == Rating.item_id) & (AssignmentItem.assignment_id == Rating.assignment_id),
+            )
+            .where(Rating.assignment_id == assignment["assignment_id"])
+        ).all()
+    expected = {
+        (i["item_id"], c, 1 if (n == 0 and c == "empathy") else 4, i["position"])
+        for n, i in enumerate(assignment["items"])
+        for c in ("empathy", "relevance", "fluency")
+    }
     assert set(stored) == expected
 
 
@@ -86,8 +99,11 @@ def test_submitting_someone_elses_assignment_is_forbidden(annotator, study_engin
     _, _, assignment = annotator
     _, bob = invite(study_engine, "bob", "pilot")
     before = snapshot(study_engine)
-    answer = client_factory().post(f"/api/assignments/{assignment['assignment_id']}/submit", headers=auth(bob),
-                                   json={"submission_id": new_submission_id(), "ratings": full_ratings(assignment)})
+    answer = client_factory().post(
+        f"/api/assignments/{assignment['assignment_id']}/submit",
+        headers=auth(bob),
+        json={"submission_id": new_submission_id(), "ratings": full_ratings(assignment)},
+    )
     assert answer.status_code == 403 and "not yours" in answer.get_json()["message"]
     assert snapshot(study_engine) == before
 
@@ -96,43 +112,83 @@ def _mutations(assignment):
     ratings = full_ratings(assignment)
     first = ratings[0]["item_id"]
     return {
-        "score_above_scale": ([{**r, "scores": {**r["scores"], "fluency": 6}} if i == 0 else r for i, r in enumerate(ratings)], "fluency score 6"),
-        "score_zero": ([{**r, "scores": {**r["scores"], "empathy": 0}} if i == 0 else r for i, r in enumerate(ratings)], "empathy score 0"),
-        "score_float": ([{**r, "scores": {**r["scores"], "empathy": 3.5}} if i == 0 else r for i, r in enumerate(ratings)], "empathy score 3.5"),
-        "score_string": ([{**r, "scores": {**r["scores"], "empathy": "4"}} if i == 0 else r for i, r in enumerate(ratings)], "empathy score '4'"),
-        "missing_criterion": ([{**r, "scores": {"empathy": 3, "relevance": 3}} if i == 0 else r for i, r in enumerate(ratings)], "no score for 'fluency'"),
-        "unknown_criterion": ([{**r, "scores": {**r["scores"], "humour": 3}} if i == 0 else r for i, r in enumerate(ratings)], "unknown criterion 'humour'"),
+        "score_above_scale": (
+            [{**r, "scores": {**r["scores"], "fluency": 6}} if i == 0 else r for i, r in enumerate(ratings)],
+            "fluency score 6",
+        ),
+        "score_zero": (
+            [{**r, "scores": {**r["scores"], "empathy": 0}} if i == 0 else r for i, r in enumerate(ratings)],
+            "empathy score 0",
+        ),
+        "score_float": (
+            [{**r, "scores": {**r["scores"], "empathy": 3.5}} if i == 0 else r for i, r in enumerate(ratings)],
+            "empathy score 3.5",
+        ),
+        "score_string": (
+            [{**r, "scores": {**r["scores"], "empathy": "4"}} if i == 0 else r for i, r in enumerate(ratings)],
+            "empathy score '4'",
+        ),
+        "missing_criterion": (
+            [{**r, "scores": {"empathy": 3, "relevance": 3}} if i == 0 else r for i, r in enumerate(ratings)],
+            "no score for 'fluency'",
+        ),
+        "unknown_criterion": (
+            [{**r, "scores": {**r["scores"], "humour": 3}} if i == 0 else r for i, r in enumerate(ratings)],
+            "unknown criterion 'humour'",
+        ),
         "missing_item": (ratings[1:], f"item {first} of this assignment has no rating"),
         "foreign_item": (ratings + [{"item_id": 999999, "scores": ratings[0]["scores"]}], "item 999999 is not part"),
         "item_twice": (ratings + [ratings[0]], "rated twice"),
     }
 
 
-@pytest.mark.parametrize("case", ["score_above_scale", "score_zero", "score_float", "score_string", "missing_criterion",
-                                  "unknown_criterion", "missing_item", "foreign_item", "item_twice"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "score_above_scale",
+        "score_zero",
+        "score_float",
+        "score_string",
+        "missing_criterion",
+        "unknown_criterion",
+        "missing_item",
+        "foreign_item",
+        "item_twice",
+    ],
+)
 def test_invalid_ratings_are_refused_with_a_clear_400_and_store_nothing(annotator, study_engine, case):
     client, token, assignment = annotator
     ratings, message = _mutations(assignment)[case]
     before = snapshot(study_engine)
-    answer = client.post(f"/api/assignments/{assignment['assignment_id']}/submit", headers=auth(token),
-                         json={"submission_id": new_submission_id(), "ratings": ratings})
+    answer = client.post(
+        f"/api/assignments/{assignment['assignment_id']}/submit",
+        headers=auth(token),
+        json={"submission_id": new_submission_id(), "ratings": ratings},
+    )
     assert answer.status_code == 400
     assert message in answer.get_json()["message"]
     assert snapshot(study_engine) == before
 
 
-@pytest.mark.parametrize("body, content_type, status, message", [
-    (b"{not json", "application/json", 400, "not valid JSON"),
-    (b"[1, 2]", "application/json", 400, "JSON object"),
-    (b'{"ratings": []}', "application/json", 400, "submission_id"),
-    (b"rating=5", "application/x-www-form-urlencoded", 415, "as JSON"),
-    (b'{"submission_id": "' + b"x" * (2 << 20) + b'"}', "application/json", 413, ""),
-])
+@pytest.mark.parametrize(
+    "body, content_type, status, message",
+    [
+        (b"{not json", "application/json", 400, "not valid JSON"),
+        (b"[1, 2]", "application/json", 400, "JSON object"),
+        (b'{"ratings": []}', "application/json", 400, "submission_id"),
+        (b"rating=5", "application/x-www-form-urlencoded", 415, "as JSON"),
+        (b'{"submission_id": "' + b"x" * (2 << 20) + b'"}', "application/json", 413, ""),
+    ],
+)
 def test_malformed_or_oversized_bodies_get_json_4xx(annotator, study_engine, body, content_type, status, message):
     client, token, assignment = annotator
     before = snapshot(study_engine)
-    answer = client.post(f"/api/assignments/{assignment['assignment_id']}/submit", headers=auth(token),
-                         data=body, content_type=content_type)
+    answer = client.post(
+        f"/api/assignments/{assignment['assignment_id']}/submit",
+        headers=auth(token),
+        data=body,
+        content_type=content_type,
+    )
     assert answer.status_code == status
     assert answer.is_json and message in answer.get_json()["message"]
     assert snapshot(study_engine) == before
@@ -146,8 +202,11 @@ def test_requests_without_a_valid_invite_are_refused(client_factory, headers, st
 
 def test_unknown_assignment_is_404(annotator):
     client, token, _ = annotator
-    answer = client.post("/api/assignments/999999/submit", headers=auth(token),
-                         json={"submission_id": new_submission_id(), "ratings": []})
+    answer = client.post(
+        "/api/assignments/999999/submit",
+        headers=auth(token),
+        json={"submission_id": new_submission_id(), "ratings": []},
+    )
     assert answer.status_code == 404
 
 
@@ -155,8 +214,11 @@ def test_export_needs_the_admin_token_and_has_one_row_per_rating(annotator, stud
     from server.annotation.secrets import admin_token, secret_key
 
     client, token, assignment = annotator
-    client.post(f"/api/assignments/{assignment['assignment_id']}/submit", headers=auth(token),
-                json={"submission_id": new_submission_id(), "ratings": full_ratings(assignment)})
+    client.post(
+        f"/api/assignments/{assignment['assignment_id']}/submit",
+        headers=auth(token),
+        json={"submission_id": new_submission_id(), "ratings": full_ratings(assignment)},
+    )
     admin = client_factory()
     assert admin.get("/api/studies/pilot/export").status_code == 401
     assert admin.get("/api/studies/pilot/export", headers=auth("wrong")).status_code == 403
@@ -165,7 +227,12 @@ def test_export_needs_the_admin_token_and_has_one_row_per_rating(annotator, stud
     lines = csv_text.strip().splitlines()
     assert lines[0].startswith("study,item_id,context_id,system,annotator,criterion,score,position")
     assert len(lines) - 1 == 3 * len(assignment["items"])
-    rows = [json.loads(l) for l in admin.get("/api/studies/pilot/export?format=jsonl", headers=good).get_data(as_text=True).splitlines()]
+    rows = [
+        json.loads(line)
+        for line in admin.get("/api/studies/pilot/export?format=jsonl", headers=good)
+        .get_data(as_text=True)
+        .splitlines()
+    ]
     assert {r["annotator"] for r in rows} == {rows[0]["annotator"]} and rows[0]["annotator"].startswith("local-")
     assert "alice" not in csv_text  # pseudonyms only
     assert admin.get("/api/studies/pilot/export?format=xml", headers=good).status_code == 400

@@ -1,4 +1,5 @@
 """A rater in a real browser: invite link, consent, instructions, a whole assignment by keyboard, submit."""
+
 from __future__ import annotations
 
 import pytest
@@ -58,14 +59,25 @@ def test_a_rater_completes_an_assignment_with_the_keyboard_and_ratings_land_in_s
     with Session(engine) as s:
         assignment = s.scalar(select(Assignment).where(Assignment.status == "submitted"))
         assert assignment.comment == "clear task"
-        positions = dict(s.execute(select(AssignmentItem.item_id, AssignmentItem.position)
-                                   .where(AssignmentItem.assignment_id == assignment.id)).all())
-        ratings = s.execute(select(Rating.item_id, Rating.criterion, Rating.score)
-                            .where(Rating.assignment_id == assignment.id)).all()
-        seconds = s.scalars(select(AssignmentItem.seconds_on_item).where(AssignmentItem.assignment_id == assignment.id)).all()
+        positions = dict(
+            s.execute(
+                select(AssignmentItem.item_id, AssignmentItem.position).where(
+                    AssignmentItem.assignment_id == assignment.id
+                )
+            ).all()
+        )
+        ratings = s.execute(
+            select(Rating.item_id, Rating.criterion, Rating.score).where(Rating.assignment_id == assignment.id)
+        ).all()
+        seconds = s.scalars(
+            select(AssignmentItem.seconds_on_item).where(AssignmentItem.assignment_id == assignment.id)
+        ).all()
     assert dict(shown) == positions
-    expected = {(item_id, c, score) for i, (item_id, _) in enumerate(shown)
-                for c, score in zip(("empathy", "relevance", "fluency"), (1 + i % 5, 5 - i % 5, 3))}
+    expected = {
+        (item_id, c, score)
+        for i, (item_id, _) in enumerate(shown)
+        for c, score in zip(("empathy", "relevance", "fluency"), (1 + i % 5, 5 - i % 5, 3), strict=True)
+    }
     assert set(ratings) == expected
     assert all(s is not None and s >= 0 for s in seconds)
 

@@ -1,5 +1,6 @@
 """Design properties under many seeds and sizes (hypothesis), then the same promises through the store:
 k distinct annotators per response, no annotator sees a context twice, expiry returns items."""
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -25,20 +26,35 @@ from tests.annotation.conftest import (
     new_submission_id,
 )
 
-designs = st.fixed_dictionaries({
-    "contexts": st.integers(1, 40), "systems": st.integers(1, 7), "k": st.integers(1, 5),
-    "per_assignment": st.integers(1, 15), "control_rate": st.sampled_from([0.0, 0.1, 0.2, 0.34]),
-    "seed": st.integers(0, 2**32 - 1),
-})
+designs = st.fixed_dictionaries(
+    {
+        "contexts": st.integers(1, 40),
+        "systems": st.integers(1, 7),
+        "k": st.integers(1, 5),
+        "per_assignment": st.integers(1, 15),
+        "control_rate": st.sampled_from([0.0, 0.1, 0.2, 0.34]),
+        "seed": st.integers(0, 2**32 - 1),
+    }
+)
 
 
 def _plan(d):
     systems = [f"s{i}" for i in range(d["systems"])]
     items = [Candidate((c, s), c, s) for c in range(d["contexts"]) for s in systems]
     controls = [Candidate(("ctl", c, kind), c, kind) for c in range(d["contexts"]) for kind in CONTROLS]
-    rate = d["control_rate"] if controls_per_assignment(d["per_assignment"], d["control_rate"]) < d["per_assignment"] else 0.0
-    plan = plan_assignments(items, controls, ratings_per_response=d["k"], items_per_assignment=d["per_assignment"],
-                            control_rate=rate, seed=d["seed"])
+    rate = (
+        d["control_rate"]
+        if controls_per_assignment(d["per_assignment"], d["control_rate"]) < d["per_assignment"]
+        else 0.0
+    )
+    plan = plan_assignments(
+        items,
+        controls,
+        ratings_per_response=d["k"],
+        items_per_assignment=d["per_assignment"],
+        control_rate=rate,
+        seed=d["seed"],
+    )
     return items, plan, rate
 
 
@@ -110,9 +126,13 @@ def _work_through(engine, n_annotators, *, now=None):
                 continue
             busy = True
             payload = assignment_payload(engine, assignment_id)
-            ratings = [{"item_id": i["item_id"], "scores": {"empathy": 3, "relevance": 3, "fluency": 3}} for i in payload["items"]]
-            submit_assignment(engine, assignment_id, annotator_id, {"submission_id": new_submission_id(), "ratings": ratings},
-                              now=now)
+            ratings = [
+                {"item_id": i["item_id"], "scores": {"empathy": 3, "relevance": 3, "fluency": 3}}
+                for i in payload["items"]
+            ]
+            submit_assignment(
+                engine, assignment_id, annotator_id, {"submission_id": new_submission_id(), "ratings": ratings}, now=now
+            )
 
 
 def test_handout_gives_each_response_k_distinct_annotators_and_nobody_a_context_twice(sample_engine):
@@ -121,13 +141,17 @@ def test_handout_gives_each_response_k_distinct_annotators_and_nobody_a_context_
         make_study(sample_engine, name="pilot", count=10, k=3, per_assignment=4, control_rate=0.25, seed=seed)
         _work_through(sample_engine, n_annotators=14 if seed % 2 else 30)
         with Session(sample_engine) as s:
-            rows = s.execute(select(Rating.item_id, Rating.annotator_id, Response.context_id, StudyItem.is_control)
-                             .join(StudyItem, StudyItem.id == Rating.item_id)
-                             .join(Response, Response.id == StudyItem.response_id)
-                             .where(Rating.criterion == "empathy")).all()
+            rows = s.execute(
+                select(Rating.item_id, Rating.annotator_id, Response.context_id, StudyItem.is_control)
+                .join(StudyItem, StudyItem.id == Rating.item_id)
+                .join(Response, Response.id == StudyItem.response_id)
+                .where(Rating.criterion == "empathy")
+            ).all()
             assignments = s.scalars(select(Assignment)).all()
-            contexts_of = {a.id: {s.get(Response, s.get(StudyItem, i.item_id).response_id).context_id for i in a.items}
-                           for a in assignments}
+            contexts_of = {
+                a.id: {s.get(Response, s.get(StudyItem, i.item_id).response_id).context_id for i in a.items}
+                for a in assignments
+            }
             done_by = {a.id: a.annotator_id for a in assignments if a.status == "submitted"}
             still_open = [a.id for a in assignments if a.status == "open"]
         seen = defaultdict(set)
@@ -179,14 +203,31 @@ def test_an_expired_assignment_goes_back_to_the_pool_and_a_late_submission_is_ke
         assert old.status == "expired" and copy is not None
         assert {i.item_id for i in copy.items} == items
     while handed[-1] is not None and handed[-1] != copy.id:
-        submit_assignment(sample_engine, handed[-1], bob, {"submission_id": new_submission_id(), "ratings": [
-            {"item_id": i["item_id"], "scores": {"empathy": 2, "relevance": 2, "fluency": 2}}
-            for i in assignment_payload(sample_engine, handed[-1])["items"]]}, now=later)
+        submit_assignment(
+            sample_engine,
+            handed[-1],
+            bob,
+            {
+                "submission_id": new_submission_id(),
+                "ratings": [
+                    {"item_id": i["item_id"], "scores": {"empathy": 2, "relevance": 2, "fluency": 2}}
+                    for i in assignment_payload(sample_engine, handed[-1])["items"]
+                ],
+            },
+            now=later,
+        )
         handed.append(next_assignment(sample_engine, "pilot", bob, now=later))
     assert copy.id in handed
-    receipt = submit_assignment(sample_engine, abandoned, alice, {"submission_id": new_submission_id(), "ratings": [
-        {"item_id": i, "scores": {"empathy": 5, "relevance": 5, "fluency": 5}} for i in items]},
-        now=start + timedelta(minutes=40))
+    receipt = submit_assignment(
+        sample_engine,
+        abandoned,
+        alice,
+        {
+            "submission_id": new_submission_id(),
+            "ratings": [{"item_id": i, "scores": {"empathy": 5, "relevance": 5, "fluency": 5}} for i in items],
+        },
+        now=start + timedelta(minutes=40),
+    )
     assert receipt["late"] is True
     with Session(sample_engine) as s:
         assert s.get(Assignment, abandoned).late is True

@@ -1,4 +1,5 @@
 """The backend's HTTP API: list systems, respond to one context or a batch, reject bad input with 400."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,7 +13,13 @@ RAW = {"turns": [{"role": "speaker", "text": "I got the job I wanted!"}], "emoti
 
 @pytest.fixture()
 def client(sample_engine, cache_dir):
-    app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "BACKEND_CACHE_DIR": str(cache_dir), "TESTING": True})
+    app = create_app(
+        {
+            "DATABASE_URL": sample_engine.url.render_as_string(hide_password=False),
+            "BACKEND_CACHE_DIR": str(cache_dir),
+            "TESTING": True,
+        }
+    )
     return app.test_client()
 
 
@@ -53,8 +60,10 @@ def test_retrieval_through_the_api_reuses_one_model_per_app(client, context):
 
 
 def test_batch_reports_each_context_in_place(client, context):
-    answer = client.post("/api/respond/batch", json={"system": "gold", "contexts": [
-        {"context_id": context.context_id}, {"context": RAW}]})
+    answer = client.post(
+        "/api/respond/batch",
+        json={"system": "gold", "contexts": [{"context_id": context.context_id}, {"context": RAW}]},
+    )
     assert answer.status_code == 200
     ok, failed = answer.json["results"]
     assert ok["response"] == context.reference
@@ -66,23 +75,29 @@ def test_gold_without_reference_is_422(client):
     assert answer.status_code == 422 and "reference" in answer.json["message"]
 
 
-@pytest.mark.parametrize("body, status, message", [
-    (None, 400, "JSON object"),
-    ([1, 2], 400, "JSON object"),
-    ({"context": RAW}, 400, '"system" is required'),
-    ({"system": "nope", "context": RAW}, 404, "unknown system"),
-    ({"system": "gold"}, 400, "exactly one of"),
-    ({"system": "gold", "context_id": 1, "context": RAW}, 400, "exactly one of"),
-    ({"system": "gold", "context_id": "7"}, 400, "positive integer"),
-    ({"system": "gold", "context_id": 10**9}, 404, "no stored context"),
-    ({"system": "gold", "context": {"turns": []}}, 400, "list of 1 to"),
-    ({"system": "gold", "context": {"turns": [{"role": "bot", "text": "x"}]}}, 400, "role"),
-    ({"system": "gold", "context": {"turns": [{"role": "speaker", "text": ""}]}}, 400, "non-empty"),
-    ({"system": "gold", "context": {"turns": [{"role": "speaker", "text": "x"}], "emotion": 3}}, 400, "emotion"),
-])
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        (None, 400, "JSON object"),
+        ([1, 2], 400, "JSON object"),
+        ({"context": RAW}, 400, '"system" is required'),
+        ({"system": "nope", "context": RAW}, 404, "unknown system"),
+        ({"system": "gold"}, 400, "exactly one of"),
+        ({"system": "gold", "context_id": 1, "context": RAW}, 400, "exactly one of"),
+        ({"system": "gold", "context_id": "7"}, 400, "positive integer"),
+        ({"system": "gold", "context_id": 10**9}, 404, "no stored context"),
+        ({"system": "gold", "context": {"turns": []}}, 400, "list of 1 to"),
+        ({"system": "gold", "context": {"turns": [{"role": "bot", "text": "x"}]}}, 400, "role"),
+        ({"system": "gold", "context": {"turns": [{"role": "speaker", "text": ""}]}}, 400, "non-empty"),
+        ({"system": "gold", "context": {"turns": [{"role": "speaker", "text": "x"}], "emotion": 3}}, 400, "emotion"),
+    ],
+)
 def test_bad_input_is_rejected_with_a_message(client, body, status, message):
-    answer = (client.post("/api/respond", data="{not json", content_type="application/json") if body is None
-              else client.post("/api/respond", json=body))
+    answer = (
+        client.post("/api/respond", data="{not json", content_type="application/json")
+        if body is None
+        else client.post("/api/respond", json=body)
+    )
     assert answer.status_code == status and message in answer.json["message"]
 
 

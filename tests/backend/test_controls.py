@@ -20,7 +20,7 @@ def some_contexts(engine, limit=60):
 def test_scrambled_keeps_the_multiset_of_words_and_changes_the_order(registry, sample_engine):
     contexts = some_contexts(sample_engine)
     outcomes = registry.get("control-scrambled").respond_batch(contexts)
-    for context, outcome in zip(contexts, outcomes):
+    for context, outcome in zip(contexts, outcomes, strict=True):
         assert outcome.ok
         assert Counter(outcome.text.split()) == Counter(context.reference.split())
         if len(set(context.reference.split())) >= 2:
@@ -41,7 +41,7 @@ def test_mismatched_is_another_dialogues_gold_reply_with_a_different_emotion(reg
     contexts = some_contexts(sample_engine)
     model = registry.get("control-mismatched")
     pool = {row[3]: row for row in model.pool("test")}
-    for context, outcome in zip(contexts, model.respond_batch(contexts)):
+    for context, outcome in zip(contexts, model.respond_batch(contexts), strict=True):
         source = pool[outcome.provenance["source_turn_id"]]
         assert outcome.text == source[4]
         assert source[0] != context.dialogue_id

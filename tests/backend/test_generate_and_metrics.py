@@ -1,4 +1,5 @@
 """`empeval generate` fills the response table resumably; `empeval metrics` prints BLEU; config loading."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,8 +34,13 @@ def test_generate_is_resumable_and_skips_what_the_same_version_answered(fresh_en
 def test_a_new_version_is_a_new_system_row_with_its_own_responses(fresh_engine, tmp_path):
     resources = BackendResources(engine=fresh_engine, cache_dir=tmp_path, show_progress=False)
     for seed in (0, 1, 0):
-        generate_responses(fresh_engine, GenericControl("control-generic", {"seed": seed}, resources),
-                           dataset="empatheticdialogues", split="test", limit=10)
+        generate_responses(
+            fresh_engine,
+            GenericControl("control-generic", {"seed": seed}, resources),
+            dataset="empatheticdialogues",
+            split="test",
+            limit=10,
+        )
     with unit_of_work(fresh_engine) as session:
         rows = session.execute(select(System.name, System.version, System.parameters)).all()
     assert len(rows) == 2 and {r.parameters["seed"] for r in rows} == {0, 1}
@@ -55,13 +61,16 @@ def test_cli_generate_then_metrics(tmp_path):
     url = f"sqlite:///{tmp_path}/cli.db"
     runner = CliRunner()
     assert runner.invoke(cli, ["--database-url", url, "data", "import-sample"]).exit_code == 0
-    result = runner.invoke(cli, ["--database-url", url, "generate", "--systems", "gold,kemp,control-scrambled",
-                                 "--limit", "40"])
+    result = runner.invoke(
+        cli, ["--database-url", url, "generate", "--systems", "gold,kemp,control-scrambled", "--limit", "40"]
+    )
     assert result.exit_code == 0, result.output
     assert "kemp" in result.output and "40 stored" in result.output
     again = runner.invoke(cli, ["--database-url", url, "generate", "--systems", "gold", "--limit", "40"])
     assert "0 stored, 40 already present" in again.output
-    metrics = runner.invoke(cli, ["--database-url", url, "metrics", "--no-p-at-100", "--systems", "gold,kemp,control-scrambled"])
+    metrics = runner.invoke(
+        cli, ["--database-url", url, "metrics", "--no-p-at-100", "--systems", "gold,kemp,control-scrambled"]
+    )
     assert metrics.exit_code == 0, metrics.output
     gold_line = next(line for line in metrics.output.splitlines() if line.startswith("gold"))
     assert "100.00" in gold_line
@@ -84,26 +93,33 @@ def test_bleu_of_gold_is_100_and_of_scrambled_words_is_low():
 
 
 def test_moel_tokenisation_matches_the_published_outputs():
-    assert moel_tokenise("Why did you feel guilty? People really shouldn't drive drunk.") == \
-        "why did you feel guilty ? people really should n't drive drunk ."
+    assert (
+        moel_tokenise("Why did you feel guilty? People really shouldn't drive drunk.")
+        == "why did you feel guilty ? people really should n't drive drunk ."
+    )
     assert moel_tokenise("I don't know_comma_ it's fine") == "i do not know , it is fine"
 
 
 def test_yaml_config_with_an_http_system(tmp_path):
     config = tmp_path / "systems.yaml"
-    config.write_text("systems:\n  my-llm:\n    kind: http\n    protocol: openai\n    url: http://localhost:8000\n"
-                      "  gold:\n    kind: gold\n")
+    config.write_text(
+        "systems:\n  my-llm:\n    kind: http\n    protocol: openai\n    url: http://localhost:8000\n"
+        "  gold:\n    kind: gold\n"
+    )
     specs = load_config(config)
     assert [(s.name, s.kind) for s in specs] == [("my-llm", "http"), ("gold", "gold")]
     assert specs[0].parameters["protocol"] == "openai"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[systems.x]\nkind = 'teleport'\n", "unknown kind"),
-    ("[systems.x]\nurl = 'http://x'\n", "needs a `kind`"),
-    ("nothing = 1\n", "expected a `systems` table"),
-    ("[systems.x\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[systems.x]\nkind = 'teleport'\n", "unknown kind"),
+        ("[systems.x]\nurl = 'http://x'\n", "needs a `kind`"),
+        ("nothing = 1\n", "expected a `systems` table"),
+        ("[systems.x\n", "not valid TOML"),
+    ],
+)
 def test_bad_configs_say_what_is_wrong(tmp_path, text, message):
     config = tmp_path / "systems.toml"
     config.write_text(text)

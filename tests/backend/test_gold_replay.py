@@ -1,4 +1,5 @@
 """gold answers with the reference; replay serves published outputs aligned to their ED context."""
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,9 @@ PARTIAL = {"empdg", "emoprepend"}
 
 
 @pytest.mark.parametrize("system", list(REPLAY_SYSTEMS))
-def test_every_replay_system_answers_the_sample_test_contexts_it_has_from_the_shipped_file(registry, sample_engine, system):
+def test_every_replay_system_answers_the_sample_test_contexts_it_has_from_the_shipped_file(
+    registry, sample_engine, system
+):
     contexts = sample_contexts(sample_engine)
     outcomes = registry.get(system).respond_batch(contexts)
     answered = sum(o.ok for o in outcomes)
@@ -74,7 +77,12 @@ def test_shipped_replay_file_is_small_attributed_and_covers_only_the_sample():
     payload = json.loads(DERIVED_FILE.read_text())
     assert "CC BY-NC 4.0" in payload["attribution"]["data"]
     assert set(payload["outputs"]) <= sample_context_keys()
-    assert {s["repo"] for s in payload["sources"].values()} == {"HLTCHKUST/MoEL", "declare-lab/MIME", "qtli/EmpDG", "qtli/KEMP"}
+    assert {s["repo"] for s in payload["sources"].values()} == {
+        "HLTCHKUST/MoEL",
+        "declare-lab/MIME",
+        "qtli/EmpDG",
+        "qtli/KEMP",
+    }
 
 
 def test_normalise_matches_published_tokenisation_to_ed_text():
@@ -93,7 +101,9 @@ def test_alignment_on_the_full_test_set_covers_nearly_every_published_record(ful
     shipped = json.loads(DERIVED_FILE.read_text())["outputs"]
     keys = sample_context_keys()
     for system, texts in aligned.outputs.items():
-        assert {k: v for k, v in texts.items() if k in keys} == {k: v[system] for k, v in shipped.items() if system in v}
+        assert {k: v for k, v in texts.items() if k in keys} == {
+            k: v[system] for k, v in shipped.items() if system in v
+        }
 
 
 @pytest.mark.full_data
@@ -126,6 +136,11 @@ def test_cli_replay_align_prints_coverage_per_file(full_ed):
 
     result = CliRunner().invoke(cli, ["systems", "replay-align", str(full_ed / "model_outputs"), "--no-write"])
     assert result.exit_code == 0, result.output
-    for file in ("MoEL_repo/generation_result.txt", "MIME_repo/output.txt", "EmpDG_repo/EmpDG.txt",
-                 "EmpDG_repo/EmoPrepend.txt", "KEMP_repo/KEMP.txt"):
+    for file in (
+        "MoEL_repo/generation_result.txt",
+        "MIME_repo/output.txt",
+        "EmpDG_repo/EmpDG.txt",
+        "EmpDG_repo/EmoPrepend.txt",
+        "KEMP_repo/KEMP.txt",
+    ):
         assert file in result.output

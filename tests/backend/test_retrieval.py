@@ -1,4 +1,5 @@
 """retrieval and retrieval-emoprepend on real ED data: candidates, exclusion, cache, classifier, P@1,100."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,9 +37,11 @@ def test_retrieval_on_train_never_returns_the_contexts_own_reference(registry, s
     model = registry.get("retrieval")
     contexts = contexts_of(sample_engine, "train", 60)
     outcomes = model.respond_batch(contexts)
-    assert all(o.provenance["candidate_turn_id"] != c.reference_turn_id for c, o in zip(contexts, outcomes))
+    assert all(
+        o.provenance["candidate_turn_id"] != c.reference_turn_id for c, o in zip(contexts, outcomes, strict=True)
+    )
     # Without the exclusion the reference itself would usually win: check it is close to the top.
-    references_found = sum(c.reference == o.text for c, o in zip(contexts, outcomes))
+    references_found = sum(c.reference == o.text for c, o in zip(contexts, outcomes, strict=True))
     assert references_found < len(contexts) // 4  # only where the same text is elsewhere in the pool
 
 
@@ -73,8 +76,10 @@ def test_emoprepend_conditions_retrieval_on_the_predicted_emotion(registry, samp
     pool, labels = model.pool, emotion_classifier(model.resources).labels
 
     def share_with_predicted_emotion(chosen):
-        return sum(pool.emotions[pool.position[o.provenance["candidate_turn_id"]]] == e.provenance["predicted_emotion"]
-                   for o, e in zip(chosen, outcomes)) / len(outcomes)
+        return sum(
+            pool.emotions[pool.position[o.provenance["candidate_turn_id"]]] == e.provenance["predicted_emotion"]
+            for o, e in zip(chosen, outcomes, strict=True)
+        ) / len(outcomes)
 
     assert all(o.ok and o.provenance["predicted_emotion"] in labels for o in outcomes)
     # The label steers the choice: far more candidates come from dialogues of the predicted emotion.

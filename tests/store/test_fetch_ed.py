@@ -1,4 +1,5 @@
 """`empeval data fetch-ed` against an archive served from 127.0.0.1 (the official URL is not reachable here)."""
+
 import http.server
 import tarfile
 import threading
@@ -24,7 +25,7 @@ def archive_server(tmp_path):
             if split == "valid":  # a distinct valid split: the sample's test conversations, renamed
                 renamed = tmp_path / "valid.csv"
                 lines = source.read_text().splitlines(keepends=True)
-                renamed.write_text(lines[0] + "".join(l.replace("hit:", "val:", 1) for l in lines[1:]))
+                renamed.write_text(lines[0] + "".join(line.replace("hit:", "val:", 1) for line in lines[1:]))
                 source = renamed
             tar.add(source, arcname=f"empatheticdialogues/{split}.csv")
     (root / "broken.tar.gz").write_bytes(b"this is not a tarball")
@@ -40,8 +41,19 @@ def archive_server(tmp_path):
 
 def test_fetch_downloads_unpacks_and_imports_all_three_splits(archive_server, sqlite_url, tmp_path):
     keep = tmp_path / "kept"
-    result = CliRunner().invoke(cli, ["--database-url", sqlite_url, "data", "fetch-ed",
-                                      "--url", f"{archive_server}/empatheticdialogues.tar.gz", "--keep", str(keep)])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--database-url",
+            sqlite_url,
+            "data",
+            "fetch-ed",
+            "--url",
+            f"{archive_server}/empatheticdialogues.tar.gz",
+            "--keep",
+            str(keep),
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = {r.split: r.dialogues for r in summarize(make_engine(sqlite_url))}
     assert rows == {"train": 1600, "valid": 320, "test": 320}
@@ -50,7 +62,9 @@ def test_fetch_downloads_unpacks_and_imports_all_three_splits(archive_server, sq
 
 @pytest.mark.parametrize("path, message", [("missing.tar.gz", "404"), ("broken.tar.gz", "not a readable tar")])
 def test_fetch_failure_is_reported_with_exit_code_4_and_imports_nothing(archive_server, sqlite_url, path, message):
-    result = CliRunner().invoke(cli, ["--database-url", sqlite_url, "data", "fetch-ed", "--url", f"{archive_server}/{path}"])
+    result = CliRunner().invoke(
+        cli, ["--database-url", sqlite_url, "data", "fetch-ed", "--url", f"{archive_server}/{path}"]
+    )
     assert result.exit_code == 4
     assert message in result.output
     engine = make_engine(sqlite_url)

@@ -66,9 +66,17 @@ def _lines(n: int = 12) -> list[str]:
 MALFORMED = {
     "nine_fields": (lambda lines: lines[:5] + [lines[5].rstrip("\n") + ",extra\n"] + lines[6:], 7, "9 fields"),
     "seven_fields": (lambda lines: lines[:3] + [lines[3].replace(",,", ",", 1)] + lines[4:], 5, "7 fields"),
-    "idx_not_integer": (lambda lines: lines[:2] + [lines[2].replace(",3,", ",three,", 1)] + lines[3:], 4, "not an integer"),
+    "idx_not_integer": (
+        lambda lines: lines[:2] + [lines[2].replace(",3,", ",three,", 1)] + lines[3:],
+        4,
+        "not an integer",
+    ),
     "idx_gap": (lambda lines: lines[:2] + lines[3:], 4, "expected 3"),
-    "empty_utterance": (lambda lines: lines[:8] + [",".join(lines[8].split(",")[:5] + ["", "", "\n"])] + lines[9:], 10, "empty utterance"),
+    "empty_utterance": (
+        lambda lines: lines[:8] + [",".join(lines[8].split(",")[:5] + ["", "", "\n"])] + lines[9:],
+        10,
+        "empty utterance",
+    ),
 }
 
 
@@ -91,8 +99,11 @@ def test_non_utf8_file_names_the_line(sample_store, tmp_path):
     url, engine = sample_store
     lines = [line.replace("hit:", "new:", 1) for line in _lines(10)]
     bad = tmp_path / "test.csv"
-    bad.write_bytes((HEADER + "".join(lines[:6])).encode() + lines[6].encode().replace(b",", b",\xff", 1)
-                    + "".join(lines[7:]).encode())
+    bad.write_bytes(
+        (HEADER + "".join(lines[:6])).encode()
+        + lines[6].encode().replace(b",", b",\xff", 1)
+        + "".join(lines[7:]).encode()
+    )
     before = snapshot(engine)
     result = run(url, "data", "import-ed", str(bad), "--split", "test")
     assert result.exit_code == 2
@@ -100,8 +111,7 @@ def test_non_utf8_file_names_the_line(sample_store, tmp_path):
     assert snapshot(engine) == before
 
 
-@pytest.mark.parametrize("content, reason", [("", "empty file"), (HEADER, "no utterances"),
-                                             ("a,b,c\n", "header is")])
+@pytest.mark.parametrize("content, reason", [("", "empty file"), (HEADER, "no utterances"), ("a,b,c\n", "header is")])
 def test_empty_or_headerless_file_is_refused(sample_store, tmp_path, content, reason):
     url, engine = sample_store
     bad = tmp_path / "test.csv"

@@ -1,4 +1,5 @@
 """Simulated raters: the model produces what it promises, and a crowd of them works through the real API."""
+
 from __future__ import annotations
 
 import random
@@ -27,7 +28,9 @@ def test_good_raters_reproduce_the_latent_ordering_and_controls_fail_their_crite
     model = CrowdModel()
     rng = random.Random(0)
     raters = draw_crowd(60, model, seed=1, bad=0)
-    mean = lambda system, c: statistics.fmean(r.scores(system, CRITERIA, model, rng)[c] for r in raters for _ in range(20))  # noqa: E731
+    def mean(system, c):
+        return statistics.fmean(r.scores(system, CRITERIA, model, rng)[c] for r in raters for _ in range(20))
+
     assert mean("gold", "empathy") > mean("moel", "empathy") + 0.5
     assert mean("control-generic", "empathy") < 2.2 < mean("control-generic", "fluency")
     assert mean("control-mismatched", "relevance") < 2.2 < mean("control-mismatched", "fluency")
@@ -41,7 +44,10 @@ def test_bad_rater_kinds_behave_as_named():
     assert all(len(set(straight.scores("gold", CRITERIA, model, rng).values())) == 1 for _ in range(50))
     ignorer = Rater("i", "ignores-context", 0.0, 1.0)
     # judges only the language: the mismatched control (fluent) gets high relevance from them
-    assert statistics.fmean(ignorer.scores("control-mismatched", CRITERIA, model, rng)["relevance"] for _ in range(200)) > 3.5
+    assert (
+        statistics.fmean(ignorer.scores("control-mismatched", CRITERIA, model, rng)["relevance"] for _ in range(200))
+        > 3.5
+    )
     clicker = Rater("r", "random", 0.0, 1.0)
     values = [clicker.scores("gold", CRITERIA, model, rng)["empathy"] for _ in range(500)]
     assert set(values) == {1, 2, 3, 4, 5} and abs(statistics.fmean(values) - 3) < 0.25
@@ -65,9 +71,13 @@ def test_a_simulated_crowd_rates_a_study_through_the_http_api(sample_engine):
     assert len({r["annotator"] for r in rows}) >= 10
     # Each control on the criterion it targets, against gold on the same criterion (all kinds pooled, since
     # which rater gets which control depends on thread timing).
-    on_target = [(r["score"], r["criterion"]) for r in rows if r["is_control"] and r["criterion"] == r["control_target"]]
-    gold = {c: statistics.fmean(r["score"] for r in rows if r["system"] == "gold" and r["criterion"] == c)
-            for c in ("empathy", "relevance", "fluency")}
+    on_target = [
+        (r["score"], r["criterion"]) for r in rows if r["is_control"] and r["criterion"] == r["control_target"]
+    ]
+    gold = {
+        c: statistics.fmean(r["score"] for r in rows if r["system"] == "gold" and r["criterion"] == c)
+        for c in ("empathy", "relevance", "fluency")
+    }
     assert len(on_target) >= 6
     assert statistics.fmean(gold[c] - score for score, c in on_target) > 1.2
     assert all(r["seconds_on_item"] > 0 for r in rows)
