@@ -20,11 +20,7 @@ from server.store.models import (
     StudyItem,
     System,
 )
-from server.store.queries import as_utc, study_by_name
-
-
-def _iso(moment) -> str | None:
-    return as_utc(moment).isoformat() if moment is not None else None
+from server.store.queries import iso_utc, study_by_name
 
 
 def export_rows(engine: Engine, study_name: str) -> list[dict[str, Any]]:
@@ -49,7 +45,7 @@ def export_rows(engine: Engine, study_name: str) -> list[dict[str, Any]]:
              "annotator": pseudonym, "criterion": rating.criterion, "score": rating.score, "position": position,
              "is_control": item.is_control, "control_kind": system if item.is_control else None,
              "control_target": item.control_target, "assignment_id": rating.assignment_id,
-             "started_at": _iso(started_at), "submitted_at": _iso(rating.submitted_at),
+             "started_at": iso_utc(started_at), "submitted_at": iso_utc(rating.submitted_at),
              "seconds_on_item": seconds, "late": late}
             for rating, item, context_id, system, pseudonym, position, seconds, started_at, late in rows
         ]

@@ -26,7 +26,7 @@ from server.store.models import (
     Study,
     StudyItem,
 )
-from server.store.queries import as_utc, now_utc, study_by_name
+from server.store.queries import iso_utc, now_utc, study_by_name
 
 CLAIM_CHUNK = 50
 
@@ -39,11 +39,11 @@ def expire_overdue(session: Session, study_id: int, now: datetime) -> int:
         .with_for_update(skip_locked=True)
     ).all()
     for old in overdue:
-        claimed = session.execute(
+        expired = session.execute(
             update(Assignment).where(Assignment.id == old.id, Assignment.status == "assigned")
             .values(status="expired")
-        ).rowcount
-        if not claimed:
+        )
+        if not cast("CursorResult[Any]", expired).rowcount:
             continue
         copy = Assignment(study_id=study_id, status="open", round=old.round, design_index=old.design_index,
                           replaces_id=old.id)
@@ -132,7 +132,7 @@ def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
         assignment = session.get(Assignment, assignment_id)
         if assignment is None:
             raise NotFound(f"no assignment {assignment_id}")
-        study = session.get(Study, assignment.study_id)
+        study = session.get_one(Study, assignment.study_id)
         rows = session.execute(
             select(AssignmentItem.position, StudyItem.id, Response.text, Context)
             .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
@@ -151,7 +151,7 @@ def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
         return {
             "assignment_id": assignment.id,
             "status": assignment.status,
-            "expires_at": as_utc(assignment.expires_at).isoformat() if assignment.expires_at else None,
+            "expires_at": iso_utc(assignment.expires_at),
             "study": {"name": study.name, "title": config.title or "Rate responses in conversations",
                       "instructions": config.instructions},
             "criteria": [asdict(c) for c in config.criteria],

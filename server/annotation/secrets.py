@@ -34,7 +34,7 @@ def secret_key(engine: Engine) -> str:
     except IntegrityError:  # another process created it first
         pass
     with unit_of_work(engine) as session:
-        return session.scalar(select(AppSetting.value).where(AppSetting.key == "secret_key"))
+        return session.scalars(select(AppSetting.value).where(AppSetting.key == "secret_key")).one()
 
 
 def admin_token(secret: str) -> str:
@@ -44,7 +44,7 @@ def admin_token(secret: str) -> str:
 
 
 def is_admin(secret: str, presented: str | None) -> bool:
-    return bool(presented) and hmac.compare_digest(presented, admin_token(secret))
+    return presented is not None and hmac.compare_digest(presented, admin_token(secret))
 
 
 class InvalidInvite(Forbidden):

@@ -3,6 +3,7 @@ and UTC times (SQLite hands back naive datetimes)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -17,11 +18,20 @@ def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
+@overload
+def as_utc(moment: datetime) -> datetime: ...
+@overload
+def as_utc(moment: None) -> None: ...
 def as_utc(moment: datetime | None) -> datetime | None:
     """The moment as an aware UTC datetime (SQLite stores naive UTC)."""
     if moment is None or moment.tzinfo is not None:
         return moment
     return moment.replace(tzinfo=UTC)
+
+
+def iso_utc(moment: datetime | None) -> str | None:
+    """The moment as ISO-8601 in UTC, or None."""
+    return None if moment is None else as_utc(moment).isoformat()
 
 
 def study_by_name(session: Session, name: str) -> Study:
