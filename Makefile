@@ -84,7 +84,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: $(STAMP) $(UI_BUNDLE) system-deps crowd
+test: $(STAMP) $(UI_BUNDLE) system-deps crowd lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

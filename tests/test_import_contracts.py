@@ -41,6 +41,7 @@ def test_the_rooms_keep_their_contracts():
     ("server/store/engine.py", "import server.web.app", "server's rooms"),
     ("tasks/design.py", "import entry.wiring", "Rooms, top down"),
     ("server/web/admin.py", "import analysis.report", "only these edges lead into analysis"),
+    ("tasks/likert/runner.py", "import tasks.crowd.jobs", "runner's modules import nothing of ours"),
 ])
 def test_a_wrong_import_breaks_the_contracts(tree_copy, module, wrong_import, contract):
     path = tree_copy / module

@@ -101,15 +101,18 @@ openapi.register_paths({
     "/api/studies/{name}/progress": {"get": {
         "summary": "Progress of a study: assignments by status, ratings per annotator, alpha so far",
         "security": _ADMIN, "parameters": _NAME,
-        "responses": {"200": {"description": "progress", "content": {"application/json": {"schema": {"type": "object"}}}},
+        "responses": {"200": {"description": "progress",
+                              "content": {"application/json": {"schema": {"type": "object"}}}},
                       "401": {"description": "no token", **_ERR}, "403": {"description": "wrong token", **_ERR},
                       "404": {"description": "no such study", **_ERR}}}},
     "/api/studies/{name}/export": {"get": {
         "summary": "All ratings of a study, one row per rating (tidy long CSV or JSONL)",
         "security": _ADMIN,
-        "parameters": _NAME + [{"name": "format", "in": "query", "schema": {"type": "string", "enum": ["csv", "jsonl"]}}],
-        "responses": {"200": {"description": "the export", "content": {"text/csv": {"schema": {"type": "string"}},
-                                                                      "application/x-ndjson": {"schema": {"type": "string"}}}},
+        "parameters": _NAME + [{"name": "format", "in": "query",
+                                "schema": {"type": "string", "enum": ["csv", "jsonl"]}}],
+        "responses": {"200": {"description": "the export",
+                              "content": {"text/csv": {"schema": {"type": "string"}},
+                                          "application/x-ndjson": {"schema": {"type": "string"}}}},
                       "400": {"description": "bad format", **_ERR}, "401": {"description": "no token", **_ERR},
                       "403": {"description": "wrong token", **_ERR}, "404": {"description": "no such study", **_ERR}}}},
 })
