@@ -3,6 +3,10 @@
 The URL comes from EMPEVAL_DATABASE_URL; without it, a SQLite file `empeval.db` in the working
 directory. SQLite connections get WAL journaling (readers don't block the writer) and foreign keys on
 (SQLite leaves them off by default, which would silently allow dangling rows).
+
+A SQLite file holds every rating and annotator, so it is created readable by its owner only (0600), and
+an existing one (with its -wal, -shm and -journal files) that others could read is narrowed to 0600 when
+it is opened. SQLite gives the -wal and -shm files it creates the permissions of the database file.
 """
 from __future__ import annotations
 
@@ -12,10 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 DATABASE_URL_ENV = "EMPEVAL_DATABASE_URL"
 DEFAULT_SQLITE_FILE = "empeval.db"
+PRIVATE_FILE_MODE = 0o600
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 def database_url(url: str | None = None) -> str:
@@ -26,6 +33,33 @@ def database_url(url: str | None = None) -> str:
     if env:
         return env
     return f"sqlite:///{Path.cwd() / DEFAULT_SQLITE_FILE}"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL (absolute); None for other databases and in-memory SQLite."""
+    parsed = make_url(url)
+    name = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not name or name == ":memory:" or name.startswith("file:"):
+        return None
+    return Path(name).expanduser().resolve()
+
+
+def make_private_sqlite_file(path: Path) -> None:
+    """Create `path` empty with mode 0600 if it does not exist (an empty file is an empty SQLite database), and
+    narrow it and its companion files to 0600 when they are ours and others may read them."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE))
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # no such folder: SQLite will say so when it connects
+        return
+    for candidate in (path, *(path.with_name(path.name + suffix) for suffix in SQLITE_COMPANIONS)):
+        try:
+            status = candidate.stat()
+        except FileNotFoundError:
+            continue
+        if status.st_mode & 0o077 and status.st_uid == os.getuid():
+            candidate.chmod(PRIVATE_FILE_MODE)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -41,6 +75,8 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
 def make_engine(url: str | None = None, **kwargs) -> Engine:
     """An Engine for `url` (see database_url), with SQLite tuned as described in the module docstring."""
     url = database_url(url)
+    if (path := sqlite_file(url)) is not None:
+        make_private_sqlite_file(path)
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     engine = create_engine(url, **kwargs)
