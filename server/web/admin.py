@@ -1,4 +1,10 @@
-"""The researcher's side: study progress (dashboard and JSON) and the tidy export."""
+"""The researcher's side: study progress (dashboard and JSON), the tidy export, and signing in to /admin.
+
+The dashboard is reached by signing in: the form at /admin, or `/admin#<admin token>` (the part after `#`
+never reaches the server; the page's script posts it to /admin/session and cleans the address bar). Either
+way the token is traded for the admin session cookie (see server.web.auth). The old `/admin?token=...` still
+signs in, then redirects to /admin; scripts send `Authorization: Bearer <admin token>`.
+"""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -6,16 +12,24 @@ from statistics import median
 
 import numpy as np
 import pandas as pd
-from flask import Blueprint, Response, current_app, render_template, request
+from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import BadRequest
+from werkzeug.exceptions import BadRequest, Forbidden, TooManyRequests
 
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
 from server.store.models import Study
 from server.store.queries import assignment_counts, study_by_name
 from server.web import openapi
-from server.web.auth import require_admin
+from server.web.auth import (
+    admin_required,
+    bearer_token,
+    check_admin_token,
+    clear_admin_cookie,
+    has_admin_session,
+    require_admin,
+    set_admin_cookie,
+)
 
 blueprint = Blueprint("admin", __name__, template_folder="templates")
 
@@ -68,6 +82,11 @@ def study_progress(name: str) -> dict:
 
 @blueprint.get("/admin")
 def dashboard():
+    if bearer_token() is None and not has_admin_session():
+        legacy = request.args.get("token")
+        if not legacy:
+            return render_template("admin_login.html")
+        return _sign_in(legacy, by_form=True)  # an old /admin?token= link: sign in, then drop it from the address
     require_admin()
     with Session(_engine()) as session:
         names = session.scalars(select(Study.name).order_by(Study.created_at)).all()
@@ -75,15 +94,47 @@ def dashboard():
     return render_template("admin.html", studies=studies)
 
 
+@blueprint.post("/admin/session")
+def sign_in():
+    """Trade the admin token for the admin session cookie: from the sign-in form (field `token`), or from the
+    page's script as `Authorization: Bearer` (the `/admin#<token>` form)."""
+    token = bearer_token()
+    if token is not None:
+        return _sign_in(token, by_form=False)
+    return _sign_in(request.form.get("token", "").strip(), by_form=True)
+
+
+def _sign_in(token: str, *, by_form: bool):
+    try:
+        if not token:
+            raise Forbidden("enter the admin token (`empeval admin-token` prints it)")
+        check_admin_token(token)
+    except (Forbidden, TooManyRequests) as error:
+        if not by_form:
+            raise
+        headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]  # Retry-After of a 429
+        return render_template("admin_login.html", error=error.description), error.code, headers
+    response = redirect("/admin", code=303) if by_form else jsonify(status="signed in")
+    set_admin_cookie(response)
+    return response
+
+
+@blueprint.post("/admin/logout")
+def sign_out():
+    response = redirect("/admin", code=303)
+    clear_admin_cookie(response)
+    return response
+
+
 @blueprint.get("/api/studies/<name>/progress")
+@admin_required
 def progress(name: str):
-    require_admin()
     return study_progress(name)
 
 
 @blueprint.get("/api/studies/<name>/export")
+@admin_required
 def export(name: str):
-    require_admin()
     fmt = request.args.get("format", "csv")
     if fmt not in ("csv", "jsonl"):
         raise BadRequest(f"format must be csv or jsonl, got {fmt!r}")
@@ -95,7 +146,8 @@ def export(name: str):
 
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_ADMIN = [{"adminToken": []}]
+_ADMIN = [{"adminToken": []}, {"adminCookie": []}]
+_LIMITED = {"429": {"description": "too many failed token checks from this address (see Retry-After)", **_ERR}}
 _NAME = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
 openapi.register_paths({
     "/api/studies/{name}/progress": {"get": {
@@ -104,7 +156,7 @@ openapi.register_paths({
         "responses": {"200": {"description": "progress",
                               "content": {"application/json": {"schema": {"type": "object"}}}},
                       "401": {"description": "no token", **_ERR}, "403": {"description": "wrong token", **_ERR},
-                      "404": {"description": "no such study", **_ERR}}}},
+                      "404": {"description": "no such study", **_ERR}, **_LIMITED}}},
     "/api/studies/{name}/export": {"get": {
         "summary": "All ratings of a study, one row per rating (tidy long CSV or JSONL)",
         "security": _ADMIN,
@@ -114,5 +166,6 @@ openapi.register_paths({
                               "content": {"text/csv": {"schema": {"type": "string"}},
                                           "application/x-ndjson": {"schema": {"type": "string"}}}},
                       "400": {"description": "bad format", **_ERR}, "401": {"description": "no token", **_ERR},
-                      "403": {"description": "wrong token", **_ERR}, "404": {"description": "no such study", **_ERR}}}},
+                      "403": {"description": "wrong token", **_ERR}, "404": {"description": "no such study", **_ERR},
+                      **_LIMITED}}},
 })

@@ -1,16 +1,23 @@
-"""Routes annotators use: the task page, their next assignment, and submitting it."""
+"""Routes annotators use: the task page, exchanging the invite token for a cookie, their next assignment, and
+submitting it.
+
+An invite link is `/annotate#<token>`: browsers never send the part after `#`, so the token reaches no
+access log. The page posts it once to /api/annotate/session (as `Authorization: Bearer`), gets an HttpOnly,
+SameSite=Strict cookie back and removes the token from the address bar. Old links, `/annotate/<token>`, get
+the same page and the same exchange.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
-from flask import Blueprint, current_app, request, send_from_directory
-from werkzeug.exceptions import BadRequest, NotFound, UnsupportedMediaType
+from flask import Blueprint, current_app, jsonify, request, send_from_directory
+from werkzeug.exceptions import BadRequest, NotFound, Unauthorized, UnsupportedMediaType
 
 from server.annotation.handout import assignment_payload, next_assignment
 from server.annotation.submission_schema import submission_schema
 from server.annotation.submit import submit_assignment
 from server.web import openapi
-from server.web.auth import current_annotator
+from server.web.auth import INVITE_COOKIE, bearer_token, check_invite, current_annotator, set_invite_cookie
 
 blueprint = Blueprint("annotate", __name__)
 
@@ -27,13 +34,28 @@ def _ui_dir() -> Path:
     return Path(folder)
 
 
+@blueprint.get("/annotate")
 @blueprint.get("/annotate/<path:token>")
-def task_page(token: str):
-    """The task page; the bundle reads the token from the URL and talks to the API below."""
+def task_page(token: str | None = None):
+    """The task page; its script takes the token from the address (after `#`, or the old path form), trades it
+    for a cookie at /api/annotate/session and talks to the API below."""
     index = _ui_dir() / "index.html"
     if not index.is_file():
         raise NotFound(f"the task UI is not built ({index} missing): run `make ui`")
     return send_from_directory(_ui_dir(), "index.html", max_age=0)
+
+
+@blueprint.post("/api/annotate/session")
+def start_session():
+    """Trade the invite token (`Authorization: Bearer`) for the invite cookie. Taking the token from a header,
+    never from a form, means another site cannot plant its own invite in a rater's browser."""
+    token = bearer_token()
+    if token is None:
+        raise Unauthorized("send the invite token as `Authorization: Bearer <token>`")
+    _annotator_id, study = check_invite(token)
+    response = jsonify(study=study)
+    set_invite_cookie(response, token)
+    return response
 
 
 @blueprint.get("/task-ui/<path:filename>")
@@ -63,7 +85,8 @@ def submit(assignment_id: int):
 
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_BEARER: list[dict[str, list[str]]] = [{"inviteToken": []}]
+_BEARER: list[dict[str, list[str]]] = [{"inviteToken": []}, {"inviteCookie": []}]
+_LIMITED = {"429": {"description": "too many failed token checks from this address (see Retry-After)", **_ERR}}
 
 
 def _json(schema: dict) -> dict:
@@ -78,7 +101,7 @@ openapi.register_paths(
             "responses": {"200": {"description": "assignment, or null with a message when none is left",
                                   **_json({"$ref": "#/components/schemas/NextAssignment"})},
                           "401": {"description": "no token", **_ERR}, "403": {"description": "invalid token", **_ERR},
-                          "404": {"description": "study gone", **_ERR}}}},
+                          "404": {"description": "study gone", **_ERR}, **_LIMITED}}},
         "/api/assignments/{assignment_id}/submit": {"post": {
             "summary": "Submit every rating of an assignment (idempotent per submission_id)",
             "security": _BEARER,
@@ -91,7 +114,15 @@ openapi.register_paths(
                           "404": {"description": "no such assignment", **_ERR},
                           "409": {"description": "already submitted with another submission id", **_ERR},
                           "413": {"description": "body too large", **_ERR},
-                          "415": {"description": "not JSON", **_ERR}}}},
+                          "415": {"description": "not JSON", **_ERR}, **_LIMITED}}},
+        "/api/annotate/session": {"post": {
+            "summary": f"Trade the invite token for the {INVITE_COOKIE} cookie (HttpOnly, SameSite=Strict), which "
+                       "the task page then uses; requests it authenticates must carry X-Requested-With",
+            "security": [{"inviteToken": []}],
+            "responses": {"200": {"description": "cookie set", **_json({"type": "object", "properties": {
+                              "study": {"type": "string"}}})},
+                          "401": {"description": "no token", **_ERR}, "403": {"description": "invalid token", **_ERR},
+                          **_LIMITED}}},
     },
     {
         "NextAssignment": {"type": "object", "properties": {"assignment": {"type": ["object", "null"]},

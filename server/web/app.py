@@ -1,35 +1,84 @@
 """create_app: builds the Flask app around one store (engine) and registers the role blueprints."""
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
-from flask import Flask, jsonify
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from server.annotation.secrets import SigningSecret
 from server.errors import EmpevalError
 from server.store import ensure_schema, make_engine
 from server.web import admin, annotate_api, openapi
+from server.web.auth import FailureLimiter
+
+# Our pages load scripts, styles and data from this origin only, run no inline script or style, and may
+# not be framed: markup that slipped into a model's reply could neither run nor phone home.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'none'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "font-src 'self'",
+    "connect-src 'self'", "form-action 'self'", "base-uri 'none'", "frame-ancestors 'none'",
+])
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+# Code and style, the same for everyone, may be cached; every other answer may hold a token, a rater's work
+# or the researcher's data, and is never stored by a browser or proxy.
+CACHEABLE_ENDPOINTS = frozenset({"static", "annotate.task_assets"})
 
 
 def create_app(config: dict[str, Any] | None = None) -> Flask:
-    """Build the app. Config keys: DATABASE_URL (else EMPEVAL_DATABASE_URL / ./empeval.db), TASK_UI_DIR (the
-    folder of the task UI's local bundle; without it the task page answers 404), MAX_CONTENT_LENGTH (bytes of
-    a request body), plus whatever blueprints read."""
+    """Build the app. Config keys: DATABASE_URL (else EMPEVAL_DATABASE_URL / ./empeval.db), SECRET_FILE (the
+    file of the signing secret; default: see server.annotation.secrets), TASK_UI_DIR (the folder of the task
+    UI's local bundle; without it the task page answers 404), MAX_CONTENT_LENGTH (bytes of a request body),
+    AUTH_FAILURE_LIMIT and AUTH_FAILURE_WINDOW (failed token checks allowed per client address and window in
+    seconds; default 20 in 60), plus whatever blueprints read."""
     app = Flask(__name__)
-    app.config.update(MAX_CONTENT_LENGTH=1 << 20, JSON_SORT_KEYS=False)
+    app.config.update(MAX_CONTENT_LENGTH=1 << 20, JSON_SORT_KEYS=False, AUTH_FAILURE_LIMIT=20,
+                      AUTH_FAILURE_WINDOW=60.0)
     app.config.update(config or {})
     engine = make_engine(app.config.get("DATABASE_URL"))
     ensure_schema(engine)
     app.extensions["empeval.engine"] = engine
+    secret = SigningSecret(engine, app.config.get("SECRET_FILE"))
+    secret.value()  # read (or create) it now: a missing or mismatched secret stops the app with a reason
+    app.extensions["empeval.secret"] = secret
+    app.extensions["empeval.limiter"] = FailureLimiter(int(app.config["AUTH_FAILURE_LIMIT"]),
+                                                       float(app.config["AUTH_FAILURE_WINDOW"]))
+    _keep_tokens_out_of_the_request_log()
 
     @app.errorhandler(HTTPException)
     def http_error_as_json(error: HTTPException):
-        # Every error is JSON with a message that says what was wrong, never an HTML page.
-        return jsonify(error=error.name, message=error.description), error.code
+        # Every error is JSON with a message that says what was wrong, never an HTML page; headers the error
+        # carries (Retry-After of a 429, Allow of a 405) are kept.
+        response = jsonify(error=error.name, message=error.description)
+        for name, value in error.get_headers():
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response, error.code
 
     @app.errorhandler(EmpevalError)
     def empeval_error_as_json(error: EmpevalError):
         return jsonify(error=type(error).__name__, message=error.message), error.http_status
+
+    @app.after_request
+    def security_headers(response: Response) -> Response:
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        if request.is_secure:
+            response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
+        if request.endpoint not in CACHEABLE_ENDPOINTS:
+            response.headers["Cache-Control"] = "no-store"
+            response.headers.pop("Expires", None)
+            response.headers.pop("ETag", None)
+            response.headers.pop("Last-Modified", None)
+        return response
 
     @app.get("/healthz")
     def healthz():
@@ -48,3 +97,23 @@ def _role_blueprints() -> list:
     from server.web.backend_api import blueprint as backend_blueprint
 
     return [backend_blueprint]
+
+
+_TOKEN_IN_PATH = re.compile(r"(/annotate/)[^\s?#\"]+|((?:\?|&)token=)[^&\s\"]+")
+
+
+class RedactTokens(logging.Filter):
+    """Blanks invite tokens in paths (old `/annotate/<token>` links) and `token=` query values in the request
+    lines Werkzeug's server logs (`empeval serve` without workers; gunicorn's access log is off)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and record.args and isinstance(record.args[0], str):
+            line = _TOKEN_IN_PATH.sub(lambda m: (m.group(1) or m.group(2)) + "[redacted]", record.args[0])
+            record.args = (line, *record.args[1:])
+        return True
+
+
+def _keep_tokens_out_of_the_request_log() -> None:
+    log = logging.getLogger("werkzeug")
+    if not any(isinstance(f, RedactTokens) for f in log.filters):
+        log.addFilter(RedactTokens())

@@ -1,17 +1,103 @@
-"""Who is asking: an annotator (invite token) or the researcher (admin token)."""
+"""Who is asking: an annotator (invite token) or the researcher (admin token), and how the browser keeps it.
+
+Scripts send a token as `Authorization: Bearer <token>`. Browsers exchange a token once for an HttpOnly,
+SameSite=Strict cookie (the task page and /admin do it on first load and clean the address bar), so the
+token stays out of the address bar, the history and every access log:
+
+- `empeval_invite`: the invite token itself (a session cookie, so closing the browser forgets it);
+- `empeval_admin`: a signed admin session that lasts ADMIN_SESSION_HOURS and dies with a new secret or a
+  new admin token; it is not the admin token.
+
+A cookie is sent by the browser whatever page asked, so a state-changing request (anything but GET, HEAD,
+OPTIONS) authenticated by a cookie must also carry the `X-Requested-With` header, which another site cannot
+add without a CORS preflight that this app never grants (CSRF protection, beside SameSite=Strict).
+
+Failed token checks are counted per client address by a small in-process limiter (FailureLimiter): after
+AUTH_FAILURE_LIMIT failures within AUTH_FAILURE_WINDOW seconds (default 20 in 60 s) the address gets 429 until
+the window has passed, before any token is looked at. Each process counts on its own (gunicorn workers
+multiply the limit), and behind a reverse proxy every client has the proxy's address.
+"""
 from __future__ import annotations
 
-from flask import current_app, request
-from werkzeug.exceptions import Forbidden, Unauthorized
+import functools
+import hashlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from server.annotation.secrets import InvalidInvite, is_admin, read_invite, secret_key
+from flask import Response, current_app, request
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from werkzeug.exceptions import Forbidden, TooManyRequests, Unauthorized
+
+from server.annotation.secrets import InvalidInvite, admin_token, is_admin, read_invite
+
+INVITE_COOKIE = "empeval_invite"
+ADMIN_COOKIE = "empeval_admin"
+CSRF_HEADER = "X-Requested-With"
+ADMIN_SESSION_HOURS = 12
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _secret() -> str:
-    app = current_app
-    if "empeval.secret" not in app.extensions:
-        app.extensions["empeval.secret"] = secret_key(app.extensions["empeval.engine"])
-    return app.extensions["empeval.secret"]
+class FailureLimiter:
+    """At most `limit` failed token checks per client address within `window` seconds (a sliding window),
+    in this process's memory; thread-safe. Remembers at most `max_clients` addresses."""
+
+    def __init__(self, limit: int = 20, window: float = 60.0, max_clients: int = 10_000):
+        self.limit, self.window, self.max_clients = limit, window, max_clients
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def retry_after(self, address: str, now: float | None = None) -> float:
+        """Seconds until `address` may try again; 0 when it may now."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            failures = self._failures.get(address)
+            if failures is None or len(failures) < self.limit:
+                return 0.0
+            return max(0.0, self.window - (now - failures[0]))
+
+    def record_failure(self, address: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            failures = self._failures.pop(address, None) or deque(maxlen=self.limit)
+            failures.append(now)
+            self._failures[address] = failures  # re-inserted: the dict stays ordered by last failure
+            if len(self._failures) > self.max_clients:
+                self._forget_old(now)
+
+    def _forget_old(self, now: float) -> None:
+        for address in [a for a, f in self._failures.items() if now - f[-1] > self.window]:
+            del self._failures[address]
+        while len(self._failures) > self.max_clients:  # still too many: drop those quiet the longest
+            del self._failures[next(iter(self._failures))]
+
+
+def signing_secret() -> str:
+    return current_app.extensions["empeval.secret"].value()
+
+
+def _limiter() -> FailureLimiter:
+    return current_app.extensions["empeval.limiter"]
+
+
+def _client() -> str:
+    return request.remote_addr or "unknown"
+
+
+def _refuse_if_limited() -> None:
+    wait = _limiter().retry_after(_client())
+    if wait > 0:
+        raise TooManyRequests(f"too many failed token checks from your address: try again in {int(wait) + 1} s",
+                              retry_after=int(wait) + 1)
+
+
+def _failed(message: str) -> Forbidden:
+    _limiter().record_failure(_client())
+    return Forbidden(message)
 
 
 def bearer_token() -> str | None:
@@ -21,21 +107,99 @@ def bearer_token() -> str | None:
     return None
 
 
-def current_annotator() -> tuple[int, str]:
-    """(annotator_id, study) from the invite token in `Authorization: Bearer …`, or a 401/403."""
-    token = bearer_token()
-    if not token:
-        raise Unauthorized("send the invite token as `Authorization: Bearer <token>`")
+def _require_csrf_header() -> None:
+    if request.method not in SAFE_METHODS and not request.headers.get(CSRF_HEADER):
+        raise Forbidden(f"a request authenticated by a cookie must carry the {CSRF_HEADER} header")
+
+
+# Annotators
+
+
+def check_invite(token: str) -> tuple[int, str]:
+    """(annotator_id, study) of a valid invite token; 429 while the caller's address is limited, else 403."""
+    _refuse_if_limited()
     try:
-        return read_invite(_secret(), token)
+        return read_invite(signing_secret(), token)
     except InvalidInvite as error:
-        raise Forbidden(str(error)) from None
+        raise _failed(str(error)) from None
+
+
+def current_annotator() -> tuple[int, str]:
+    """(annotator_id, study) from the invite token in `Authorization: Bearer …` or the invite cookie; 401/403."""
+    token = bearer_token()
+    if token is None and (token := request.cookies.get(INVITE_COOKIE)):
+        _require_csrf_header()
+    if not token:
+        raise Unauthorized("send the invite token as `Authorization: Bearer <token>`, or open your invite link again")
+    return check_invite(token)
+
+
+def set_invite_cookie(response: Response, token: str) -> None:
+    response.set_cookie(INVITE_COOKIE, token, httponly=True, samesite="Strict", secure=request.is_secure, path="/")
+
+
+# The researcher
+
+
+def _admin_sessions() -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(signing_secret(), salt="admin-session")
+
+
+def _admin_token_tag() -> str:
+    """Ties a session to the admin token in force: a new $EMPEVAL_ADMIN_TOKEN ends every session."""
+    return hashlib.sha256(admin_token(signing_secret()).encode()).hexdigest()[:16]
+
+
+def check_admin_token(token: str) -> None:
+    """403 unless `token` is the admin token; 429 while the caller's address is limited."""
+    _refuse_if_limited()
+    if not is_admin(signing_secret(), token):
+        raise _failed("wrong admin token (print the right one with `empeval admin-token`)")
+
+
+def has_admin_session() -> bool:
+    value = request.cookies.get(ADMIN_COOKIE)
+    if not value:
+        return False
+    try:
+        payload = _admin_sessions().loads(value, max_age=ADMIN_SESSION_HOURS * 3600)
+    except BadSignature:  # altered, expired, or signed with a secret since rotated
+        return False
+    return isinstance(payload, dict) and payload.get("t") == _admin_token_tag()
 
 
 def require_admin() -> None:
-    token = bearer_token() or request.args.get("token")
-    if not token:
-        raise Unauthorized("admin token required (`Authorization: Bearer <token>` or ?token=); "
-                           "print it with `empeval admin-token`")
-    if not is_admin(_secret(), token):
-        raise Forbidden("wrong admin token")
+    """The admin token as `Authorization: Bearer …`, or an admin session cookie; else 401/403."""
+    token = bearer_token()
+    if token is not None:
+        check_admin_token(token)
+        return
+    if has_admin_session():
+        _require_csrf_header()
+        return
+    if request.args.get("token"):
+        raise Unauthorized("the admin token no longer goes in the address (it would land in access logs): send "
+                           "`Authorization: Bearer <token>`, or sign in at /admin")
+    raise Unauthorized("admin token required (`Authorization: Bearer <token>`, or sign in at /admin); "
+                       "print it with `empeval admin-token`")
+
+
+def admin_required(view: F) -> F:
+    """Guard a route: only the researcher (admin token or admin session) gets through."""
+
+    @functools.wraps(view)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        require_admin()
+        return view(*args, **kwargs)
+
+    return guarded  # type: ignore[return-value]
+
+
+def set_admin_cookie(response: Response) -> None:
+    response.set_cookie(ADMIN_COOKIE, _admin_sessions().dumps({"t": _admin_token_tag()}),
+                        max_age=ADMIN_SESSION_HOURS * 3600, httponly=True, samesite="Strict",
+                        secure=request.is_secure, path="/")
+
+
+def clear_admin_cookie(response: Response) -> None:
+    response.delete_cookie(ADMIN_COOKIE, path="/", httponly=True, samesite="Strict", secure=request.is_secure)

@@ -1,4 +1,9 @@
-"""The backend's JSON API: list systems, respond to one context or a batch.
+"""The backend's JSON API: list systems, respond to one context or a batch. For the researcher only.
+
+Every route takes the admin token (`Authorization: Bearer`, or the admin session cookie): a rater who could
+call it could re-run the systems on the context they are rating and learn which system wrote the reply, read
+the gold reply, or keep the CPU busy. An invite token gets 403. A batch is bounded: at most MAX_BATCH contexts
+(400 beyond) in a body of at most MAX_CONTENT_LENGTH bytes (413 beyond).
 
 Input is validated at the edge, by server.web.request_schemas (400 with a message for anything malformed,
 never a 500; the same declarations generate the OpenAPI request schemas); the work is done by plain
@@ -21,6 +26,7 @@ from server.backend.resources import BackendResources, default_cache_dir
 from server.errors import NotFound
 from server.store.engine import unit_of_work
 from server.web import openapi
+from server.web.auth import require_admin
 from server.web.request_schemas import (
     MAX_BATCH,
     ContextRequest,
@@ -31,6 +37,7 @@ from server.web.request_schemas import (
 )
 
 blueprint = Blueprint("backend_api", __name__, url_prefix="/api")
+blueprint.before_request(require_admin)
 
 
 def registry() -> Registry:
@@ -131,16 +138,22 @@ def respond_batch():
 
 
 _ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_ADMIN = [{"adminToken": []}, {"adminCookie": []}]
+_GUARDED = {"401": {"description": "no admin token", **_ERROR},
+            "403": {"description": "not the admin token (an invite token is refused too)", **_ERROR},
+            "429": {"description": "too many failed token checks from this address (see Retry-After)", **_ERROR}}
 
 openapi.register_paths(
     {
         "/api/systems": {"get": {
             "summary": "List the configured systems with kind, version and parameters",
+            "security": _ADMIN,
             "responses": {"200": {"description": "systems", "content": {"application/json": {"schema": {
                 "type": "object", "properties": {"systems": {"type": "array", "items": {
-                    "$ref": "#/components/schemas/SystemDescription"}}}}}}}}}},
+                    "$ref": "#/components/schemas/SystemDescription"}}}}}}}, **_GUARDED}}},
         "/api/respond": {"post": {
             "summary": "One system's response to one context (a stored context id, or raw turns)",
+            "security": _ADMIN,
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "$ref": "#/components/schemas/RespondRequest"}}}},
             "responses": {
@@ -150,11 +163,13 @@ openapi.register_paths(
                 "404": {"description": "unknown system or context id", **_ERROR},
                 "422": {"description": "the system cannot answer this context (e.g. gold without a stored reference)",
                         **_ERROR},
+                "413": {"description": "body larger than the app's MAX_CONTENT_LENGTH", **_ERROR},
                 "502": {"description": "the remote model failed (after retries)", **_ERROR},
-                "503": {"description": "the system's data is not in the store", **_ERROR}}}},
+                "503": {"description": "the system's data is not in the store", **_ERROR}, **_GUARDED}}},
         "/api/respond/batch": {"post": {
             "summary": f"One system's responses to up to {MAX_BATCH} contexts; per-context errors are reported "
                        "in place",
+            "security": _ADMIN,
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "$ref": "#/components/schemas/BatchRequest"}}}},
             "responses": {
@@ -164,7 +179,8 @@ openapi.register_paths(
                         "results": {"type": "array", "items": {"$ref": "#/components/schemas/ContextResult"}}}}}}},
                 "400": {"description": "malformed request", **_ERROR},
                 "404": {"description": "unknown system or context id", **_ERROR},
-                "503": {"description": "the system's data is not in the store", **_ERROR}}}},
+                "413": {"description": "body larger than the app's MAX_CONTENT_LENGTH", **_ERROR},
+                "503": {"description": "the system's data is not in the store", **_ERROR}, **_GUARDED}}},
     },
     {
         # Generated from the parsers' declarations (server.web.request_schemas), not copied.

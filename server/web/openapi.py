@@ -33,7 +33,12 @@ def document() -> dict[str, Any]:
             "schemas": {"Error": ERROR_SCHEMA, **_schemas},
             "securitySchemes": {
                 "inviteToken": {"type": "http", "scheme": "bearer", "description": "an annotator's invite token"},
+                "inviteCookie": {"type": "apiKey", "in": "cookie", "name": "empeval_invite",
+                                 "description": "set by POST /api/annotate/session; a POST it authenticates must "
+                                                "also carry the X-Requested-With header"},
                 "adminToken": {"type": "http", "scheme": "bearer", "description": "`empeval admin-token`"},
+                "adminCookie": {"type": "apiKey", "in": "cookie", "name": "empeval_admin",
+                                "description": "the session set by signing in at /admin (12 hours)"},
             },
         },
     }

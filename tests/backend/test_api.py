@@ -1,9 +1,11 @@
-"""The backend's HTTP API: list systems, respond to one context or a batch, reject bad input with 400."""
+"""The backend's HTTP API: list systems, respond to one context or a batch, reject bad input with 400; for the
+researcher only (the admin token), never for raters."""
 
 from __future__ import annotations
 
 import pytest
 
+from server.annotation.secrets import admin_token, make_invite, secret_key
 from server.backend.contexts import load_contexts
 from server.store.engine import unit_of_work
 from server.web.app import create_app
@@ -12,7 +14,8 @@ RAW = {"turns": [{"role": "speaker", "text": "I got the job I wanted!"}], "emoti
 
 
 @pytest.fixture()
-def client(sample_engine, cache_dir):
+def anonymous(sample_engine, cache_dir):
+    """A client of the app that sends no token."""
     app = create_app(
         {
             "DATABASE_URL": sample_engine.url.render_as_string(hide_password=False),
@@ -21,6 +24,13 @@ def client(sample_engine, cache_dir):
         }
     )
     return app.test_client()
+
+
+@pytest.fixture()
+def client(anonymous, sample_engine):
+    """The researcher's client: every request carries the admin token."""
+    anonymous.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {admin_token(secret_key(sample_engine))}"
+    return anonymous
 
 
 @pytest.fixture()
@@ -111,3 +121,29 @@ def test_openapi_describes_the_backend_routes(client):
     document = client.get("/openapi.json").json
     assert {"/api/systems", "/api/respond", "/api/respond/batch"} <= set(document["paths"])
     assert "SystemResponse" in document["components"]["schemas"]
+
+
+ROUTES = [("get", "/api/systems", None), ("post", "/api/respond", {"system": "gold", "context": RAW}),
+          ("post", "/api/respond/batch", {"system": "gold", "contexts": [{"context": RAW}]})]
+
+
+@pytest.mark.parametrize("method, path, body", ROUTES)
+def test_without_a_token_the_backend_answers_401_and_runs_nothing(anonymous, method, path, body):
+    answer = getattr(anonymous, method)(path, json=body)
+    assert answer.status_code == 401 and "admin token" in answer.json["message"]
+    assert "empeval.backend" not in anonymous.application.extensions  # no system was even built
+
+
+@pytest.mark.parametrize("method, path, body", ROUTES)
+def test_a_raters_invite_token_is_refused_by_the_backend(anonymous, sample_engine, method, path, body):
+    invite = make_invite(secret_key(sample_engine), annotator_id=1, study="pilot")
+    answer = getattr(anonymous, method)(path, json=body, headers={"Authorization": f"Bearer {invite}"})
+    assert answer.status_code == 403 and "admin token" in answer.json["message"]
+
+
+def test_a_batch_is_bounded_in_contexts_and_in_bytes(client):
+    too_many = client.post("/api/respond/batch", json={"system": "gold", "contexts": [{"context": RAW}] * 257})
+    assert too_many.status_code == 400 and "1 to 256" in too_many.json["message"]
+    huge_turn = {"turns": [{"role": "speaker", "text": "x" * 5000}] * 64}
+    too_big = client.post("/api/respond/batch", json={"system": "gold", "contexts": [{"context": huge_turn}] * 4})
+    assert too_big.status_code == 413 and too_big.is_json

@@ -194,11 +194,14 @@ def test_blank_means_the_same_to_python_and_to_json_schema():
 
 @pytest.fixture()
 def client(sample_engine, cache_dir):
+    from server.annotation.secrets import admin_token, secret_key
     from server.web.app import create_app
 
     app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False),
                       "BACKEND_CACHE_DIR": str(cache_dir), "TESTING": True})
-    return app.test_client()
+    researcher = app.test_client()  # the backend API is the researcher's: every request carries the admin token
+    researcher.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {admin_token(secret_key(sample_engine))}"
+    return researcher
 
 
 @pytest.mark.parametrize("route, body, message", [
