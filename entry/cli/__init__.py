@@ -5,32 +5,39 @@ Exit codes: 0 success, 1 unexpected failure, 2 bad usage or bad input, 3 conflic
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from entry.cli.annotate import admin_token_command, annotators, export, serve
 from entry.cli.backend import generate, metrics, systems
-from entry.cli.common import CliContext, EmpevalGroup
+from entry.cli.common import EmpevalGroup
 from entry.cli.crowd import crowd
 from entry.cli.data import data
 from entry.cli.db import db
 from entry.cli.demo import demo
 from entry.cli.plan import plan
 from entry.cli.report import report
+from entry.cli.secret import CliContextWithSecret, secret
 from entry.cli.study import study
 
 
 @click.group(cls=EmpevalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--database-url", envvar="EMPEVAL_DATABASE_URL", default=None, metavar="URL",
               help="SQLAlchemy URL of the store (env EMPEVAL_DATABASE_URL; default: ./empeval.db, SQLite).")
+@click.option("--secret-file", envvar="EMPEVAL_SECRET_FILE", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="File of the secret that signs invite links and gives the admin token (env EMPEVAL_SECRET_FILE; "
+                   "default: next to a SQLite file, else under $EMPEVAL_HOME or ~/.local/share/empeval; "
+                   "$EMPEVAL_SECRET_KEY, the secret itself, overrides it).")
 @click.pass_context
-def cli(ctx: click.Context, database_url: str | None) -> None:
+def cli(ctx: click.Context, database_url: str | None, secret_file: Path | None) -> None:
     """empeval: human evaluation of empathetic dialogue models."""
-    ctx.obj = CliContext(database_url=database_url)
+    ctx.obj = CliContextWithSecret(database_url=database_url, secret_file=secret_file)
 
 
-for command in (db, data, annotators, serve, export, admin_token_command, generate, metrics, systems, report, plan,
-                study, crowd, demo):
+for command in (db, data, annotators, serve, export, admin_token_command, secret, generate, metrics, systems, report,
+                plan, study, crowd, demo):
     cli.add_command(command)
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import click
 
 from entry.cli.common import CliContext, pass_cli
+from entry.cli.secret import CliContextWithSecret, pass_cli_with_secret
 from server.annotation.annotators import invite
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
 from server.annotation.secrets import admin_token, secret_key
@@ -27,13 +28,15 @@ def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: fl
     """Print a signed, expiring invite link for each annotator NAME (created on first invite)."""
     for name in names:
         _, token = invite(obj.engine(), name, study, days=days)
-        click.echo(f"{name}\t{base_url.rstrip('/')}/annotate/{token}")
+        # The token after '#': browsers never send that part, so it reaches no server or proxy log.
+        click.echo(f"{name}\t{base_url.rstrip('/')}/annotate#{token}")
 
 
 @click.command("admin-token")
 @pass_cli
 def admin_token_command(obj: CliContext) -> None:
-    """Print the admin token for the dashboard (/admin?token=...) and the export API."""
+    """Print the admin token: sign in at /admin with it (or open /admin#TOKEN), and send it to the export and
+    backend APIs as `Authorization: Bearer TOKEN`."""
     click.echo(admin_token(secret_key(obj.engine())))
 
 
@@ -58,15 +61,17 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
 @click.option("--port", default=5000, show_default=True)
 @click.option("--workers", default=0, show_default=True,
               help="gunicorn worker processes for real use; 0 runs Flask's development server.")
-@pass_cli
-def serve(obj: CliContext, host: str, port: int, workers: int) -> None:
+@pass_cli_with_secret
+def serve(obj: CliContextWithSecret, host: str, port: int, workers: int) -> None:
     """Run the app: annotation pages, JSON API, admin dashboard."""
     from entry.wiring import app_config
     from server.web import create_app
 
-    engine = obj.engine()
-    click.echo(f"admin dashboard: http://{host}:{port}/admin?token={admin_token(secret_key(engine))}", err=True)
-    config = app_config(obj.url)
+    obj.engine()  # migrate the store first
+    # No token on screen: terminals are scrolled back, shared and logged. The researcher asks for it.
+    click.echo(f"admin dashboard: http://{host}:{port}/admin (sign in with the token `empeval admin-token` prints)",
+               err=True)
+    config = app_config(obj.url, secret_file=obj.secret_file)
     if workers <= 0:
         create_app(config).run(host=host, port=port, debug=False, use_reloader=False, threaded=True)
         return

@@ -45,10 +45,10 @@ def test_cli_prints_one_link_per_annotator_and_the_same_person_stays_one_annotat
     assert first.exit_code == 0, first.output
     lines = first.output.strip().splitlines()
     assert [line.split("\t")[0] for line in lines] == ["ann", "ben"]
-    assert all(line.split("\t")[1].startswith("http://127.0.0.1:8000/annotate/") for line in lines)
+    assert all(line.split("\t")[1].startswith("http://127.0.0.1:8000/annotate#") for line in lines)
     again = CliRunner().invoke(cli, ["--database-url", url, "annotators", "invite", "ann", "--study", "pilot"])
     from server.annotation.secrets import secret_key
-    ids = {read_invite(secret_key(study_engine), line.split("/annotate/")[1])[0]
+    ids = {read_invite(secret_key(study_engine), line.split("/annotate#")[1])[0]
            for line in (lines[0], again.output.strip())}
     assert len(ids) == 1
     unknown = CliRunner().invoke(cli, ["--database-url", url, "annotators", "invite", "x", "--study", "nope"])
