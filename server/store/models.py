@@ -2,7 +2,8 @@
 
 Every uniqueness rule that prevents double counting lives in the schema, not only in Python:
 a dialogue is imported once per dataset, a system produces one response per context, an annotator
-rates an item once per criterion, and a submission id is stored once.
+rates an item once per criterion, a submission id is stored once, an annotator holds at most one active
+assignment per study, and is shown a context at most once per study.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -160,7 +162,11 @@ class Response(Base):
 
 
 class Study(Base):
-    """A human evaluation: its configuration (criteria, scale, k, ...) and the seed of its design."""
+    """A human evaluation: its configuration (criteria, scale, k, ...) and the seed of its design.
+
+    `status` is 'open' while it takes ratings and 'closed' once the researcher has closed it (`empeval study
+    close`): a closed study hands out nothing and takes no submission.
+    """
 
     __tablename__ = "study"
 
@@ -215,6 +221,22 @@ class Annotator(Base):
     pseudonym: Mapped[str] = mapped_column(String(100))
     display_name: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Revoked in every study (`empeval annotators revoke NAME`): no new assignment, no submission.
+    revoked_at: Mapped[datetime | None]
+
+
+class StudyRevocation(Base):
+    """An annotator revoked in one study only (`empeval annotators revoke NAME --study S`)."""
+
+    __tablename__ = "study_revocation"
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotator.id", ondelete="CASCADE"), primary_key=True)
+    revoked_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# The one status in which an assignment is someone's work in progress.
+ACTIVE = "assigned"
 
 
 class Assignment(Base):
@@ -225,6 +247,10 @@ class Assignment(Base):
         CheckConstraint(
             "status IN ('open', 'assigned', 'submitted', 'expired')", name="status_known"
         ),
+        # One active assignment per (study, annotator): of two claims at once by the same person (two
+        # browser tabs) the second fails here, whatever Python thought it had checked.
+        Index("uq_assignment_active_per_annotator", "study_id", "annotator_id", unique=True,
+              sqlite_where=text(f"status = '{ACTIVE}'"), postgresql_where=text(f"status = '{ACTIVE}'")),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -249,6 +275,24 @@ class Assignment(Base):
         back_populates="assignment", order_by="AssignmentItem.position", cascade="all, delete-orphan"
     )
     annotator: Mapped[Annotator | None] = relationship()
+
+
+class SeenContext(Base):
+    """A context an annotator has been shown in a study, written in the transaction that claims the assignment
+    showing it. The unique key is the design's promise (nobody rates a context twice in a study, so a response's
+    k ratings come from k people) kept by the database. Expiry keeps the row (she did see the context);
+    only undoing a claim whose work was never stored (`handout.release`) removes it."""
+
+    __tablename__ = "seen_context"
+    __table_args__ = (UniqueConstraint("study_id", "annotator_id", "context_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotator.id", ondelete="CASCADE"))
+    context_id: Mapped[int] = mapped_column(ForeignKey("context.id", ondelete="CASCADE"), index=True)
+    # The assignment whose claim showed the context.
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
+    seen_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class AssignmentItem(Base):

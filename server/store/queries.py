@@ -1,5 +1,5 @@
-"""Small queries and conversions every room above the store shares: a study by name, assignment counts,
-and UTC times (SQLite hands back naive datetimes)."""
+"""Small queries and conversions every room above the store shares: a study by name, assignment counts, an
+annotator's active assignment, and UTC times (SQLite hands back naive datetimes)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -9,9 +9,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.errors import NotFound
-from server.store.models import Assignment, Study
+from server.store.models import ACTIVE, Assignment, Study
 
 ASSIGNMENT_STATUSES = ("open", "assigned", "submitted", "expired")
+# A study takes ratings until the researcher closes it (`empeval study close`).
+STUDY_CLOSED = "closed"
 
 
 def now_utc() -> datetime:
@@ -47,3 +49,10 @@ def assignment_counts(session: Session, study_id: int) -> dict[str, int]:
     counts = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study_id)
                                   .group_by(Assignment.status)).all())
     return {status: counts.get(status, 0) for status in ASSIGNMENT_STATUSES}
+
+
+def active_assignment(session: Session, study_id: int, annotator_id: int) -> int | None:
+    """The id of the annotator's active assignment in the study (the schema allows at most one), or None."""
+    return session.scalar(select(Assignment.id).where(Assignment.study_id == study_id,
+                                                      Assignment.annotator_id == annotator_id,
+                                                      Assignment.status == ACTIVE))

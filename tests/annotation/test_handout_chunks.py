@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from server.annotation import handout
 from server.annotation.annotators import invite
-from server.annotation.handout import assignment_payload, next_assignment
+from server.annotation.handout import assignment_payload, next_assignment, release
 from server.annotation.secrets import read_invite, secret_key
 from server.annotation.submit import submit_assignment
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 
+# Hand-out once looked at open assignments 50 at a time; it now asks SQL for the first that fits, and the
+# positions that were chunk edges stay pinned here.
+CHUNK = 50
+
 
 def test_every_assignment_is_handed_out_across_several_chunks_in_design_order(sample_engine):
     add_responses(sample_engine, ["sys-a", "sys-b"], 170)
     summary = make_study(sample_engine, count=170, k=1, per_assignment=2, systems=["sys-a", "sys-b"], controls=[])
-    assert summary.assignments > 3 * handout.CLAIM_CHUNK  # the chunk loop must run several times
+    assert summary.assignments > 3 * CHUNK  # the chunk loop must run several times
     secret = secret_key(sample_engine)
     people = [read_invite(secret, invite(sample_engine, name, "pilot")[1])[0] for name in ("ada", "bo", "cy")]
     claimed: dict[int, list[int]] = {person: [] for person in people}
@@ -65,8 +68,8 @@ def test_the_one_assignment_left_for_a_rater_is_found_wherever_it_sits_in_the_op
         items = dict(session.execute(select(AssignmentItem.assignment_id, AssignmentItem.item_id)).all())
     barred = [a for a, _ in rows if items[a] in seen]
     free = [a for a, _ in rows if items[a] not in seen]
-    assert len(barred) > 2 * handout.CLAIM_CHUNK and free
-    for position in (0, handout.CLAIM_CHUNK - 1, handout.CLAIM_CHUNK, 2 * handout.CLAIM_CHUNK - 1, len(barred)):
+    assert len(barred) > 2 * CHUNK and free
+    for position in (0, CHUNK - 1, CHUNK, 2 * CHUNK - 1, len(barred)):
         # Only one assignment of B stays open, placed after `position` barred ones in design order.
         with unit_of_work(sample_engine) as session:
             for order, assignment_id in enumerate(barred):
@@ -77,7 +80,5 @@ def test_the_one_assignment_left_for_a_rater_is_found_wherever_it_sits_in_the_op
             session.get(Assignment, free[0]).status = "open"
             session.get(Assignment, free[0]).design_index = position if position < len(barred) else 9_999
         assert next_assignment(sample_engine, "pilot", ada) == free[0], f"not found at position {position}"
-        with unit_of_work(sample_engine) as session:  # give it back for the next position
-            assignment = session.get(Assignment, free[0])
-            assignment.status, assignment.annotator_id, assignment.started_at, assignment.expires_at = \
-                "open", None, None, None
+        with unit_of_work(sample_engine) as session:  # give it back (and her seen rows) for the next position
+            assert release(session, free[0], ada)

@@ -63,7 +63,7 @@ def test_same_item_and_criterion_cannot_be_rated_twice_in_one_assignment(rated_s
 def test_an_annotator_cannot_rate_the_same_item_twice_through_another_assignment(rated_store):
     engine, ids = rated_store
     with unit_of_work(engine) as s:
-        other = Assignment(study_id=ids["study"], annotator_id=ids["annotator"], status="assigned")
+        other = Assignment(study_id=ids["study"], annotator_id=ids["annotator"], status="submitted")
         s.add(other)
         s.flush()
         other_id = other.id
