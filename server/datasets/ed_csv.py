@@ -3,17 +3,21 @@
 Header `conv_id,utterance_idx,context,prompt,speaker_idx,utterance,selfeval,tags`; fields are never
 quoted (read as csv.QUOTE_NONE, i.e. split on commas), a comma inside text is written `_comma_`, and every
 line has exactly 8 fields. `context` is the emotion label, `prompt` the situation. Odd utterance_idx is
-the Speaker (who wrote the situation), even the Listener.
+the Speaker (who wrote the situation), even the Listener. A field the store cannot hold (a conv_id longer than
+its column, a NUL) is refused on its line, before anything is written.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from server.datasets.errors import InputFileError, read_utf8_lines
-from server.datasets.model import ParsedDialogue, ParsedTurn
+from server.datasets.model import ParsedDialogue, ParsedTurn, field_problem
 
 HEADER = ["conv_id", "utterance_idx", "context", "prompt", "speaker_idx", "utterance", "selfeval", "tags"]
 SPLITS = ("train", "valid", "test")
+# The columns the store keeps, by the dialogue field each becomes and the name a message gives it.
+STORED_COLUMNS = (("conv_id", "conv_id", "conv_id"), ("context", "emotion", "context (the emotion)"),
+                  ("prompt", "situation", "prompt"), ("utterance", "text", "utterance"))
 
 
 def decode_text(field: str) -> str:
@@ -55,6 +59,7 @@ def parse_ed_csv(path: Path, split: str) -> list[ParsedDialogue]:
         conv_id, idx_text, emotion, prompt, _speaker_idx, utterance, _selfeval, _tags = fields
         if not conv_id:
             raise InputFileError(path, number, "empty conv_id")
+        _check_storable(dict(zip(HEADER, fields, strict=True)), path, number)
         try:
             idx = int(idx_text)
         except ValueError:
@@ -83,6 +88,13 @@ def parse_ed_csv(path: Path, split: str) -> list[ParsedDialogue]:
     if not dialogues:
         raise InputFileError(path, None, "no utterances after the header")
     return dialogues
+
+
+def _check_storable(row: dict[str, str], path: Path, number: int) -> None:
+    for column, field, named in STORED_COLUMNS:
+        value = decode_text(row[column]) if column in ("prompt", "utterance") else row[column]
+        if problem := field_problem(field, value, named=named):
+            raise InputFileError(path, number, problem)
 
 
 def ed_split_files(path: Path, split: str) -> list[tuple[Path, str]]:

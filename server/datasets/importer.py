@@ -2,7 +2,9 @@
 
 One import is one transaction: a bad line anywhere (the parsers check the whole input before anything is
 written) or a conflict with stored data leaves the database exactly as it was. Re-importing the same
-dialogues is a no-op: each dialogue's content hash is stored and compared.
+dialogues is a no-op: each dialogue's content hash is stored and compared. Whatever the store could not hold
+(a name longer than its column, a NUL, an unpaired surrogate) is refused before the transaction starts, so
+SQLite and PostgreSQL answer alike (see server.datasets.storable).
 """
 from __future__ import annotations
 
@@ -12,10 +14,14 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.orm import Session
 
-from server.datasets.errors import ImportConflictError
+from server.datasets.errors import ImportConflictError, InputFileError
 from server.datasets.model import ParsedDialogue
+from server.datasets.storable import column_length, require_storable
 from server.store.engine import unit_of_work
 from server.store.models import Context, Dataset, Dialogue, Turn
+
+DATASET_NAME_LENGTH = column_length(Dataset, "name")
+LICENSE_LENGTH = column_length(Dataset, "license")
 
 # Rows per INSERT batch: large enough to amortise round trips, small enough for PostgreSQL's parameter cap.
 BATCH = 2000
@@ -43,6 +49,19 @@ def _get_or_create_dataset(session: Session, name: str, source: str, license: st
     return dataset
 
 
+def _check_storable(dialogues: Sequence[ParsedDialogue], *, dataset: str, source: str, license: str) -> None:
+    """Refuse, before any write, what the store cannot hold: the dataset's own fields, then each dialogue's."""
+    require_storable(dataset, "the dataset name (--dataset)", limit=DATASET_NAME_LENGTH)
+    require_storable(license, "the licence (--license)", limit=LICENSE_LENGTH)
+    require_storable(source, "the source")
+    for dialogue in dialogues:
+        if problem := dialogue.storage_problem():
+            path, _, line = dialogue.source.rpartition(":")
+            if path and line.isdigit():
+                raise InputFileError(path, int(line), problem)
+            raise InputFileError(dialogue.source or "<dialogues>", None, problem)
+
+
 def _batches(rows: Sequence, size: int = BATCH):
     for start in range(0, len(rows), size):
         yield rows[start:start + size]
@@ -61,6 +80,7 @@ def import_dialogues(
 
     `progress(n)` is called as dialogues are written (n dialogues at a time).
     """
+    _check_storable(dialogues, dataset=dataset, source=source, license=license)
     result = ImportResult(dataset=dataset)
     with unit_of_work(engine) as session:
         dataset_row = _get_or_create_dataset(session, dataset, source, license)
