@@ -29,6 +29,11 @@ SUBMISSION_ID_PATTERN = "^[A-Za-z0-9_.:-]{8,100}$"
 SUBMISSION_ID = re.compile(SUBMISSION_ID_PATTERN.removeprefix("^").removesuffix("$"))
 SUBMISSION_ID_RULE = "a string of 8-100 letters, digits, '_', '.', ':' or '-'"
 MAX_COMMENT = 2000
+# Text the store can hold (server.datasets.storable): no NUL. The other half of that rule, no unpaired surrogate,
+# has no pattern both regex dialects read alike (ECMA-262 sees the two halves of every emoji as surrogates),
+# so the schema states it in words and only the validator checks it.
+STORABLE_TEXT_PATTERN = "^[^\\u0000]*$"
+STORABLE_TEXT_RULE = "no NUL character and no unpaired surrogate"
 MAX_SECONDS = 24 * 3600
 
 # Field name -> required. A field not listed is refused, so a misspelt "coment" is not silently dropped.
@@ -101,7 +106,8 @@ def submission_schema(expected: ExpectedRatings | None = None) -> dict[str, Any]
     return _closed_object(SUBMISSION_FIELDS, {
         "submission_id": {"type": "string", "pattern": SUBMISSION_ID_PATTERN,
                           "description": f"{SUBMISSION_ID_RULE}, the same for every retry of one submission"},
-        "comment": {"type": ["string", "null"], "maxLength": MAX_COMMENT},
+        "comment": {"type": ["string", "null"], "maxLength": MAX_COMMENT, "pattern": STORABLE_TEXT_PATTERN,
+                    "description": STORABLE_TEXT_RULE},
         "ratings": ratings,
     })
 

@@ -27,6 +27,7 @@ from server.annotation.submission_schema import (
     json_integer,
     json_number,
 )
+from server.datasets.storable import text_problem
 from server.errors import BadInput, Conflict, Forbidden, NotFound
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Rating, Study
@@ -62,6 +63,8 @@ def validate_submission(payload: Any, expected: ExpectedRatings) -> ValidSubmiss
     comment = payload.get("comment")
     if comment is not None and (not isinstance(comment, str) or len(comment) > MAX_COMMENT):
         raise BadInput(f"comment must be a string of at most {MAX_COMMENT} characters")
+    if comment is not None and (problem := text_problem(comment)):
+        raise BadInput(f"comment {problem}")
     ratings = payload.get("ratings")
     if not isinstance(ratings, list):
         raise BadInput("ratings must be a list with one entry per item of the assignment")

@@ -12,14 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from server.annotation.submission_schema import json_integer
+from server.annotation.submission_schema import STORABLE_TEXT_PATTERN, STORABLE_TEXT_RULE, json_integer
 from server.backend.base import ROLES, ContextTurn, DialogueContext
+from server.datasets.storable import MAX_ROW_ID, text_problem
 from server.errors import BadInput
 
 MAX_BATCH = 256
 MAX_TURNS = 64
 MAX_TEXT = 5000
-MAX_ID = 2**63 - 1  # the store's integer keys are 64-bit; larger ids cannot exist
+MAX_ID = MAX_ROW_ID  # the store's integer keys (32-bit on PostgreSQL): a larger id names no stored context
 
 # A turn's text must have a character that is not blank. "Blank" is whitespace to Python's str.isspace or to
 # ECMA-262's \s (what a JSON Schema pattern means by it), spelt out so that both regex engines read one set.
@@ -99,10 +100,15 @@ def _raw_context(value: Any, where: str) -> DialogueContext:
         text = turn.get("text")
         if not isinstance(text, str) or not NOT_BLANK.search(text) or len(text) > MAX_TEXT:
             raise BadInput(f'{where}: turn {i} needs a non-empty "text" of at most {MAX_TEXT} characters')
+        # Systems hash, encode and tokenize the text: a NUL or an unpaired surrogate would fail there, as a 500.
+        if problem := text_problem(text):
+            raise BadInput(f'{where}: turn {i}: "text" {problem}')
         parsed.append(ContextTurn(turn["role"], text))
     for key in ("emotion", "situation"):
         if value.get(key) is not None and not isinstance(value.get(key), str):
             raise BadInput(f'{where}: "context.{key}" must be a string or null')
+        if isinstance(value.get(key), str) and (problem := text_problem(value[key])):
+            raise BadInput(f'{where}: "context.{key}" {problem}')
     return DialogueContext(turns=tuple(parsed), emotion=value.get("emotion"), situation=value.get("situation"))
 
 
@@ -122,10 +128,12 @@ def _context_ref_fields() -> dict[str, dict[str, Any]]:
     turn = _closed_object(TURN_FIELDS, {
         "role": {"enum": list(ROLES)},
         "text": {"type": "string", "maxLength": MAX_TEXT, "pattern": NOT_BLANK_PATTERN,
-                 "description": "not empty, nor only whitespace"}})
+                 "allOf": [{"pattern": STORABLE_TEXT_PATTERN}],
+                 "description": f"not empty, nor only whitespace; {STORABLE_TEXT_RULE}"}})
+    optional_text = {"type": ["string", "null"], "pattern": STORABLE_TEXT_PATTERN, "description": STORABLE_TEXT_RULE}
     raw_context = _closed_object(RAW_CONTEXT_FIELDS, {
         "turns": {"type": "array", "items": turn, "minItems": 1, "maxItems": MAX_TURNS},
-        "emotion": {"type": ["string", "null"]}, "situation": {"type": ["string", "null"]}})
+        "emotion": optional_text, "situation": optional_text})
     return {"context_id": {"type": "integer", "minimum": 1, "maximum": MAX_ID, "description": "a stored context"},
             "context": raw_context}
 
