@@ -1,6 +1,9 @@
-"""A rater in a real browser: invite link, consent, instructions, a whole assignment by keyboard, submit."""
+"""A rater in a real browser: invite link, consent, instructions, a whole assignment by keyboard, submit; the
+token leaves the address bar for an HttpOnly cookie, and every page and route carries the security headers."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 from sqlalchemy import select
@@ -8,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from entry.wiring import make_app
 from server.annotation.annotators import invite
+from server.annotation.secrets import admin_token, secret_key
 from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues
 from server.store import make_engine, upgrade
@@ -21,7 +25,8 @@ IMG = '<img src="x" onerror="window.__pwned = \'img\'">That must be hard.'
 
 
 @pytest.fixture
-def served_study(tmp_path):
+def served(tmp_path):
+    """The app on a study of 4 contexts, with hostile markup in half the replies: (engine, base URL, token)."""
     engine = make_engine(f"sqlite:///{tmp_path / 'browser.db'}")
     upgrade(engine)
     import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
@@ -31,8 +36,14 @@ def served_study(tmp_path):
     _, token = invite(engine, "rita", "pilot")
     app = make_app(str(engine.url))
     with live_server(app) as base:
-        yield engine, f"{base}/annotate/{token}"
+        yield engine, base, token
     engine.dispose()
+
+
+@pytest.fixture
+def served_study(served):
+    engine, base, token = served
+    return engine, f"{base}/annotate#{token}"
 
 
 def test_a_rater_completes_an_assignment_with_the_keyboard_and_ratings_land_in_sql(served_study):
@@ -98,3 +109,83 @@ def test_markup_in_a_response_is_shown_literally_and_runs_nothing(served_study):
         assert seen == {SCRIPT, IMG}  # both payloads were on screen, verbatim
         assert page.evaluate("window.__pwned") is None
         assert page.locator("main img").count() == 0 and page.locator("main script").count() == 0
+
+
+def assert_security_headers(response, *, cached: bool = False):
+    headers = response.headers  # Playwright gives them lower-cased
+    csp = headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "no-referrer"
+    if not cached:
+        assert headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize("link_form", ["fragment", "old path"])
+def test_the_invite_token_leaves_the_address_bar_for_an_httponly_strict_cookie(served, caplog, link_form):
+    engine, base, token = served
+    link = f"{base}/annotate#{token}" if link_form == "fragment" else f"{base}/annotate/{token}"
+    caplog.set_level(logging.INFO, logger="werkzeug")
+    responses, violations = [], []
+    with chromium_page() as page:
+        page.on("response", lambda response: responses.append(response))
+        page.on("console", lambda message: violations.append(message.text)
+                if "Content Security Policy" in message.text else None)
+        page.goto(link)
+        page.click("#consent-accept")  # the assignment loaded: the exchange worked
+        assert page.url == f"{base}/annotate" and token not in page.url
+        assert token not in page.evaluate("document.cookie")  # HttpOnly: out of reach of any script
+        (cookie,) = [c for c in page.context.cookies() if c["name"] == "empeval_invite"]
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] == token
+        page.reload()  # a reload (token gone from the address) still finds the work through the cookie
+        page.click("#consent-accept")
+        page.click("#start")
+        for _ in range(int(page.locator("#progress-text").inner_text().split(" of ")[1].split()[0])):
+            for key in ("4", "Enter", "4", "Enter", "4", "Enter"):
+                page.keyboard.press(key)
+        page.click("#submit")
+        page.wait_for_selector("#submitted")
+    by_path = {r.url.removeprefix(base).split("?")[0]: r for r in responses}
+    assert_security_headers(by_path["/annotate" if link_form == "fragment" else f"/annotate/{token}"])
+    assert_security_headers(by_path["/api/annotate/next"])
+    assert_security_headers(by_path["/task-ui/task.js"], cached=True)
+    assert any(path.endswith("/submit") and r.status == 200 for path, r in by_path.items())
+    assert violations == []  # the page runs under the policy: no inline script or style was needed
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "/api/annotate/session" in logged and token not in logged  # the request log never holds the token
+    with Session(engine) as s:
+        assert s.scalar(select(Assignment.status).where(Assignment.status == "submitted")) == "submitted"
+
+
+def test_the_researcher_signs_in_through_the_fragment_and_the_token_leaves_the_address_bar(served):
+    engine, base, _ = served
+    admin = admin_token(secret_key(engine))
+    violations = []
+    with chromium_page() as page:
+        page.on("console", lambda message: violations.append(message.text)
+                if "Content Security Policy" in message.text else None)
+        login = page.goto(f"{base}/admin")
+        assert_security_headers(login)
+        assert page.locator("#token").get_attribute("type") == "password"
+        page.goto(f"{base}/admin#{admin}")
+        page.wait_for_selector("text=pilot")
+        assert page.url == f"{base}/admin"
+        (cookie,) = [c for c in page.context.cookies() if c["name"] == "empeval_admin"]
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and admin not in cookie["value"]
+        dashboard = page.goto(f"{base}/admin")
+        assert_security_headers(dashboard)
+        assert page.locator("h2").first.inner_text() == "pilot"
+        assert page.evaluate("getComputedStyle(document.body).marginTop") == "32px"  # admin.css applied
+        page.click("text=Sign out")
+        page.wait_for_selector("#token")
+    assert violations == []
+
+
+def test_a_wrong_admin_token_in_the_form_is_refused_with_a_message(served):
+    _, base, _ = served
+    with chromium_page() as page:
+        page.goto(f"{base}/admin")
+        page.fill("#token", "not-the-token")
+        page.click("button[type=submit]")
+        assert "wrong admin token" in page.locator("#sign-in-error").inner_text()
+        assert not [c for c in page.context.cookies() if c["name"] == "empeval_admin"]
