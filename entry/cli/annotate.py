@@ -1,4 +1,5 @@
-"""`empeval annotators ...`, `empeval serve`, `empeval export`, `empeval admin-token`: running local studies."""
+"""`empeval annotators ...` (invite, revoke), `empeval serve`, `empeval export`, `empeval admin-token`: running local
+studies."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,14 +8,14 @@ import click
 
 from entry.cli.common import CliContext, pass_cli
 from entry.cli.secret import CliContextWithSecret, pass_cli_with_secret
-from server.annotation.annotators import invite
+from server.annotation.annotators import invite, revoke
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
 from server.annotation.secrets import admin_token, secret_key
 
 
 @click.group()
 def annotators() -> None:
-    """Invite local annotators."""
+    """Invite local annotators; revoke annotators."""
 
 
 @annotators.command("invite")
@@ -30,6 +31,21 @@ def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: fl
         _, token = invite(obj.engine(), name, study, days=days)
         # The token after '#': browsers never send that part, so it reaches no server or proxy log.
         click.echo(f"{name}\t{base_url.rstrip('/')}/annotate#{token}")
+
+
+@annotators.command("revoke")
+@click.argument("name")
+@click.option("--study", default=None, help="Revoke in this study only (default: in every study).")
+@click.option("--provider", default="local", show_default=True,
+              help="Whose annotator NAME is: local (NAME as invited) or a crowd provider (NAME is the worker id).")
+@pass_cli
+def revoke_command(obj: CliContext, name: str, study: str | None, provider: str) -> None:
+    """Revoke annotator NAME: she gets no new assignment and no submission of hers is accepted (she is told so).
+    Her assignment in progress goes back to the pool; ratings she submitted before are kept."""
+    revocation = revoke(obj.engine(), name, study=study, provider=provider)
+    where = f"study {study}" if study else "every study"
+    state = "was revoked already" if revocation.already else "revoked"
+    click.echo(f"{name} {state} in {where}; {revocation.expired} assignment(s) in progress went back to the pool")
 
 
 @click.command("admin-token")

@@ -1,18 +1,21 @@
-"""`empeval study ...`: defining studies (registered with the `empeval` CLI through an entry point)."""
+"""`empeval study ...`: defining studies, following them and closing them (registered with the `empeval` CLI)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+from sqlalchemy.orm import Session
 
 from entry.cli.common import CliContext, pass_cli
+from server.annotation.handout import close_study
+from server.store.queries import ASSIGNMENT_STATUSES, study_by_name
 from tasks.study_create import create_study, study_progress
 from tasks.study_file import load_study_file
 
 
 @click.group()
 def study() -> None:
-    """Create Likert studies from a study file and follow their progress."""
+    """Create Likert studies from a study file, follow their progress, close them."""
 
 
 @study.command("create")
@@ -33,7 +36,26 @@ def create(obj: CliContext, study_file: Path) -> None:
 @click.argument("name")
 @pass_cli
 def status(obj: CliContext, name: str) -> None:
-    """Assignments of study NAME by status (open, assigned, submitted, expired)."""
-    counts = study_progress(obj.engine(), name)
-    for state in ("open", "assigned", "submitted", "expired"):
+    """Whether study NAME is open or closed, and its assignments by status (open, assigned, submitted, expired)."""
+    engine = obj.engine()
+    counts = study_progress(engine, name)
+    with Session(engine) as session:
+        click.echo(f"study {name}: {study_by_name(session, name).status}")
+    for state in ASSIGNMENT_STATUSES:
         click.echo(f"{state:<10}{counts.get(state, 0):>6}")
+
+
+@study.command("close")
+@click.argument("name")
+@pass_cli
+def close(obj: CliContext, name: str) -> None:
+    """Close study NAME: from now on it hands out no assignment and takes no submission (raters are told so).
+
+    Assignments in progress stay unfinished; ratings stored so far stay. Crowd results ingested later are
+    refused and reported.
+    """
+    closing = close_study(obj.engine(), name)
+    in_progress = closing.counts["assigned"]
+    click.echo(f"study {name} {'closed' if closing.was_open else 'was closed already'}: "
+               f"{closing.counts['submitted']} assignments submitted, {in_progress} in progress left unfinished, "
+               f"{closing.counts['open']} never handed out")

@@ -1,16 +1,20 @@
-"""Annotators (local and crowd) and the invite links of local ones."""
+"""Annotators (local and crowd), the invite links of local ones, and revoking an annotator."""
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
+from typing import NamedTuple
 
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from server.annotation.handout import expire_active_of
 from server.annotation.secrets import make_invite, secret_key
+from server.errors import NotFound
 from server.store.engine import unit_of_work
-from server.store.models import Annotator
-from server.store.queries import study_by_name
+from server.store.models import Annotator, StudyRevocation
+from server.store.queries import now_utc, study_by_name
 
 
 def pseudonym_for(secret: str, provider: str, external_id: str) -> str:
@@ -46,3 +50,36 @@ def invite(engine: Engine, name: str, study: str, *, days: float = 30.0) -> tupl
         study_by_name(session, study)
     annotator = get_or_create_annotator(engine, "local", pseudonym_for(secret, "local", name), display_name=name)
     return annotator, make_invite(secret, annotator_id=annotator.id, study=study, days=days)
+
+
+class Revocation(NamedTuple):
+    annotator_id: int
+    already: bool  # she was revoked there already: nothing changed but her active assignments
+    expired: int  # active assignments expired now, each copied back to the pool
+
+
+def revoke(engine: Engine, name: str, *, study: str | None = None, provider: str = "local",
+           now: datetime | None = None) -> Revocation:
+    """Revoke the annotator `name` (an invited name, or with `provider` a crowd worker's id) in `study`, or in every
+    study when None. From then on she gets no assignment and her submissions are refused (handout.AccessRevoked);
+    her active assignments expire now and copies go back to the pool; she keeps her seen contexts. Ratings she
+    submitted before stay in the store: leaving them out is the analysis' decision."""
+    pseudonym = pseudonym_for(secret_key(engine), provider, name)
+    now = now or now_utc()
+    with unit_of_work(engine) as session:
+        annotator = session.scalar(select(Annotator).where(Annotator.provider == provider,
+                                                           Annotator.pseudonym == pseudonym))
+        if annotator is None:
+            raise NotFound(f"no {provider} annotator {name!r}: check the name as it was invited (or the worker id "
+                           f"and --provider for crowd workers)")
+        if study is None:
+            already = annotator.revoked_at is not None
+            annotator.revoked_at = annotator.revoked_at or now
+            expired = expire_active_of(session, annotator.id)
+        else:
+            study_id = study_by_name(session, study).id
+            already = session.get(StudyRevocation, (study_id, annotator.id)) is not None
+            if not already:
+                session.add(StudyRevocation(study_id=study_id, annotator_id=annotator.id, revoked_at=now))
+            expired = expire_active_of(session, annotator.id, study_id=study_id)
+        return Revocation(annotator.id, already, expired)

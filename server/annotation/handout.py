@@ -180,6 +180,20 @@ def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datet
     return True
 
 
+def contexts_seen_before(session: Session, assignment_id: int, annotator_id: int) -> list[tuple[int, int]]:
+    """(context id, assignment id) for each context of this assignment that the annotator was shown in another
+    assignment of its study: claiming it would fail on the seen key. Empty when she may take it."""
+    return [(context_id, seen_in) for context_id, seen_in in session.execute(
+        select(SeenContext.context_id, SeenContext.assignment_id).distinct()
+        .join(Response, Response.context_id == SeenContext.context_id)
+        .join(StudyItem, and_(StudyItem.response_id == Response.id, StudyItem.study_id == SeenContext.study_id))
+        .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
+        .where(AssignmentItem.assignment_id == assignment_id, SeenContext.annotator_id == annotator_id,
+               SeenContext.assignment_id != assignment_id)
+        .order_by(SeenContext.context_id)
+    ).all()]
+
+
 def release(session: Session, assignment_id: int, annotator_id: int) -> bool:
     """Undo a claim whose work was not stored: the assignment goes back to the pool as it was, if this
     annotator still holds it unsubmitted, and the seen rows its claim wrote go with it. True when it was

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from server.annotation.handout import ensure_may_work
 from server.annotation.submission_schema import (
     ENTRY_FIELDS,
     MAX_COMMENT,
@@ -28,7 +29,7 @@ from server.annotation.submission_schema import (
     json_number,
 )
 from server.datasets.storable import text_problem
-from server.errors import BadInput, Conflict, Forbidden, NotFound
+from server.errors import BadInput, Conflict, NotFound
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Rating, Study
 from server.store.queries import as_utc, now_utc
@@ -125,28 +126,34 @@ def _already_submitted(session: Session, assignment: Assignment, submission_id: 
     raise Conflict(f"assignment {assignment.id} was already submitted (with another submission id)")
 
 
-def _assignment(session: Session, assignment_id: int, *, for_update: bool = False) -> Assignment:
+def _own_assignment(session: Session, assignment_id: int, annotator_id: int, study: str | None, *,
+                    for_update: bool = False) -> Assignment:
+    """The assignment if it is this annotator's (and of `study`, when given). One NotFound, with one message,
+    for an id that does not exist, is someone else's or is of another study: ids reveal nothing."""
     assignment = session.get(Assignment, assignment_id, with_for_update=for_update)
-    if assignment is None:
-        raise NotFound(f"no assignment {assignment_id}")
+    if (assignment is None or assignment.annotator_id != annotator_id
+            or (study is not None and session.get_one(Study, assignment.study_id).name != study)):
+        raise NotFound(f"you have no assignment {assignment_id}")
     return assignment
 
 
 def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, payload: Any,
-                      *, now: datetime | None = None) -> dict[str, Any]:
-    """Validate and store a submission; returns the receipt. Raises BadInput subclasses (4xx)."""
+                      *, study: str | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """Validate and store a submission; returns the receipt. Raises BadInput subclasses (4xx).
+
+    `study` is the study the caller's invite is for: an assignment of another study is NotFound, as is one of
+    another annotator or one that does not exist. A closed study or a revoked annotator is Forbidden
+    (handout.ensure_may_work), checked again in the storing transaction; sending a submission that is stored
+    already still gets its receipt."""
     now = now or now_utc()
     with Session(engine) as session:
-        assignment = _assignment(session, assignment_id)
-        if assignment.annotator_id != annotator_id:
-            raise Forbidden(f"assignment {assignment_id} is not yours")
+        assignment = _own_assignment(session, assignment_id, annotator_id, study)
         if assignment.status == "submitted":
             return _already_submitted(session, assignment,
                                       payload.get("submission_id") if isinstance(payload, dict) else None)
-        study = session.get(Study, assignment.study_id)
-        if study is None:
-            raise NotFound(f"the study of assignment {assignment_id} is gone")
-        config = study.config
+        study_row = session.get_one(Study, assignment.study_id)
+        ensure_may_work(session, study_row, annotator_id)
+        config = study_row.config
         item_ids = session.scalars(select(AssignmentItem.item_id)
                                    .where(AssignmentItem.assignment_id == assignment_id)
                                    .order_by(AssignmentItem.position)).all()
@@ -156,9 +163,10 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
 
     try:
         with unit_of_work(engine) as session:
-            assignment = _assignment(session, assignment_id, for_update=True)
+            assignment = _own_assignment(session, assignment_id, annotator_id, study, for_update=True)
             if assignment.status == "submitted":
                 return _already_submitted(session, assignment, submission.submission_id)
+            ensure_may_work(session, session.get_one(Study, assignment.study_id), annotator_id)
             expires_at = as_utc(assignment.expires_at)
             late = assignment.status == "expired" or (expires_at is not None and expires_at < now)
             assignment.status, assignment.submission_id = "submitted", submission.submission_id
@@ -176,7 +184,7 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
     except IntegrityError:
         # A concurrent identical submission won the race: answer as for a retry.
         with Session(engine) as session:
-            assignment = _assignment(session, assignment_id)
+            assignment = _own_assignment(session, assignment_id, annotator_id, study)
             if assignment.status == "submitted":
                 return _already_submitted(session, assignment, submission.submission_id)
             raise

@@ -75,13 +75,13 @@ def next_for_me():
 
 @blueprint.post("/api/assignments/<int:assignment_id>/submit")
 def submit(assignment_id: int):
-    annotator_id, _study = current_annotator()
+    annotator_id, study = current_annotator()
     if not request.is_json:
         raise UnsupportedMediaType("send the ratings as JSON (Content-Type: application/json)")
     payload = request.get_json(silent=True)
     if payload is None:
         raise BadRequest("the body is not valid JSON")
-    return submit_assignment(_engine(), assignment_id, annotator_id, payload)
+    return submit_assignment(_engine(), assignment_id, annotator_id, payload, study=study)
 
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}

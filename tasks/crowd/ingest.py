@@ -7,12 +7,16 @@ submit_assignment with the line's stable submission id. Re-ingesting the same fi
 while the run is live, stores nothing twice.
 
 A line is checked in full before its assignment is claimed (it belongs to the job's study, its assignment
-is one of that study's, its ratings pass the submission rules), so a bad line never leaves an assignment
-claimed with nothing stored. Every rejected line is reported as `file:line: reason`.
+is one of that study's, its ratings pass the submission rules, the study is not closed, the worker is not
+revoked and has not been shown any of its contexts in another assignment of the study), so a bad line never
+leaves an assignment claimed with nothing stored. Every rejected line is reported as `file:line: reason`.
+
+The claim writes the worker's seen_context rows, as a local claim does, so the database refuses a second
+rating of a context by the same worker even when two ingests race: the losing line is reported, never stored.
 
 Transactions per line: the annotator is read or created in one, the claim is another and the submission a
 third (submit_assignment opens its own, as it does for local annotators); if the submission still fails
-after the checks, the claim is released.
+after the checks, the claim is released (and its seen rows with it).
 """
 from __future__ import annotations
 
@@ -21,22 +25,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.annotation.annotators import get_or_create_annotator, pseudonym_for
-from server.annotation.handout import claim, release
+from server.annotation.handout import (
+    AccessRevoked,
+    StudyClosed,
+    claim,
+    contexts_seen_before,
+    ensure_may_work,
+    release,
+)
 from server.annotation.secrets import secret_key
 from server.annotation.submission_schema import ExpectedRatings
 from server.annotation.submit import submit_assignment, validate_submission
 from server.errors import BadInput, Conflict, EmpevalError
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Study
-from server.store.queries import now_utc, study_by_name
+from server.store.queries import STUDY_CLOSED, active_assignment, now_utc, study_by_name
 from tasks.crowd import contract
 from tasks.crowd.contract import CrowdResult
 from tasks.crowd.jobs import load_job
 
-REJECTED = ("conflict", "invalid", "other study")
+REJECTED = ("conflict", "invalid", "other study", "seen context", "refused")
 
 
 @dataclass
@@ -63,7 +75,7 @@ class IngestReport:
 
 
 class LineRejected(BadInput):
-    """One line of results.jsonl that cannot be stored: `kind` (invalid, conflict, other study) and why."""
+    """One line of results.jsonl that cannot be stored: `kind` (one of REJECTED) and why."""
 
     def __init__(self, kind: str, reason: str):
         super().__init__(reason)
@@ -111,7 +123,10 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
         if elsewhere is not None:
             raise LineRejected("conflict", f"{where}: submission {record.submission_id} is stored already, for "
                                            f"assignment {elsewhere}")
-        config = session.get(Study, study_id).config
+        study_row = session.get_one(Study, study_id)
+        if study_row.status == STUDY_CLOSED:
+            raise LineRejected("refused", f"{where}: study {study!r} is closed and takes no more ratings")
+        config = study_row.config
         item_ids = session.scalars(select(AssignmentItem.item_id)
                                    .where(AssignmentItem.assignment_id == record.assignment_id)
                                    .order_by(AssignmentItem.position)).all()
@@ -122,17 +137,35 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
         raise LineRejected("invalid", f"{where}: {error.message}") from None
 
     annotator_id = get_or_create_annotator(engine, provider, pseudonym_for(secret, provider, record.worker_name)).id
-    with unit_of_work(engine) as session:
-        # Crowd timing is the platform's business: no local expiry on a crowd-claimed assignment.
-        claimed_now = claim(session, record.assignment_id, annotator_id, now=now_utc(), minutes=None)
-        if not claimed_now:
-            holder = session.get(Assignment, record.assignment_id)
-            if holder.annotator_id != annotator_id:
-                raise LineRejected("conflict", f"{where}: assignment {record.assignment_id} is {holder.status} for "
-                                               f"another annotator (was the study also served locally while on the "
-                                               f"crowd?)")
+    with Session(engine) as session:
+        try:
+            ensure_may_work(session, session.get_one(Study, study_id), annotator_id)
+        except StudyClosed:
+            raise LineRejected("refused", f"{where}: study {study!r} is closed and takes no more ratings") from None
+        except AccessRevoked:
+            raise LineRejected("refused", f"{where}: the worker was revoked in study {study!r}") from None
+        _refuse_seen_contexts(session, record, where, annotator_id, study)
     try:
-        submit_assignment(engine, record.assignment_id, annotator_id, payload)
+        with unit_of_work(engine) as session:
+            # Crowd timing is the platform's business: no local expiry on a crowd-claimed assignment.
+            claimed_now = claim(session, record.assignment_id, annotator_id, now=now_utc(), minutes=None)
+            if not claimed_now:
+                holder = session.get_one(Assignment, record.assignment_id)
+                if holder.annotator_id != annotator_id:
+                    raise LineRejected("conflict", f"{where}: assignment {record.assignment_id} is {holder.status} "
+                                                   f"for another annotator (was the study also served locally while "
+                                                   f"on the crowd?)")
+    except IntegrityError:
+        # Another ingest claimed for this worker meanwhile: a context she has now seen, or another assignment
+        # she holds unsubmitted in this study (one active assignment per rater and study).
+        with Session(engine) as session:
+            _refuse_seen_contexts(session, record, where, annotator_id, study)
+            held = active_assignment(session, study_id, annotator_id)
+        raise LineRejected("conflict", f"{where}: the worker holds assignment {held} unsubmitted in study {study!r} "
+                                       f"(being stored by another ingest, or left by an interrupted one); ingest "
+                                       f"again once it is stored") from None
+    try:
+        submit_assignment(engine, record.assignment_id, annotator_id, payload, study=study)
     except EmpevalError as error:
         if claimed_now:
             with unit_of_work(engine) as session:
@@ -141,3 +174,12 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
         raise LineRejected(kind, f"{where}: {error.message}") from None
     return "stored"
 
+
+def _refuse_seen_contexts(session: Session, record: CrowdResult, where: str, annotator_id: int, study: str) -> None:
+    """LineRejected("seen context") when the worker was shown a context of this line's assignment in another
+    assignment of the study: a rater rates a context once per study, on the crowd as locally."""
+    seen = contexts_seen_before(session, record.assignment_id, annotator_id)
+    if seen:
+        listed = ", ".join(f"context {context} (in assignment {shown_in})" for context, shown_in in seen)
+        raise LineRejected("seen context", f"{where}: the worker was already shown {listed} in study {study!r}; a "
+                                           f"rater rates each context once per study")

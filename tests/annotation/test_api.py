@@ -95,7 +95,8 @@ def test_double_submit_stores_nothing_twice_and_answers_the_same(annotator, stud
     assert snapshot(study_engine) == before
 
 
-def test_submitting_someone_elses_assignment_is_forbidden(annotator, study_engine, client_factory):
+def test_submitting_someone_elses_assignment_is_404_as_for_one_that_does_not_exist(annotator, study_engine,
+                                                                                  client_factory):
     _, _, assignment = annotator
     _, bob = invite(study_engine, "bob", "pilot")
     before = snapshot(study_engine)
@@ -104,7 +105,8 @@ def test_submitting_someone_elses_assignment_is_forbidden(annotator, study_engin
         headers=auth(bob),
         json={"submission_id": new_submission_id(), "ratings": full_ratings(assignment)},
     )
-    assert answer.status_code == 403 and "not yours" in answer.get_json()["message"]
+    assert answer.status_code == 404
+    assert answer.get_json()["message"] == f"you have no assignment {assignment['assignment_id']}"
     assert snapshot(study_engine) == before
 
 
