@@ -146,7 +146,7 @@ def export(name: str):
 
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_ADMIN = [{"adminToken": []}, {"adminCookie": []}]
+_ADMIN: list[dict[str, list[str]]] = [{"adminToken": []}, {"adminCookie": []}]
 _LIMITED = {"429": {"description": "too many failed token checks from this address (see Retry-After)", **_ERR}}
 _NAME = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
 openapi.register_paths({

@@ -27,9 +27,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from flask import Response, current_app, request
+from flask import current_app, request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from werkzeug.exceptions import Forbidden, TooManyRequests, Unauthorized
+from werkzeug.wrappers import Response
 
 from server.annotation.secrets import InvalidInvite, admin_token, is_admin, read_invite
 

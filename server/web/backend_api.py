@@ -138,7 +138,7 @@ def respond_batch():
 
 
 _ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_ADMIN = [{"adminToken": []}, {"adminCookie": []}]
+_ADMIN: list[dict[str, list[str]]] = [{"adminToken": []}, {"adminCookie": []}]
 _GUARDED = {"401": {"description": "no admin token", **_ERROR},
             "403": {"description": "not the admin token (an invite token is refused too)", **_ERROR},
             "429": {"description": "too many failed token checks from this address (see Retry-After)", **_ERROR}}
