@@ -77,8 +77,12 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
 @click.option("--port", default=5000, show_default=True)
 @click.option("--workers", default=0, show_default=True,
               help="gunicorn worker processes for real use; 0 runs Flask's development server.")
+@click.option("--proxies", default=0, show_default=True,
+              help="Reverse proxies in front that set X-Forwarded-For/-Proto (the client's address for the limit on "
+                   "failed token checks; Secure cookies behind HTTPS). Leave 0 without a proxy: clients could "
+                   "forge them.")
 @pass_cli_with_secret
-def serve(obj: CliContextWithSecret, host: str, port: int, workers: int) -> None:
+def serve(obj: CliContextWithSecret, host: str, port: int, workers: int, proxies: int) -> None:
     """Run the app: annotation pages, JSON API, admin dashboard."""
     from entry.wiring import app_config
     from server.web import create_app
@@ -87,7 +91,7 @@ def serve(obj: CliContextWithSecret, host: str, port: int, workers: int) -> None
     # No token on screen: terminals are scrolled back, shared and logged. The researcher asks for it.
     click.echo(f"admin dashboard: http://{host}:{port}/admin (sign in with the token `empeval admin-token` prints)",
                err=True)
-    config = app_config(obj.url, secret_file=obj.secret_file)
+    config = app_config(obj.url, secret_file=obj.secret_file, PROXIES=proxies)
     if workers <= 0:
         create_app(config).run(host=host, port=port, debug=False, use_reloader=False, threaded=True)
         return

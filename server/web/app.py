@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from server.annotation.secrets import SigningSecret
 from server.errors import EmpevalError
@@ -38,7 +39,9 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     file of the signing secret; default: see server.annotation.secrets), TASK_UI_DIR (the folder of the task
     UI's local bundle; without it the task page answers 404), MAX_CONTENT_LENGTH (bytes of a request body),
     AUTH_FAILURE_LIMIT and AUTH_FAILURE_WINDOW (failed token checks allowed per client address and window in
-    seconds; default 20 in 60), plus whatever blueprints read."""
+    seconds; default 20 in 60), PROXIES (how many reverse proxies in front set X-Forwarded-For and
+    X-Forwarded-Proto: then the limiter sees the client's address and cookies are Secure behind HTTPS; 0, the
+    default, trusts no such header, since any client could send it), plus whatever blueprints read."""
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=1 << 20, JSON_SORT_KEYS=False, AUTH_FAILURE_LIMIT=20,
                       AUTH_FAILURE_WINDOW=60.0)
@@ -52,6 +55,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     app.extensions["empeval.limiter"] = FailureLimiter(int(app.config["AUTH_FAILURE_LIMIT"]),
                                                        float(app.config["AUTH_FAILURE_WINDOW"]))
     _keep_tokens_out_of_the_request_log()
+    if proxies := int(app.config.get("PROXIES") or 0):
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)  # type: ignore[method-assign]
 
     @app.errorhandler(HTTPException)
     def http_error_as_json(error: HTTPException):
@@ -99,7 +104,7 @@ def _role_blueprints() -> list:
     return [backend_blueprint]
 
 
-_TOKEN_IN_PATH = re.compile(r"(/annotate/)[^\s?#\"]+|((?:\?|&)token=)[^&\s\"]+")
+_TOKEN_IN_PATH = re.compile(r"(\s/annotate/)[^\s?#\"]+|([?&]token=)[^&\s\"]+")
 
 
 class RedactTokens(logging.Filter):

@@ -173,3 +173,25 @@ def test_the_limiter_forgets_after_its_window_and_bounds_its_memory():
     for n in range(500):
         limiter.record_failure(f"client-{n}", now=100.0 + n)
     assert len(limiter._failures) <= 100
+
+
+def test_behind_a_declared_proxy_the_limit_counts_the_forwarded_client_address(study_store, invite_token):
+    from entry.wiring import make_app
+
+    url = study_store.url.render_as_string(hide_password=False)
+    app = make_app(url, TESTING=True, AUTH_FAILURE_LIMIT=2, PROXIES=1)
+    client = app.test_client()
+    for _ in range(2):
+        client.get("/api/annotate/next", headers={**bearer("guess"), "X-Forwarded-For": "203.0.113.9"})
+    assert client.get("/api/annotate/next", headers={**bearer(invite_token),
+                                                     "X-Forwarded-For": "203.0.113.9"}).status_code == 429
+    assert client.get("/api/annotate/next", headers={**bearer(invite_token),
+                                                     "X-Forwarded-For": "198.51.100.4"}).status_code == 200
+    answer = client.post("/api/annotate/session", headers={**bearer(invite_token), "X-Forwarded-Proto": "https",
+                                                           "X-Forwarded-For": "198.51.100.4"})
+    assert "; Secure" in set_cookie_header(answer, INVITE_COOKIE)
+    direct = make_app(url, TESTING=True, AUTH_FAILURE_LIMIT=2).test_client()  # no proxy declared: headers ignored
+    for _ in range(2):
+        direct.get("/api/annotate/next", headers={**bearer("guess"), "X-Forwarded-For": "203.0.113.9"})
+    assert direct.get("/api/annotate/next", headers={**bearer(invite_token),
+                                                     "X-Forwarded-For": "198.51.100.4"}).status_code == 429
