@@ -4,9 +4,11 @@ Averaging annotators within an item treats every annotator alike. When annotator
 not all see every system equally often, an ordering can come from the raters rather than the systems. Two
 checks, each compared with the item-level Wilcoxon result of ``analysis.compare.compare_pairs``:
 
-- a linear mixed model ``score ~ system`` with crossed random intercepts for annotator and item (statsmodels
-  MixedLM, variance components in one all-encompassing group; Baayen, Davidson & Bates 2008), REML; each pair
-  is a Wald test of the difference of its two fixed effects;
+- a linear mixed model ``score ~ system`` with crossed random intercepts for annotator and item (Baayen,
+  Davidson & Bates 2008): variance components by Gao & Owen's (2017) method of moments, fixed effects by
+  generalised least squares (Ghosh, Hastie & Owen 2022; ``analysis.crossed``, linear in the number of
+  ratings; statsmodels' dense REML MixedLM on request); each pair is a Wald test of the difference of its
+  two fixed effects;
 - per-annotator z-scored scores (each annotator's ratings on a criterion centred on their mean and divided by
   their SD), then the same item-level Wilcoxon tests on the z-scores.
 
@@ -24,6 +26,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.compare import adjust_by_family, compare_pairs
+from analysis.crossed import fit_crossed
 from analysis.load import require_columns
 from analysis.threads import single_threaded_blas
 
@@ -36,11 +39,18 @@ def mixed_model_pairs(
     criterion: str,
     random_effects: tuple[str, ...] = ("annotator", "item"),
     reml: bool = True,
+    method: str = "moments",
 ) -> pd.DataFrame:
     """Pairwise system differences from the mixed model ``score ~ system + (1|annotator) + (1|item)`` on one
-    criterion (non-control ratings), fitted by REML with statsmodels' MixedLM (crossed random intercepts
-    as variance components of one group; Baayen, Davidson & Bates 2008). ``random_effects`` names the
-    columns with random intercepts; add "context" to let contexts share an intercept too (slower).
+    criterion (non-control ratings). ``random_effects`` names the columns with crossed random intercepts
+    (add "context" to let contexts share an intercept too).
+
+    ``method``: "moments" (default) estimates the variance components by Gao & Owen's (2017) method of
+    moments and the fixed effects by generalised least squares (Ghosh, Hastie & Owen 2022), in time linear
+    in the number of ratings (``analysis.crossed``); on balanced designs it equals REML. "statsmodels" fits
+    by REML (or ML with ``reml=False``) with statsmodels' dense MixedLM (crossed intercepts as variance
+    components of one group; Baayen, Davidson & Bates 2008), whose time grows as n^2 or faster. ``reml``
+    applies to "statsmodels" only.
 
     Returns
     -------
@@ -64,12 +74,16 @@ def mixed_model_pairs(
     baseline     moel     -0.66    0.20   0.00
         gold     moel      0.47    0.19   0.01
     """
-    import statsmodels.formula.api as smf  # deferred: statsmodels' formula stack is slow to import
-
+    if method not in ("moments", "statsmodels"):
+        raise ValueError(f"method must be 'moments' or 'statsmodels', got {method!r}")
     require_columns(ratings, ("system", "criterion", "score", "is_control", *random_effects), what="mixed_model_pairs")
     data = ratings.loc[(ratings["criterion"] == criterion) & ~ratings["is_control"].astype(bool)]
     systems = sorted(data["system"].unique())
     pairs = list(itertools.combinations(systems, 2))
+    if method == "moments":
+        return _moment_pairs(data, criterion, systems, pairs, random_effects)
+    import statsmodels.formula.api as smf  # deferred: statsmodels' formula stack is slow to import
+
     frame = pd.DataFrame({"score": data["score"].to_numpy(dtype=float)})
     # Plain codes keep patsy away from whatever characters system or worker names contain.
     frame["system"] = pd.Categorical(data["system"].to_numpy(), categories=systems).codes
@@ -111,6 +125,38 @@ def mixed_model_pairs(
         z = diff / se if se > 0 else np.nan
         rows.append({"criterion": criterion, "system_a": a, "system_b": b, "lmm_diff": diff, "lmm_se": se, "lmm_z": z,
                      "lmm_p": float(2 * stats.norm.sf(abs(z))) if np.isfinite(z) else np.nan, "lmm_note": note})
+    return pd.DataFrame(rows)
+
+
+def _moment_pairs(data: pd.DataFrame, criterion: str, systems: list[str], pairs: list[tuple[str, str]],
+                  random_effects: tuple[str, ...]) -> pd.DataFrame:
+    system_codes = pd.Categorical(data["system"].to_numpy(), categories=systems).codes
+    design = np.zeros((len(data), len(systems)))
+    design[:, 0] = 1.0  # intercept, then treatment contrasts against the first system, as C(system) codes it
+    rows_with = np.flatnonzero(system_codes > 0)
+    design[rows_with, system_codes[rows_with]] = 1.0
+    factors = {column: pd.factorize(data[column])[0] for column in random_effects}
+    try:
+        if len(data) <= len(systems):
+            raise ValueError(f"{len(data)} ratings cannot estimate {len(systems)} system effects and the variances")
+        fit = fit_crossed(data["score"].to_numpy(dtype=float), design, factors)
+    except (np.linalg.LinAlgError, ValueError) as err:
+        failed = {"lmm_diff": np.nan, "lmm_se": np.nan, "lmm_z": np.nan, "lmm_p": np.nan,
+                  "lmm_note": f"mixed model failed: {err}"}
+        return pd.DataFrame([{"criterion": criterion, "system_a": a, "system_b": b, **failed} for a, b in pairs])
+    rows = []
+    for a, b in pairs:
+        contrast = np.zeros(len(systems))
+        code_a, code_b = systems.index(a), systems.index(b)
+        if code_a > 0:
+            contrast[code_a] += 1.0
+        if code_b > 0:
+            contrast[code_b] -= 1.0
+        diff = float(contrast @ fit.fe_params)
+        se = float(np.sqrt(max(contrast @ fit.cov_params @ contrast, 0.0)))
+        z = diff / se if se > 0 else np.nan
+        rows.append({"criterion": criterion, "system_a": a, "system_b": b, "lmm_diff": diff, "lmm_se": se, "lmm_z": z,
+                     "lmm_p": float(2 * stats.norm.sf(abs(z))) if np.isfinite(z) else np.nan, "lmm_note": fit.note})
     return pd.DataFrame(rows)
 
 
@@ -158,6 +204,7 @@ def rater_aware_check(
     random_effects: tuple[str, ...] = ("annotator", "item"),
     n_boot: int = 2000,
     seed: int = 0,
+    method: str = "moments",
 ) -> pd.DataFrame:
     """Compare the raw pairwise results with the mixed model and with z-scored ratings, per criterion and pair.
 
@@ -198,7 +245,8 @@ def rater_aware_check(
     if raw is None:
         raw = compare_pairs(ratings, family=family, correction=correction, alpha=alpha, n_boot=n_boot, seed=seed)
     criteria = sorted(raw["criterion"].unique())
-    lmm = pd.concat([mixed_model_pairs(ratings, criterion=c, random_effects=random_effects) for c in criteria],
+    lmm = pd.concat([mixed_model_pairs(ratings, criterion=c, random_effects=random_effects, method=method)
+                     for c in criteria],
                     ignore_index=True)
     families = lmm["criterion"] if family == "criterion" else pd.Series("study", index=lmm.index)
     lmm["lmm_p_adj"] = adjust_by_family(lmm["lmm_p"], families, method=correction)
