@@ -36,8 +36,24 @@ def resample_weights(n_units: int, *, n_boot: int, seed: int | np.random.Generat
         raise ValueError("cannot bootstrap an empty set of items")
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    key = (n_units, n_boot, seed) if isinstance(seed, (int, np.integer)) else None
+    if key is not None and key in _DRAWN:
+        return _DRAWN[key]
     rng = np.random.default_rng(seed)
-    return rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=n_boot).astype(float)
+    weights = rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=n_boot).astype(float)
+    if key is not None and weights.nbytes <= _CACHE_BYTES:
+        # A report asks for the same (n, B, seed) dozens of times (every system of every criterion, with and
+        # without flagged raters): draw once, share read-only, keep the newest within the budget.
+        weights.flags.writeable = False
+        _DRAWN[key] = weights
+        while sum(w.nbytes for w in _DRAWN.values()) > _CACHE_BYTES:
+            del _DRAWN[next(iter(_DRAWN))]
+    return weights
+
+
+#: Resample weights already drawn, by (n_units, n_boot, integer seed); at most _CACHE_BYTES of them.
+_DRAWN: dict[tuple[int, int, int], np.ndarray] = {}
+_CACHE_BYTES = 512 * 2**20
 
 
 def percentile_interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float, int]:

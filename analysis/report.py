@@ -17,7 +17,7 @@ from analysis import plots
 from analysis.agreement import ALL_SYSTEMS, COEFFICIENT_LABELS, agreement_table
 from analysis.compare import compare_pairs, friedman_test, system_means
 from analysis.document import Block, BulletList, Document, Heading, Image, Paragraph, Table, to_html, to_markdown
-from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators, side_by_side
+from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators
 from analysis.load import DEFAULT_SCALE, require_columns, tidy_from_export
 from analysis.quality import (
     FLAG_RULES,
@@ -120,10 +120,12 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
     rater_check = rater_aware_check(analysed, raw=pairs, alpha=alpha, correction=correction, family=family,
                                     random_effects=random_effects, n_boot=n_boot, seed=seed)
     if flagged:
-        means_both = side_by_side(ratings, flagged, system_means, **options)
-        pairs_both = side_by_side(ratings, flagged, compare_pairs, family=family, correction=correction,
-                                  alpha=alpha, **options)
-        agreement_both = side_by_side(ratings, flagged, agreement_table, scale=scale, **options)
+        # One half of each side-by-side table is the main result already computed: reuse it, run the other.
+        other = ratings if exclude_flagged else exclude_annotators(ratings, flagged)
+        means_both = _stacked(means, system_means(other, **options), exclude_flagged)
+        pairs_both = _stacked(pairs, compare_pairs(other, family=family, correction=correction, alpha=alpha,
+                                                   **options), exclude_flagged)
+        agreement_both = _stacked(agreement, agreement_table(other, scale=scale, **options), exclude_flagged)
     else:
         means_both = pairs_both = agreement_both = None
 
@@ -196,6 +198,13 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
     markdown_path.write_text(to_markdown(document), encoding="utf-8")
     html_path.write_text(to_html(document), encoding="utf-8")
     return {"markdown": markdown_path, "html": html_path, **paths}
+
+
+def _stacked(main: pd.DataFrame, other: pd.DataFrame, exclude_flagged: bool) -> pd.DataFrame:
+    """The table ``exclusions.side_by_side`` would build, from the main result and the other one."""
+    everyone, kept = (other, main) if exclude_flagged else (main, other)
+    table = pd.concat([everyone.assign(raters=ALL_RATERS), kept.assign(raters=EXCLUDING_FLAGGED)], ignore_index=True)
+    return table[["raters", *[c for c in table.columns if c != "raters"]]]
 
 
 # --- tables ---------------------------------------------------------------------------------------------
@@ -338,7 +347,8 @@ def _agreement_notes(agreement: pd.DataFrame) -> list[str]:
 def _rater_check_blocks(check: pd.DataFrame, random_effects: tuple[str, ...]) -> list[Block]:
     effects = " and ".join(random_effects)
     intro = Paragraph(
-        f"Linear mixed model score ~ system with random intercepts for {effects} (REML; Wald tests of each pair, "
+        f"Linear mixed model score ~ system with crossed random intercepts for {effects} (Gao & Owen 2017 "
+        "moment estimates of the variances, REML on small designs; GLS fixed effects; Wald tests of each pair, "
         "same correction), and Wilcoxon tests on annotator-z-scored scores, compared with the item-level "
         "results above.")
     flagged = check.loc[check["flagged"]]
@@ -573,8 +583,10 @@ def methods_paragraph(
     changed = int(rater_check["flagged"].sum())
     outcome = ("left every pairwise conclusion unchanged" if changed == 0
                else f"changed the order or significance of {_count(changed, 'pair')}, flagged in the report")
-    sentences.append("A linear mixed model with random intercepts for annotator and item, and tests on "
-                     f"annotator-z-scored scores, {outcome}.")
+    sentences.append("A linear mixed model with crossed random intercepts for annotator and item (variance "
+                     "components by the method of moments of Gao & Owen 2017, refined to REML on small designs; "
+                     "fixed effects by generalised least squares as in Ghosh, Hastie & Owen 2022; Wald tests), "
+                     f"and tests on annotator-z-scored scores, {outcome}.")
     sentences.append(_pay_sentence(meta, facts))
     return " ".join(s for s in sentences if s)
 
