@@ -159,9 +159,11 @@ def run_one(n_ratings: int, resamples: int, *, old: bool = False) -> dict:
     ratings = simulate_ratings(n_ratings)
     simulated = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as out:
-        if old:
-            from analysis import rater_aware
-            rater_aware.MIXED_MODEL_METHOD = "statsmodels"
+        if old:  # the dense statsmodels MixedLM (REML) the report used before
+            import functools
+
+            from analysis import rater_aware, report
+            report.rater_aware_check = functools.partial(rater_aware.rater_aware_check, method="statsmodels")
         start = time.perf_counter()
         write_report(ratings, Path(out), n_boot=resamples)
         seconds = time.perf_counter() - start
