@@ -187,4 +187,9 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
             assignment = _own_assignment(session, assignment_id, annotator_id, study)
             if assignment.status == "submitted":
                 return _already_submitted(session, assignment, submission.submission_id)
+            # A submission id is unique across assignments: a client that reuses one is told so (not a 500).
+            holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
+            if session.scalar(holder) is not None:
+                raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
+                               f"assignment; send a new one") from None
             raise
