@@ -1,0 +1,255 @@
+"""Mutation testing of the critical modules with mutmut, each module against its own fast tests.
+
+    python mutation/run.py                 # every module of mutation/modules.toml
+    python mutation/run.py compare design  # some of them
+    python mutation/run.py compare --show  # ... and print the diff of every surviving mutant
+
+For each module this copies the working tree (tracked and untracked files, not ignored ones) into
+mutation/work/<module>/, writes a [tool.mutmut] table into that copy's pyproject.toml that mutates only the
+module and selects only its tests, and runs `mutmut run` there. mutmut itself mutates a further copy
+(mutants/) inside it, so no source file of the working tree is ever touched.
+
+Surviving mutants that are listed in mutation/equivalent.toml (matched by module, function and the changed
+lines, so the list survives edits elsewhere in the file) count as equivalent. The table gives, per module:
+mutants, killed, survived (including mutants no test reached), timed out, equivalent, and
+score = killed / (mutants - equivalent). The exit status is 1 when a module scores below --fail-under.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WORK = HERE / "work"
+PACKAGES = ("analysis", "entry", "server", "tasks")
+
+# mutmut's exit codes per mutant (mutmut.stats.status_by_exit_code), folded into the table's columns.
+KILLED = {1, 3}
+TIMED_OUT = {24, -24, 36, 152, 255}
+SURVIVED = {0, 5, 33}  # 5 and 33: no test reached the mutant, which is as bad as surviving
+
+
+@dataclass
+class ModuleResult:
+    name: str
+    source: str
+    seconds: float = 0.0
+    killed: list[str] = field(default_factory=list)
+    survived: list[str] = field(default_factory=list)
+    timed_out: list[str] = field(default_factory=list)
+    other: list[str] = field(default_factory=list)  # suspicious, segfault, not checked: shown, never a kill
+    equivalent: list[str] = field(default_factory=list)
+    diffs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return len(self.killed) + len(self.survived) + len(self.timed_out) + len(self.other) + len(self.equivalent)
+
+    @property
+    def score(self) -> float:
+        judged = self.total - len(self.equivalent)
+        return len(self.killed) / judged if judged else float("nan")
+
+
+def _project_files() -> list[Path]:
+    """Files a clone of the working tree would have, with local edits: tracked plus untracked, not ignored."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, check=True, capture_output=True,
+    ).stdout.decode()
+    return [Path(name) for name in listing.split("\0") if name and (REPO / name).is_file()]
+
+
+def _copy_tree(target: Path) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    for relative in _project_files():
+        if relative.parts[0] == "mutation":
+            continue
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / relative, destination)
+
+
+def _toml_list(values: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(value) for value in values) + "]"
+
+
+def _write_mutmut_config(target: Path, source: str, tests: list[str], pytest_args: list[str]) -> None:
+    pyproject = target / "pyproject.toml"
+    text = pyproject.read_text()
+    if "[tool.mutmut]" in text:
+        raise SystemExit("pyproject.toml already has a [tool.mutmut] table; mutation/run.py writes its own per module")
+    text += (
+        "\n[tool.mutmut]\n"
+        f"source_paths = {_toml_list([p for p in PACKAGES if (target / p).is_dir()])}\n"
+        f"only_mutate = {_toml_list([source])}\n"
+        f"pytest_add_cli_args = {_toml_list(pytest_args)}\n"
+        f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
+        "use_git_change_detection = false\n"
+    )
+    pyproject.write_text(text)
+
+
+def _function_of(mutant: str) -> str:
+    # analysis.compare.x_paired_tests__mutmut_12 -> paired_tests; a method: module.xǁClassǁname__mutmut_3
+    local = mutant.rsplit("__mutmut_", 1)[0].rsplit(".", 1)[-1]
+    local = local.removeprefix("x_").removeprefix("x")
+    return local.replace("ǁ", ".").strip(".")
+
+
+def _changed_lines(diff: str) -> tuple[list[str], list[str]]:
+    removed = [line[1:].strip() for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    return removed, added
+
+
+def _load_equivalents() -> list[dict]:
+    path = HERE / "equivalent.toml"
+    if not path.exists():
+        return []
+    return tomllib.loads(path.read_text()).get("equivalent", [])
+
+
+def _is_equivalent(entry: dict, module: str, mutant: str, diff: str) -> bool:
+    if entry["module"] != module or entry["function"] != _function_of(mutant):
+        return False
+    removed, added = _changed_lines(diff)
+    return removed == [entry["original"].strip()] and added == [entry["mutant"].strip()]
+
+
+def run_module(name: str, spec: dict, pytest_args: list[str], *, jobs: int, reuse: bool) -> ModuleResult:
+    target = WORK / name
+    if not (reuse and (target / "mutants").is_dir()):
+        _copy_tree(target)
+        _write_mutmut_config(target, spec["source"], spec["tests"], pytest_args)
+    result = ModuleResult(name=name, source=spec["source"])
+    log = target / "mutmut.log"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    started = time.monotonic()
+    with log.open("w") as out:
+        process = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
+                                 cwd=target, stdout=out, stderr=subprocess.STDOUT, env=env)
+    result.seconds = time.monotonic() - started
+    meta = target / "mutants" / (spec["source"] + ".meta")
+    if process.returncode != 0 or not meta.exists():
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise SystemExit(f"mutmut failed for {name} (exit {process.returncode}); the end of {log}:\n{tail}")
+    exit_codes = json.loads(meta.read_text())["exit_code_by_key"]
+    equivalents = [entry for entry in _load_equivalents() if entry["module"] == name]
+    unkilled = [mutant for mutant, code in exit_codes.items() if code not in KILLED | TIMED_OUT]
+    result.diffs = _diffs(target, spec["source"], unkilled)
+    for mutant, code in sorted(exit_codes.items(), key=lambda kv: _mutant_order(kv[0])):
+        if code in KILLED:
+            result.killed.append(mutant)
+            continue
+        if code in TIMED_OUT:
+            result.timed_out.append(mutant)
+            continue
+        diff = result.diffs[mutant]
+        if code in SURVIVED and any(_is_equivalent(entry, name, mutant, diff) for entry in equivalents):
+            result.equivalent.append(mutant)
+        elif code in SURVIVED:
+            result.survived.append(mutant)
+        else:
+            result.other.append(mutant)
+    return result
+
+
+# `mutmut show` for many mutants in one process (it parses the mutated module once per call otherwise).
+_SHOW_MANY = """
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+names = json.load(sys.stdin)
+json.dump({name: get_diff_for_mutant(name, path=sys.argv[1]) for name in names}, sys.stdout)
+"""
+
+
+def _diffs(target: Path, source: str, mutants: list[str]) -> dict[str, str]:
+    if not mutants:
+        return {}
+    shown = subprocess.run([sys.executable, "-c", _SHOW_MANY, source], cwd=target, input=json.dumps(mutants),
+                           capture_output=True, text=True, check=True)
+    return json.loads(shown.stdout)
+
+
+def _mutant_order(mutant: str) -> tuple[str, int]:
+    stem, _, number = mutant.rpartition("__mutmut_")
+    return stem, int(number) if number.isdigit() else 0
+
+
+def print_table(results: list[ModuleResult]) -> None:
+    header = ("module", "source", "mutants", "killed", "survived", "timed out", "equivalent", "score", "time")
+    rows = [
+        (r.name, r.source, str(r.total), str(len(r.killed)), str(len(r.survived) + len(r.other)),
+         str(len(r.timed_out)), str(len(r.equivalent)), f"{100 * r.score:.1f}%", f"{r.seconds / 60:.1f} min")
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells) -> str:
+        pairs = enumerate(zip(cells, widths, strict=True))
+        return "  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in pairs)
+
+    print(line(header))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print(line(row))
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = tomllib.loads((HERE / "modules.toml").read_text())
+    modules = config["modules"]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help=f"modules to mutate (default: all of {', '.join(modules)})")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default: 2)")
+    parser.add_argument("--fail-under", type=float, default=90.0, help="minimum score per module, in percent")
+    parser.add_argument("--show", action="store_true", help="print the diff of every surviving mutant")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep mutation/work/<module> and let mutmut re-test only what changed (for iterating)")
+    args = parser.parse_args(argv)
+    names = args.modules or list(modules)
+    unknown = sorted(set(names) - set(modules))
+    if unknown:
+        parser.error(f"unknown module {unknown[0]!r}; mutation/modules.toml lists {', '.join(modules)}")
+    equivalents = _load_equivalents()
+    results = []
+    for name in names:
+        print(f"mutating {modules[name]['source']} against {len(modules[name]['tests'])} test files ...", flush=True)
+        result = run_module(name, modules[name], config.get("pytest_args", []), jobs=args.jobs, reuse=args.reuse)
+        results.append(result)
+        if args.show:
+            for mutant in result.survived + result.other:
+                print(f"\n# {mutant} ({_function_of(mutant)})\n{result.diffs[mutant]}")
+    listed = {(e["module"], e["function"], e["original"].strip(), e["mutant"].strip()) for e in equivalents}
+    matched = set()
+    for result in results:
+        for mutant in result.equivalent:
+            removed, added = _changed_lines(result.diffs[mutant])
+            matched.add((result.name, _function_of(mutant), removed[0], added[0]))
+    stale = sorted(key for key in listed - matched if key[0] in names)
+    print()
+    print_table(results)
+    print("\nscore = killed / (mutants - equivalent); survived includes mutants no selected test reached.")
+    for module, function, original, mutant in stale:
+        print(f"warning: equivalent.toml entry matched no surviving mutant: {module} {function}: {original!r} -> "
+              f"{mutant!r}")
+    below = [r.name for r in results if not r.score * 100 >= args.fail_under]
+    if below:
+        print(f"below {args.fail_under:.0f}%: {', '.join(below)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
