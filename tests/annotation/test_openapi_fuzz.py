@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import status_code_conformance
 
@@ -64,3 +67,48 @@ def _fuzz(operation, token: str, statuses: dict[str, set[int]]) -> None:
         case.validate_response(response, checks=[not_a_server_error, status_code_conformance])
 
     fuzz()
+
+
+# Header values outside ASCII: what a client's UTF-8 (or Latin-1) token or header becomes on the server, which
+# reads header bytes as Latin-1. A non-ASCII admin token used to be a 500 on every admin route.
+LATIN_1_ONLY = st.text(alphabet=st.characters(min_codepoint=0x80, max_codepoint=0xFF), min_size=1, max_size=40)
+
+
+def test_no_header_value_outside_ascii_makes_the_server_fail(fuzz_target):
+    """Every operation again, with schemathesis drawing header values (the bearer token among them) from Latin-1
+    instead of ASCII, in positive and negative mode; and the real tokens with non-ASCII characters added, so the
+    comparison of a nearly right token is reached too."""
+    app, invite_token, admin = fuzz_target
+    url = app.extensions["empeval.engine"].url.render_as_string(hide_password=False)
+    app = create_app({"DATABASE_URL": url, "AUTH_FAILURE_LIMIT": 10**6})  # refusals are the point: no 429s
+    schema = schemathesis.openapi.from_wsgi("/openapi.json", app)
+    schema.config.generation.update(codec="latin-1")
+    statuses: dict[str, set[int]] = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        researchers = ("/api/studies", "/api/systems", "/api/respond")
+        _fuzz_headers(operation, admin if operation.path.startswith(researchers) else invite_token, statuses)
+    # Refused as it should be, for a wrong token: 401 or 403, and not only that.
+    assert any(codes & {401, 403} for codes in statuses.values()), statuses
+
+
+def _fuzz_headers(operation, token: str, statuses: dict[str, set[int]]) -> None:
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+        @given(case=operation.as_strategy(generation_mode=mode), extra=LATIN_1_ONLY, mangle=st.booleans())
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        def fuzz(case, extra, mangle):
+            headers = dict(case.headers or {})
+            if mangle or "Authorization" not in headers:
+                headers["Authorization"] = f"Bearer {token}{extra}" if mangle else f"Bearer {extra}"
+            headers.setdefault("X-Requested-With", f"XMLHttpRequest{extra}")
+            response = case.call(headers=headers)
+            statuses.setdefault(operation.label, set()).add(response.status_code)
+            assert response.status_code < 500, (operation.label, headers, response.text[:500])
+            case.validate_response(response, checks=[not_a_server_error])
+
+        try:
+            fuzz()
+        except Unsatisfiable:
+            if mode is GenerationMode.POSITIVE:  # an operation without parameters has nothing to negate
+                raise
