@@ -262,18 +262,42 @@ def test_a_pair_sharing_two_contexts_is_tested():
     assert row["n_pairs"] == 2 and row["df"] == 1 and np.isfinite(row["p_t"]) and row["note"] == ""
 
 
-def test_compare_pairs_hands_every_option_to_the_paired_tests():
-    scores_a = [3, 4, 4, 5, 2, 4, 3, 5, 4, 4]
-    scores_b = [3, 2, 4, 3, 2, 3, 1, 4, 2, 4]
-    options = dict(decimals=None, zero_method="pratt", exact_max_n=5, continuity=False, n_boot=300, ci_level=0.8)
-    row = compare_pairs(_ratings({"a": scores_a, "b": scores_b}), seed=3, **options).iloc[0]
-    expected = paired_tests(np.array(scores_a, float), np.array(scores_b, float), seed=np.random.default_rng(3),
-                            **options)
+def _same_as_paired_tests(row: pd.Series, expected: dict) -> None:
     for key, value in expected.items():
         if isinstance(value, str):
             assert row[key] == value, key
         else:
             assert row[key] == pytest.approx(value, nan_ok=True), key
+
+
+def test_compare_pairs_hands_every_option_to_the_paired_tests():
+    rng = np.random.default_rng(8)
+    scores_a = np.round(rng.uniform(1, 5, size=12), 1)
+    scores_b = np.round(scores_a - rng.uniform(-1, 2, size=12), 1)
+    scores_b[:3] = np.round(scores_a[:3] + 0.3, 1)  # differences of 0.3: zero once rounded to whole points
+    options = dict(decimals=0, zero_method="pratt", exact_max_n=5, continuity=False, n_boot=300, ci_level=0.8)
+    row = compare_pairs(_ratings({"a": scores_a, "b": scores_b}), seed=3, **options).iloc[0]
+    _same_as_paired_tests(row, paired_tests(scores_a, scores_b, seed=np.random.default_rng(3), **options))
+    assert row["n_nonzero"] < 12
+
+
+def test_compare_pairs_hands_exact_max_n_to_the_paired_tests():
+    scores_b = np.zeros(10)
+    scores_a = np.arange(1.0, 11.0) * np.where(np.arange(10) % 3 == 0, -1, 1)
+    row = compare_pairs(_ratings({"a": scores_a, "b": scores_b}), exact_max_n=5, n_boot=50).iloc[0]
+    assert row["wilcoxon_method"] == "normal approx., continuity-corrected"
+
+
+def test_compare_pairs_defaults_are_those_of_the_paired_tests():
+    # 52 contexts: one zero difference and 51 distinct others (over the default exact_max_n of 50), fractional
+    # means so that every bootstrap resample counts.
+    rng = np.random.default_rng(4)
+    scores_b = np.round(rng.uniform(1, 5, size=52), 3)
+    scores_a = scores_b + np.append(0.0, rng.permutation(np.linspace(-1.5, 2.5, 51)))
+    row = compare_pairs(_ratings({"a": scores_a, "b": scores_b})).iloc[0]
+    _same_as_paired_tests(row, paired_tests(scores_a, scores_b, seed=np.random.default_rng(0)))
+    assert row["wilcoxon_method"] == "normal approx., continuity-corrected"
+    assert row["n_nonzero"] == 51
 
 
 def test_compare_pairs_is_reproducible_from_its_seed(simulated_ratings):
@@ -388,7 +412,7 @@ def test_system_means_keep_to_the_criteria_asked_for(simulated_ratings):
 
 
 def test_the_sd_of_item_means_uses_n_minus_one_and_is_nan_for_a_single_item():
-    means = system_means(_ratings({"a": [1, 2, 4], "b": [3]}), n_boot=20).set_index("system")
+    means = _quietly(system_means, _ratings({"a": [1, 2, 4], "b": [3]}), n_boot=20).set_index("system")
     assert means.loc["a", "sd_items"] == pytest.approx(np.std([1, 2, 4], ddof=1))
     assert np.isnan(means.loc["b", "sd_items"])
     two = system_means(_ratings({"a": [1, 3]}), n_boot=20).iloc[0]
@@ -396,7 +420,7 @@ def test_the_sd_of_item_means_uses_n_minus_one_and_is_nan_for_a_single_item():
 
 
 def test_system_mean_intervals_are_a_percentile_bootstrap_over_items_with_the_defaults():
-    scores = [1, 2, 2, 3, 5, 4, 4, 3, 2, 5, 1, 3]
+    scores = list(np.round(np.random.default_rng(6).uniform(1, 5, size=25), 3))  # every resample counts
     row = system_means(_ratings({"a": scores})).iloc[0]
     weights = resample_weights(len(scores), n_boot=2000, seed=0)
     boot = [np.repeat(np.array(scores, float), w.astype(int)).mean() for w in weights]
