@@ -224,6 +224,16 @@ def test_d_z_interval_falls_back_to_the_normal_approximation_for_a_huge_t():
         assert result["dz_ci_high"] == pytest.approx(d_z + z * se, rel=1e-12)
 
 
+def test_d_z_interval_falls_back_whenever_the_noncentral_t_cdf_is_undefined(sleep, monkeypatch):
+    # The same fallback at an ordinary t (Student's sleep data), where the 1/n term of the standard error shows.
+    monkeypatch.setattr(stats.nct, "cdf", lambda *args, **kwargs: np.nan)
+    result = _quietly(paired_tests, *sleep, n_boot=20)
+    d_z, n = result["d_z"], 10
+    se = np.sqrt(1 / n + d_z**2 / (2 * n))
+    z = stats.norm.ppf(0.975)
+    assert (result["dz_ci_low"], result["dz_ci_high"]) == pytest.approx((d_z - z * se, d_z + z * se), rel=1e-12)
+
+
 def test_d_z_interval_for_a_large_but_tractable_t_still_inverts_the_noncentral_t():
     d = np.array([5.1, 4.9, 5.2, 4.8, 5.0, 5.05, 4.95, 5.15])
     result = _quietly(paired_tests, d, np.zeros(8), n_boot=20)
