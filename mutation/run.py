@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -70,8 +71,8 @@ def _project_files() -> list[Path]:
     return [Path(name) for name in listing.split("\0") if name and (REPO / name).is_file()]
 
 
-def _copy_tree(target: Path) -> None:
-    if target.exists():
+def _copy_tree(target: Path, *, fresh: bool = True) -> None:
+    if fresh and target.exists():
         shutil.rmtree(target)
     for relative in _project_files():
         if relative.parts[0] == "mutation":
@@ -87,7 +88,7 @@ def _toml_list(values: list[str]) -> str:
 
 def _write_mutmut_config(target: Path, source: str, tests: list[str], pytest_args: list[str]) -> None:
     pyproject = target / "pyproject.toml"
-    text = pyproject.read_text()
+    text = (REPO / "pyproject.toml").read_text()
     if "[tool.mutmut]" in text:
         raise SystemExit("pyproject.toml already has a [tool.mutmut] table; mutation/run.py writes its own per module")
     text += (
@@ -104,8 +105,9 @@ def _write_mutmut_config(target: Path, source: str, tests: list[str], pytest_arg
 def _function_of(mutant: str) -> str:
     # analysis.compare.x_paired_tests__mutmut_12 -> paired_tests; a method: module.xǁClassǁname__mutmut_3
     local = mutant.rsplit("__mutmut_", 1)[0].rsplit(".", 1)[-1]
-    local = local.removeprefix("x_").removeprefix("x")
-    return local.replace("ǁ", ".").strip(".")
+    if local.startswith("xǁ"):
+        return local.removeprefix("xǁ").replace("ǁ", ".")
+    return local.removeprefix("x_")
 
 
 def _changed_lines(diff: str) -> tuple[list[str], list[str]]:
@@ -121,31 +123,61 @@ def _load_equivalents() -> list[dict]:
     return tomllib.loads(path.read_text()).get("equivalent", [])
 
 
+def _lines(value: str | list[str]) -> list[str]:
+    return [line.strip() for line in ([value] if isinstance(value, str) else value)]
+
+
 def _is_equivalent(entry: dict, module: str, mutant: str, diff: str) -> bool:
     if entry["module"] != module or entry["function"] != _function_of(mutant):
         return False
     removed, added = _changed_lines(diff)
-    return removed == [entry["original"].strip()] and added == [entry["mutant"].strip()]
+    return removed == _lines(entry["original"]) and added == _lines(entry["mutant"])
 
 
-def run_module(name: str, spec: dict, pytest_args: list[str], *, jobs: int, reuse: bool) -> ModuleResult:
-    target = WORK / name
-    if not (reuse and (target / "mutants").is_dir()):
-        _copy_tree(target)
-        _write_mutmut_config(target, spec["source"], spec["tests"], pytest_args)
-    result = ModuleResult(name=name, source=spec["source"])
-    log = target / "mutmut.log"
+def _mutmut(target: Path, arguments: list[str], log: Path, name: str) -> None:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    started = time.monotonic()
-    with log.open("w") as out:
-        process = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
-                                 cwd=target, stdout=out, stderr=subprocess.STDOUT, env=env)
-    result.seconds = time.monotonic() - started
-    meta = target / "mutants" / (spec["source"] + ".meta")
-    if process.returncode != 0 or not meta.exists():
+    with log.open("a") as out:
+        process = subprocess.run([sys.executable, "-m", "mutmut", *arguments], cwd=target, stdout=out,
+                                 stderr=subprocess.STDOUT, env=env)
+    if process.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
         raise SystemExit(f"mutmut failed for {name} (exit {process.returncode}); the end of {log}:\n{tail}")
-    exit_codes = json.loads(meta.read_text())["exit_code_by_key"]
+
+
+def run_module(name: str, spec: dict, pytest_args: list[str], *, jobs: int, retest: bool, sample: int | None,
+               seed: int) -> ModuleResult:
+    target = WORK / name
+    meta = target / "mutants" / (spec["source"] + ".meta")
+    retest = retest and meta.exists()
+    _copy_tree(target, fresh=not retest)
+    _write_mutmut_config(target, spec["source"], spec["tests"], pytest_args)
+    result = ModuleResult(name=name, source=spec["source"])
+    log = target / "mutmut.log"
+    log.write_text("")
+    started = time.monotonic()
+    run = ["run", "--max-children", str(jobs)]
+    chosen: set[str] | None = None
+    if retest:
+        # Only the mutants the last run left alive, against the tests as they are now (for iterating on tests).
+        last = json.loads(meta.read_text())["exit_code_by_key"]
+        alive = sorted((m for m, code in last.items() if code is not None and code not in KILLED | TIMED_OUT),
+                       key=_mutant_order)
+        if alive:
+            _mutmut(target, [*run, *alive], log, name)
+    elif sample:
+        # mutmut creates every mutant (and maps tests to functions) on any run; this first one tests only the
+        # first mutant of each function, so that the names exist to draw the sample from.
+        _mutmut(target, [*run, "*__mutmut_1"], log, name)
+        names = sorted(json.loads(meta.read_text())["exit_code_by_key"], key=_mutant_order)
+        chosen = set(random.Random(seed).sample(names, min(sample, len(names))))
+        _mutmut(target, [*run, *sorted(chosen, key=_mutant_order)], log, name)
+    else:
+        _mutmut(target, run, log, name)
+    result.seconds = time.monotonic() - started
+    # Mutants never tested (None: outside a sample, here or in the run --retest builds on) are not counted.
+    exit_codes = {m: code for m, code in json.loads(meta.read_text())["exit_code_by_key"].items() if code is not None}
+    if chosen is not None:
+        exit_codes = {mutant: code for mutant, code in exit_codes.items() if mutant in chosen}
     equivalents = [entry for entry in _load_equivalents() if entry["module"] == name]
     unkilled = [mutant for mutant, code in exit_codes.items() if code not in KILLED | TIMED_OUT]
     result.diffs = _diffs(target, spec["source"], unkilled)
@@ -215,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default: 2)")
     parser.add_argument("--fail-under", type=float, default=90.0, help="minimum score per module, in percent")
     parser.add_argument("--show", action="store_true", help="print the diff of every surviving mutant")
-    parser.add_argument("--reuse", action="store_true",
-                        help="keep mutation/work/<module> and let mutmut re-test only what changed (for iterating)")
+    parser.add_argument("--sample", type=int, default=None,
+                        help="test a seeded random sample of this many mutants per module (default: all of them)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample (default: 0)")
+    parser.add_argument("--retest", action="store_true",
+                        help="re-test only the mutants the last run of a module left alive, against the tests as "
+                             "they are now (for iterating on tests; the table then counts the last run's kills too)")
     args = parser.parse_args(argv)
     names = args.modules or list(modules)
     unknown = sorted(set(names) - set(modules))
@@ -226,24 +262,27 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in names:
         print(f"mutating {modules[name]['source']} against {len(modules[name]['tests'])} test files ...", flush=True)
-        result = run_module(name, modules[name], config.get("pytest_args", []), jobs=args.jobs, reuse=args.reuse)
+        result = run_module(name, modules[name], config.get("pytest_args", []), jobs=args.jobs, retest=args.retest,
+                            sample=args.sample, seed=args.seed)
         results.append(result)
         if args.show:
             for mutant in result.survived + result.other:
                 print(f"\n# {mutant} ({_function_of(mutant)})\n{result.diffs[mutant]}")
-    listed = {(e["module"], e["function"], e["original"].strip(), e["mutant"].strip()) for e in equivalents}
+    listed = {(e["module"], e["function"], tuple(_lines(e["original"])), tuple(_lines(e["mutant"])))
+              for e in equivalents}
     matched = set()
     for result in results:
         for mutant in result.equivalent:
             removed, added = _changed_lines(result.diffs[mutant])
-            matched.add((result.name, _function_of(mutant), removed[0], added[0]))
-    stale = sorted(key for key in listed - matched if key[0] in names)
+            matched.add((result.name, _function_of(mutant), tuple(removed), tuple(added)))
+    # Under --sample most listed mutants are simply not drawn: only a full run can tell an entry is stale.
+    stale = [] if args.sample else sorted(key for key in listed - matched if key[0] in names)
     print()
     print_table(results)
     print("\nscore = killed / (mutants - equivalent); survived includes mutants no selected test reached.")
     for module, function, original, mutant in stale:
-        print(f"warning: equivalent.toml entry matched no surviving mutant: {module} {function}: {original!r} -> "
-              f"{mutant!r}")
+        print(f"warning: equivalent.toml entry matched no surviving mutant: {module} {function}: "
+              f"{' / '.join(original)!r} -> {' / '.join(mutant)!r}")
     below = [r.name for r in results if not r.score * 100 >= args.fail_under]
     if below:
         print(f"below {args.fail_under:.0f}%: {', '.join(below)}")

@@ -151,3 +151,43 @@ def test_an_icc_with_equal_target_means_is_defined_or_nan_but_quiet(compute):
     # Equal target means with spread within targets: BMS = 0, so ICC(1,k) = -WMS / 0.
     _quietly(compute, np.array([[1.0, 3.0], [3.0, 1.0], [2.0, 2.0]]))
     _quietly(compute, np.full((4, 3), 2.0))
+
+
+# --- Krippendorff's alpha and percent agreement -----------------------------------------------------------
+
+
+def test_alpha_is_ordinal_unless_told_and_refuses_an_unknown_level():
+    counts = coefficients.unit_value_counts(np.array([[1, 2, 3, 3, 5], [1, 3, 3, 4, 5]]), VALUES)
+    assert coefficients.krippendorff_alpha(counts, VALUES) == coefficients.krippendorff_alpha(
+        counts, VALUES, level="ordinal")
+    message = "level must be one of ('nominal', 'ordinal', 'interval', 'ratio'), got 'cardinal'"
+    with pytest.raises(ValueError, match=_exactly(message)):
+        coefficients.krippendorff_alpha(counts, VALUES, level="cardinal")
+
+
+@pytest.mark.parametrize("data, values", [
+    (np.random.default_rng(0).integers(0, 5, size=(3, 20)).astype(float), np.arange(0, 5)),  # a scale with 0
+    (np.array([[4, 5, 4, 5, 5], [5, 5, 4, 4, 5]], dtype=float), VALUES),  # little expected disagreement
+])
+def test_ratio_alpha_equals_the_krippendorff_package_quietly(data, values):
+    import krippendorff
+
+    counts = coefficients.unit_value_counts(data, values)
+    expected = krippendorff.alpha(data, level_of_measurement="ratio", value_domain=values)
+    assert _quietly(coefficients.krippendorff_alpha, counts, values, level="ratio") == pytest.approx(expected)
+
+
+def test_alpha_without_variation_is_nan_quietly():
+    counts = coefficients.unit_value_counts(np.full((3, 6), 2.0), VALUES)
+    for level in coefficients.LEVELS:
+        assert np.isnan(_quietly(coefficients.krippendorff_alpha, counts, VALUES, level=level)), level
+
+
+def test_gwet_weights_are_ordinal_unless_told():
+    np.testing.assert_array_equal(coefficients.gwet_weights(VALUES), coefficients.gwet_weights(VALUES, "ordinal"))
+
+
+def test_percent_agreement_with_units_rated_once_or_never_is_quiet():
+    counts = np.array([[0, 2, 1, 0, 0], [0, 0, 0, 1, 0], [0, 0, 0, 0, 0]], dtype=float)
+    assert _quietly(coefficients.percent_agreement, counts, VALUES) == pytest.approx(1 / 3)
+    assert np.isnan(_quietly(coefficients.percent_agreement, counts[1:], VALUES))
