@@ -1,26 +1,30 @@
 // /admin#<admin token>: the part after '#' never reaches the server, so the token lands in no access log.
-// Trade it for the admin session cookie (HttpOnly, SameSite=Strict) and take it out of the address bar and
-// the history; then show the dashboard.
+// Trade it for the admin session cookie (HttpOnly, SameSite=Strict), take it out of the address bar and the
+// history, then show the dashboard. Runs on load and when only the '#' part of the address changes.
 (function () {
   "use strict";
-  var token = decodeURIComponent(window.location.hash.slice(1));
-  if (!token) return;
-  window.history.replaceState(null, "", window.location.pathname);
-  if (document.body.getAttribute("data-signed-in") === "yes") return;
-  var message = document.getElementById("sign-in-error");
-  fetch("/admin/session", {
-    method: "POST",
-    credentials: "same-origin",
-    headers: { Authorization: "Bearer " + token, "X-Requested-With": "empeval" },
-  }).then(function (response) {
-    if (response.ok) {
-      window.location.replace("/admin");
-      return null;
-    }
-    return response.json().then(function (body) {
-      message.textContent = body.message || "sign-in failed (HTTP " + response.status + ")";
+  function signIn() {
+    var token = decodeURIComponent(window.location.hash.slice(1));
+    if (!token) return;
+    window.history.replaceState(null, "", window.location.pathname);
+    if (document.body.getAttribute("data-signed-in") === "yes") return;
+    var message = document.getElementById("sign-in-error");
+    fetch("/admin/session", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { Authorization: "Bearer " + token, "X-Requested-With": "empeval" },
+    }).then(function (response) {
+      if (response.ok) {
+        window.location.replace("/admin");
+        return null;
+      }
+      return response.json().then(function (body) {
+        message.textContent = body.message || "sign-in failed (HTTP " + response.status + ")";
+      });
+    }).catch(function (error) {
+      message.textContent = "sign-in failed: " + error.message;
     });
-  }).catch(function (error) {
-    message.textContent = "sign-in failed: " + error.message;
-  });
+  }
+  window.addEventListener("hashchange", signIn);
+  signIn();
 })();
