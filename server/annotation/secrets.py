@@ -40,7 +40,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from server.errors import Conflict, Forbidden
-from server.store.engine import PRIVATE_FILE_MODE, sqlite_file, unit_of_work
+from server.store.engine import sqlite_file, unit_of_work
 from server.store.models import AppSetting
 
 SECRET_ENV = "EMPEVAL_SECRET_KEY"
@@ -81,7 +81,7 @@ def default_secret_file(url: str) -> Path:
         return path.with_name(path.name + ".secret")
     parsed = make_url(url)
     parts = [parsed.get_backend_name(), parsed.host or "local", str(parsed.port or ""), parsed.database or "memory"]
-    name = re.sub(r"[^A-Za-z0-9._]+", "_", "-".join(p for p in parts if p))
+    name = "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", p) for p in parts if p)
     return instance_dir() / "secrets" / f"{name}.secret"
 
 
@@ -112,22 +112,24 @@ def secret_key(engine: Engine, *, secret_file: str | os.PathLike[str] | None = N
     """The signing secret of this store's tokens (see the module docstring for where it comes from).
 
     Creates the secret file on first use; moves a secret stored by an older version out of the database."""
+    path = secret_file_for(engine, secret_file)
+    legacy = _setting(engine, LEGACY_SETTING)
+    if legacy is not None:  # out of the database even when the environment's secret is the one in use
+        _move_legacy_secret(engine, legacy, path)
     if env := os.environ.get(SECRET_ENV):
         _remember_fingerprint(engine, env)
         return env
-    path = secret_file_for(engine, secret_file)
-    legacy = _setting(engine, LEGACY_SETTING)
-    if legacy is not None:
-        _move_legacy_secret(engine, legacy, path)
     secret = _read_secret_file(path)
     if secret is None:
         known = _setting(engine, FINGERPRINT_SETTING)
-        if known is not None:
+        # Re-read: a process that records the fingerprint has created the file first.
+        if known is not None and (secret := _read_secret_file(path)) is None:
             raise SecretError(
                 f"no secret file at {path}, but this store's tokens were signed with a secret (fingerprint "
                 f"{known}): point --secret-file or ${SECRET_FILE_ENV} at that file, or set ${SECRET_ENV}; "
                 "or run `empeval secret rotate` to make a new secret (every invite link and the admin token change)")
-        secret = _create_secret_file(path, _random.token_urlsafe(48))
+        if secret is None:
+            secret = _create_secret_file(path, _random.token_urlsafe(48))
     _remember_fingerprint(engine, secret)
     return secret
 
@@ -218,7 +220,7 @@ def _read_secret_file(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     if status.st_mode & 0o077 and status.st_uid == os.getuid():
-        path.chmod(PRIVATE_FILE_MODE)  # readable by others (copied, restored from a backup): narrow it
+        path.chmod(status.st_mode & 0o700)  # readable by others (copied, restored from a backup): narrow it
     try:
         secret = path.read_text(encoding="utf-8").strip()
     except OSError as error:

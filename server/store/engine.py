@@ -5,8 +5,9 @@ directory. SQLite connections get WAL journaling (readers don't block the writer
 (SQLite leaves them off by default, which would silently allow dangling rows).
 
 A SQLite file holds every rating and annotator, so it is created readable by its owner only (0600), and
-an existing one (with its -wal, -shm and -journal files) that others could read is narrowed to 0600 when
-it is opened. SQLite gives the -wal and -shm files it creates the permissions of the database file.
+an existing one (with its -wal, -shm and -journal files) that others could read loses their rights when it
+is opened (0644 becomes 0600; a read-only 0444 becomes 0400). SQLite gives the -wal and -shm files it
+creates the permissions of the database file.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def sqlite_file(url: str) -> Path | None:
 
 def make_private_sqlite_file(path: Path) -> None:
     """Create `path` empty with mode 0600 if it does not exist (an empty file is an empty SQLite database), and
-    narrow it and its companion files to 0600 when they are ours and others may read them."""
+    take every right of group and others from it and its companion files when they are ours."""
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, PRIVATE_FILE_MODE))
     except FileExistsError:
@@ -59,7 +60,7 @@ def make_private_sqlite_file(path: Path) -> None:
         except FileNotFoundError:
             continue
         if status.st_mode & 0o077 and status.st_uid == os.getuid():
-            candidate.chmod(PRIVATE_FILE_MODE)
+            candidate.chmod(status.st_mode & 0o700)  # the owner's bits stay (a read-only file stays read-only)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -62,6 +62,9 @@ def test_an_existing_store_that_others_can_read_is_narrowed_when_opened(tmp_path
         os.chmod(tmp_path / name, 0o644)
     make_engine(f"sqlite:///{path}").dispose()
     assert mode(path) == 0o600 and mode(tmp_path / "old.db-wal") == 0o600
+    os.chmod(path, 0o444)  # read-only on purpose: it stays read-only, for its owner alone
+    make_engine(f"sqlite:///{path}").dispose()
+    assert mode(path) == 0o400
 
 
 def test_the_secret_is_a_0600_file_next_to_the_store_and_nothing_of_it_is_in_the_database(store, tmp_path):
