@@ -14,6 +14,7 @@ from server.errors import EmpevalError
 from server.store import ensure_schema, make_engine
 from server.web import admin, annotate_api, openapi
 from server.web.auth import FailureLimiter
+from server.web.input_guards import install_input_guards
 
 # Our pages load scripts, styles and data from this origin only, run no inline script or style, and may
 # not be framed: markup that slipped into a model's reply could neither run nor phone home.
@@ -84,6 +85,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
             response.headers.pop("ETag", None)
             response.headers.pop("Last-Modified", None)
         return response
+
+    install_input_guards(app)  # deep JSON, NUL in the URL, ids beyond the store's keys, storage failures
 
     @app.get("/healthz")
     def healthz():
