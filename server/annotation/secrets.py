@@ -152,10 +152,12 @@ def rotate_secret(engine: Engine, *, secret_file: str | os.PathLike[str] | None 
 @dataclass
 class SigningSecret:
     """The secret as a running app sees it: read once, read again when the secret file changes (after
-    `empeval secret rotate`), so a rotation takes effect without restarting the server."""
+    `empeval secret rotate`), so a rotation takes effect without restarting the server. Checking costs one
+    stat() of the file per call (the file's place is worked out once)."""
 
     engine: Engine
     secret_file: str | os.PathLike[str] | None = None
+    _path: Path | None = field(default=None, repr=False)
     _seen: tuple[object, str] | None = field(default=None, repr=False)
 
     def value(self) -> str:
@@ -168,8 +170,10 @@ class SigningSecret:
         """What changes when the secret may have: the environment's value, or the secret file's identity."""
         if env := os.environ.get(SECRET_ENV):
             return ("env", fingerprint(env))
+        if self._path is None:
+            self._path = secret_file_for(self.engine, self.secret_file)
         try:
-            status = secret_file_for(self.engine, self.secret_file).stat()
+            status = os.stat(self._path)
         except FileNotFoundError:
             return None
         return (status.st_ino, status.st_mtime_ns, status.st_size)
