@@ -291,6 +291,20 @@ def test_compare_pairs_hands_every_option_to_the_paired_tests():
     assert row["n_nonzero"] < 12
 
 
+def test_compare_pairs_hands_n_boot_and_the_level_to_the_rank_biserial_interval():
+    rng = np.random.default_rng(9)
+    scores_b = rng.uniform(1, 5, size=15)
+    scores_a = scores_b + rng.normal(0.3, 1.0, size=15)
+    row = compare_pairs(_ratings({"a": scores_a, "b": scores_b}), n_boot=300, ci_level=0.9, seed=3).iloc[0]
+    expected = paired_tests(scores_a, scores_b, n_boot=300, ci_level=0.9, seed=np.random.default_rng(3))
+    assert (row["rb_ci_low"], row["rb_ci_high"]) == pytest.approx((expected["rb_ci_low"], expected["rb_ci_high"]))
+
+
+def test_compare_pairs_drops_zero_differences_by_default_and_keeps_the_exact_distribution():
+    row = compare_pairs(_ratings({"a": [3, 4, 5, 2, 4, 1, 5], "b": [3, 3, 2, 6, 2, 6, -1]}), n_boot=50).iloc[0]
+    assert row["wilcoxon_method"] == "exact" and row["n_nonzero"] == 6
+
+
 def test_compare_pairs_hands_exact_max_n_to_the_paired_tests():
     scores_b = np.zeros(10)
     scores_a = np.arange(1.0, 11.0) * np.where(np.arange(10) % 3 == 0, -1, 1)
