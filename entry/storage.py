@@ -24,7 +24,9 @@ def storage_failure(error: BaseException, *, database: str | None = None) -> Sto
 
 
 def _shown(url: str) -> str:
+    """The URL as given, unless it holds a password (rendering would also escape a SQLite `file:` name)."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except ArgumentError:
         return url
+    return parsed.render_as_string(hide_password=True) if parsed.password else url
