@@ -18,7 +18,6 @@ import pytest
 
 from server.datasets.storable import MAX_ROW_ID
 from server.web import create_app
-from server.web.input_guards import install_input_guards
 from server.web.json_limits import LimitedJSONProvider
 from tests.hostile import corpus
 from tests.hostile.conftest import STUDY
@@ -229,7 +228,6 @@ def target(hostile_store, tmp_path_factory) -> Target:
     (ui / "index.html").write_text("<!doctype html><title>task</title>", encoding="utf-8")
     (ui / "index.js").write_text("// task", encoding="utf-8")
     app = create_app({"DATABASE_URL": hostile_store.url, "TASK_UI_DIR": str(ui), "AUTH_FAILURE_LIMIT": 10**6})
-    install_input_guards(app)  # what create_app itself does once wired (test_the_app_factory_installs_the_guards)
     client = app.test_client()
     claimed = client.get("/api/annotate/next", headers={"Authorization": f"Bearer {hostile_store.invite_token}"})
     assert claimed.status_code == 200, claimed.get_data(as_text=True)

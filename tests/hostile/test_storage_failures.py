@@ -22,7 +22,6 @@ from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues
 from server.store import make_engine, upgrade
 from server.web import create_app
-from server.web.input_guards import install_input_guards
 from server.web.storage_errors import StorageUnavailable, storage_failure_message
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import REPO, SAMPLE_ED
@@ -101,9 +100,7 @@ def _assert_one_line_503(answer, says: str) -> None:
 
 
 def _app(url: str):
-    app = create_app({"DATABASE_URL": url, "AUTH_FAILURE_LIMIT": 10**6})
-    install_input_guards(app)
-    return app
+    return create_app({"DATABASE_URL": url, "AUTH_FAILURE_LIMIT": 10**6})  # with the input guards installed
 
 
 def test_a_full_disk_is_a_503_in_one_line_and_the_app_recovers_without_a_restart(sqlite_url, secret_home):
