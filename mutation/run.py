@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in names:
         print(f"mutating {modules[name]['source']} against {len(modules[name]['tests'])} test files ...", flush=True)
-        result = run_module(name, modules[name], config.get("pytest_args", []), jobs=args.jobs, retest=args.retest,
+        pytest_args = [*config.get("pytest_args", []), *modules[name].get("pytest_args", [])]
+        result = run_module(name, modules[name], pytest_args, jobs=args.jobs, retest=args.retest,
                             sample=args.sample, seed=args.seed)
         results.append(result)
         if args.show:
