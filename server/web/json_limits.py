@@ -4,7 +4,8 @@ Python's json module recurses once per nesting level and raises RecursionError (
 Flask's `request.get_json` turns into a 400) on a body such as 50,000 `[` followed by as many `]`, which fits
 easily under MAX_CONTENT_LENGTH. `LimitedJSONProvider` is the app's JSON provider (`app.json`): every
 `request.get_json` goes through its `loads`, which refuses a body nested deeper than MAX_JSON_DEPTH with a 400
-that says so, before the parser sees it. Our bodies need 6 levels at most (a batch of raw contexts).
+that says so (JSONTooDeep, answered by the app's EmpevalError handler), before the parser sees it. Our bodies
+need 6 levels at most (a batch of raw contexts).
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import re
 from typing import Any
 
 from flask.json.provider import DefaultJSONProvider
-from werkzeug.exceptions import BadRequest
+
+from server.errors import BadInput, EmpevalError
 
 MAX_JSON_DEPTH = 64
 
@@ -25,9 +27,13 @@ _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _AS_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
 
 
-class JSONTooDeep(BadRequest):
-    """A body nested deeper than MAX_JSON_DEPTH. Not a ValueError on purpose: `get_json(silent=True)` would
-    swallow that as "not JSON", while this one reaches the client with its own message."""
+class JSONTooDeep(EmpevalError):
+    """A body nested deeper than MAX_JSON_DEPTH: a 400. Not a BadInput (a ValueError) on purpose: the
+    `get_json(silent=True)` of a route would swallow that as "not JSON"; this one reaches the client with its
+    own message."""
+
+    exit_code = BadInput.exit_code
+    http_status = BadInput.http_status
 
     def __init__(self) -> None:
         super().__init__(f"the JSON body is nested too deeply: at most {MAX_JSON_DEPTH} levels of arrays and "
@@ -57,7 +63,7 @@ def _within(data: str | bytes, limit: int) -> bool:
 
 
 def loads_limited(data: str | bytes, loads: Any, **kwargs: Any) -> Any:
-    """`loads(data, **kwargs)` if `data` nests at most MAX_JSON_DEPTH levels, else JSONTooDeep (a 400)."""
+    """`loads(data, **kwargs)` if `data` nests at most MAX_JSON_DEPTH levels, else JSONTooDeep."""
     if not _within(data, MAX_JSON_DEPTH):
         raise JSONTooDeep()
     try:

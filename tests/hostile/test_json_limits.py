@@ -8,7 +8,8 @@ import time
 import pytest
 from flask import Flask, request
 
-from server.web.json_limits import MAX_JSON_DEPTH, LimitedJSONProvider, loads_limited, nesting_depth
+from server.errors import EmpevalError
+from server.web.json_limits import MAX_JSON_DEPTH, JSONTooDeep, LimitedJSONProvider, loads_limited, nesting_depth
 
 
 @pytest.mark.parametrize("text, depth", [
@@ -25,7 +26,7 @@ def test_nesting_depth_counts_levels_outside_strings(text, depth):
 def test_the_limit_is_inclusive():
     at_limit = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
     assert loads_limited(at_limit, json.loads) is not None
-    with pytest.raises(Exception, match="nested too deeply"):
+    with pytest.raises(JSONTooDeep, match="nested too deeply"):
         loads_limited("[" + at_limit + "]", json.loads)
 
 
@@ -40,6 +41,8 @@ def test_a_deep_body_costs_little():
 def app():
     app = Flask(__name__)
     app.json = LimitedJSONProvider(app)
+    # As create_app answers every error of ours.
+    app.register_error_handler(EmpevalError, lambda error: ({"message": error.message}, error.http_status))
 
     @app.post("/silent")
     def silent():
@@ -65,6 +68,6 @@ def test_a_recursion_error_of_the_parser_is_a_400_too():
     def exhausted(_data, **_kwargs):
         raise RecursionError("maximum recursion depth exceeded")
 
-    with pytest.raises(Exception, match="nested too deeply") as refused:
+    with pytest.raises(JSONTooDeep, match="nested too deeply") as refused:
         loads_limited("[1]", exhausted)
-    assert getattr(refused.value, "code", None) == 400
+    assert refused.value.http_status == 400 and refused.value.exit_code == 2
