@@ -68,6 +68,8 @@ REFUSALS = {
     "comment a number": (_body(comment=5), f"comment must be a string of at most {MAX_COMMENT} characters"),
     "comment too long": (_body(comment="x" * (MAX_COMMENT + 1)),
                          f"comment must be a string of at most {MAX_COMMENT} characters"),
+    "comment with a NUL": (_body(comment="ok\x00"),
+                           "comment contains a NUL character (at position 2), which text cannot hold"),
     "ratings missing": (_without("ratings"), "ratings must be a list with one entry per item of the assignment"),
     "ratings an object": (_body(ratings={"12": 4}), "ratings must be a list with one entry per item of the assignment"),
     "entry not an object": (_body(ratings=[4]), "ratings[0] must be an object with item_id and scores"),
