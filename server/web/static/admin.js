@@ -4,7 +4,12 @@
 (function () {
   "use strict";
   function signIn() {
-    var token = decodeURIComponent(window.location.hash.slice(1));
+    var token = window.location.hash.slice(1);
+    try {
+      token = decodeURIComponent(token);
+    } catch (error) {
+      // a stray '%': sent as it is, and refused with a message
+    }
     if (!token) return;
     window.history.replaceState(null, "", window.location.pathname);
     if (document.body.getAttribute("data-signed-in") === "yes") return;

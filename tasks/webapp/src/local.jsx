@@ -11,10 +11,18 @@ import TaskApp from "./TaskApp.jsx";
 
 const CSRF = { "X-Requested-With": "empeval" };
 
+function decoded(text) {
+  try {
+    return decodeURIComponent(text);
+  } catch (error) {
+    return text; // a stray '%': the server will say the token is not valid
+  }
+}
+
 function tokenInAddress() {
   const { hash, pathname } = window.location;
-  if (hash.length > 1) return decodeURIComponent(hash.slice(1));
-  return decodeURIComponent(pathname.split("/annotate/")[1] || "");
+  if (hash.length > 1) return decoded(hash.slice(1));
+  return decoded(pathname.split("/annotate/")[1] || "");
 }
 
 async function startSession() {
