@@ -1,0 +1,134 @@
+"""The hand-out's smaller rules, each pinned: the deadline to the microsecond, the copy an expiry puts back,
+what the task page is given (and never given), the refusals and their messages, and what closing a study
+answers."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.annotation.annotators import invite, revoke
+from server.annotation.handout import (
+    AccessRevoked,
+    StudyClosed,
+    assignment_payload,
+    close_study,
+    next_assignment,
+)
+from server.errors import NotFound
+from server.store.models import Assignment, Context, Response, SeenContext, StudyItem
+from server.store.queries import as_utc, now_utc
+
+
+@pytest.fixture
+def rater(study_engine):
+    annotator, _ = invite(study_engine, "frank", "pilot")
+    return annotator.id
+
+
+def _assignment(engine, assignment_id):
+    with Session(engine) as session:
+        assignment = session.get(Assignment, assignment_id)
+        items = sorted((link.position, link.item_id) for link in assignment.items)
+        session.expunge(assignment)
+        return assignment, items
+
+
+def test_an_assignment_is_kept_until_its_deadline_and_expires_right_after(study_engine, rater):
+    start = now_utc()
+    first = next_assignment(study_engine, "pilot", rater, now=start)
+    deadline = as_utc(_assignment(study_engine, first)[0].expires_at)
+    assert deadline == start + timedelta(minutes=30)
+    assert next_assignment(study_engine, "pilot", rater, now=deadline) == first
+    assert _assignment(study_engine, first)[0].status == "assigned"
+    later = next_assignment(study_engine, "pilot", rater, now=deadline + timedelta(microseconds=1))
+    assert later != first and _assignment(study_engine, first)[0].status == "expired"
+
+
+def test_an_expired_assignment_goes_back_as_a_faithful_copy(study_engine, rater):
+    start = now_utc()
+    first = next_assignment(study_engine, "pilot", rater, now=start)
+    old, old_items = _assignment(study_engine, first)
+    other, _ = invite(study_engine, "gina", "pilot")
+    next_assignment(study_engine, "pilot", other.id, now=start + timedelta(minutes=31))
+    with Session(study_engine) as session:
+        copy = session.scalar(select(Assignment).where(Assignment.replaces_id == first))
+        assert copy is not None
+        copy_items = sorted((link.position, link.item_id) for link in copy.items)
+        assert (copy.study_id, copy.round, copy.design_index) == (old.study_id, old.round, old.design_index)
+        assert copy.status in ("open", "assigned") and copy.annotator_id in (None, other.id)
+        # the rater who let it expire keeps the contexts she saw
+        seen = session.scalars(select(SeenContext.assignment_id).where(SeenContext.annotator_id == rater)).all()
+    assert copy_items == old_items
+    assert set(seen) == {first}
+
+
+def test_the_task_page_gets_the_study_the_scale_and_each_item_in_order_but_no_system(study_engine, rater):
+    assignment_id = next_assignment(study_engine, "pilot", rater)
+    payload = assignment_payload(study_engine, assignment_id)
+    assert set(payload) == {"assignment_id", "status", "expires_at", "study", "criteria", "scale", "items"}
+    assert payload["assignment_id"] == assignment_id and payload["status"] == "assigned"
+    assignment, items = _assignment(study_engine, assignment_id)
+    assert payload["expires_at"] == as_utc(assignment.expires_at).isoformat()
+    assert payload["study"] == {"name": "pilot", "title": "Rate responses in conversations", "instructions": ""}
+    assert [c["key"] for c in payload["criteria"]] == ["empathy", "relevance", "fluency"]
+    assert all(set(c) >= {"key", "question"} for c in payload["criteria"])
+    assert payload["scale"]["min"] == 1 and payload["scale"]["max"] == 5
+    assert isinstance(payload["scale"]["labels"], list) and len(payload["scale"]["labels"]) == 5
+    assert [(i["position"], i["item_id"]) for i in payload["items"]] == items
+    assert all(set(i) == {"item_id", "position", "response", "context"} for i in payload["items"])
+
+
+def test_each_item_shows_its_context_up_to_the_turn_before_the_response(study_engine, rater):
+    assignment_id = next_assignment(study_engine, "pilot", rater)
+    payload = assignment_payload(study_engine, assignment_id)
+    with Session(study_engine) as session:
+        for item in payload["items"]:
+            context = session.scalar(select(Context).join(Response, Response.context_id == Context.id)
+                                     .join(StudyItem, StudyItem.response_id == Response.id)
+                                     .where(StudyItem.id == item["item_id"]))
+            turns = [t for t in context.dialogue.turns if t.idx <= context.n_turns]
+            assert item["context"] == [{"role": t.role, "text": t.text} for t in turns]
+            assert len(context.dialogue.turns) > context.n_turns  # the response's own turn is not shown
+            assert item["context"][-1]["role"] == "speaker"
+
+
+def test_an_unknown_assignment_is_not_found_with_its_id(study_engine):
+    with pytest.raises(NotFound, match=r"^no assignment 987654$"):
+        assignment_payload(study_engine, 987654)
+
+
+def test_an_unknown_study_is_not_found_by_name(study_engine, rater):
+    with pytest.raises(NotFound, match=r"^no study named 'pilott'$"):
+        next_assignment(study_engine, "pilott", rater)
+
+
+def test_a_closed_study_says_so_and_closing_twice_says_it_was_closed_already(study_engine, rater):
+    next_assignment(study_engine, "pilot", rater)
+    closing = close_study(study_engine, "pilot")
+    assert closing.was_open is True
+    assert closing.counts["assigned"] == 1 and closing.counts["submitted"] == 0
+    assert sum(closing.counts.values()) == closing.counts["open"] + 1
+    again = close_study(study_engine, "pilot")
+    assert again.was_open is False and again.counts == closing.counts
+    message = "study 'pilot' is closed and takes no more ratings. Thank you for your help!"
+    with pytest.raises(StudyClosed, match=f"^{re.escape(message)}$"):
+        next_assignment(study_engine, "pilot", rater)
+
+
+def test_a_revoked_rater_is_told_so(study_engine, rater):
+    revoke(study_engine, "frank", study="pilot")
+    message = ("your access to study 'pilot' was revoked by the researcher; ask them if you think this is a "
+               "mistake")
+    with pytest.raises(AccessRevoked, match=f"^{re.escape(message)}$"):
+        next_assignment(study_engine, "pilot", rater)
+
+
+def test_a_rater_revoked_everywhere_gets_nothing_anywhere(study_engine, rater):
+    revoke(study_engine, "frank")
+    with pytest.raises(AccessRevoked):
+        next_assignment(study_engine, "pilot", rater)
