@@ -94,6 +94,11 @@ def api_latency(database_url: str, cache_dir: Path, context_ids: list[int], n: i
     thread.start()
     url = f"http://127.0.0.1:{server.server_port}/api/respond"
     session = requests.Session()
+    # The backend API is the researcher's: it takes the admin token.
+    with app.app_context():
+        from server.annotation.secrets import admin_token, secret_key
+
+        session.headers["Authorization"] = f"Bearer {admin_token(secret_key(app.extensions['empeval.engine']))}"
     try:
         start = time.perf_counter()
         first = session.post(url, json={"system": "retrieval", "context_id": context_ids[0]}, timeout=600)

@@ -36,6 +36,7 @@ from typing import Any
 
 from server.backend.controls import CONTROL_TARGETS
 from server.errors import BadInput
+from server.store.storable import text_problem
 from server.store.study_config import (
     DEFAULT_CRITERIA,
     ContextSelection,
@@ -101,6 +102,8 @@ class _Reader:
         if not isinstance(value, str) or not value.strip():
             raise self.error(path, "is required and must be a non-empty string" if value is None
                              else f"must be a non-empty string, got {value!r}")
+        if problem := text_problem(value):
+            raise self.error(path, problem)
         return value
 
     def strings(self, data: dict, key: str, path: str, default=()) -> tuple[str, ...]:
@@ -109,6 +112,9 @@ class _Reader:
             raise self.error(path, f"must be a list of non-empty strings, got {value!r}")
         if len(set(value)) != len(value):
             raise self.error(path, "lists a value twice")
+        for i, item in enumerate(value):
+            if problem := text_problem(item):
+                raise self.error(f"{path}[{i}]", problem)
         return tuple(value)
 
 
@@ -120,9 +126,12 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     if unknown:
         raise r.error(unknown[0], f"unknown field; expected one of {', '.join(sorted(known_top))}")
     name = r.string(data, "name", "name")
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise r.error("name", f"{name!r} must be 1-100 letters, digits, '.', '_' or '-'")
     seed = r.integer(data, "seed", "seed", 0, minimum=0)
+    for key in ("title", "instructions"):
+        if isinstance(data.get(key), str) and (problem := text_problem(data[key])):
+            raise r.error(key, problem)
 
     c = r.table(data, "contexts", "contexts", {"dataset", "split", "count", "ids", "emotions"})
     split = c.get("split", "test")
@@ -233,4 +242,6 @@ def load_study_file(path: Path) -> StudyConfig:
         raise StudyFileError(str(path), "(file)", "not UTF-8") from None
     except tomllib.TOMLDecodeError as error:
         raise StudyFileError(str(path), "(syntax)", str(error)) from None
+    except RecursionError:
+        raise StudyFileError(str(path), "(syntax)", "nested too deeply to read") from None
     return parse_study(data, str(path))

@@ -109,6 +109,20 @@ def postgres_url(postgres_admin_url):
     admin.dispose()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def empeval_home(tmp_path_factory):
+    """Secret files of stores without a folder of their own (PostgreSQL) go to a temporary EMPEVAL_HOME, not
+    the home directory of whoever runs the tests."""
+    home = tmp_path_factory.mktemp("empeval-home")
+    previous = os.environ.get("EMPEVAL_HOME")
+    os.environ["EMPEVAL_HOME"] = str(home)
+    yield home
+    if previous is None:
+        os.environ.pop("EMPEVAL_HOME", None)
+    else:
+        os.environ["EMPEVAL_HOME"] = previous
+
+
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'store.db'}"

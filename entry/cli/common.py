@@ -14,6 +14,7 @@ import click
 from sqlalchemy import Engine
 
 from analysis.load import ExportError
+from entry.storage import storage_failure
 from server.errors import BadInput, Conflict, EmpevalError, Unavailable
 from server.store import open_store
 from server.store.engine import database_url
@@ -74,6 +75,7 @@ class EmpevalGroup(click.Group):
         try:
             return super().invoke(ctx)
         except Exception as error:  # noqa: BLE001 - re-raised unless it is one we know how to report
+            error = storage_failure(error, database=getattr(ctx.obj, "url", None)) or error
             code = exit_code_of(error)
             if code is None:
                 raise

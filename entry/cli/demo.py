@@ -34,6 +34,6 @@ def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time
     click.echo(f"          {result.report['markdown']}")
     click.echo("\nnext:")
     click.echo(f"  start the app:  .venv/bin/empeval --database-url {url} serve")
-    click.echo(f"  rate yourself:  http://127.0.0.1:5000/annotate/{token}")
-    click.echo(f"  dashboard:      http://127.0.0.1:5000/admin?token={token_admin}")
+    click.echo(f"  rate yourself:  http://127.0.0.1:5000/annotate#{token}")
+    click.echo(f"  dashboard:      http://127.0.0.1:5000/admin#{token_admin}")
     click.echo(f"  size a study:   .venv/bin/empeval --database-url {url} plan --pilot demo")

@@ -15,6 +15,7 @@ from server.errors import NotFound
 from server.store.engine import unit_of_work
 from server.store.models import Annotator, StudyRevocation
 from server.store.queries import now_utc, study_by_name
+from server.store.storable import column_length, require_storable
 
 
 def pseudonym_for(secret: str, provider: str, external_id: str) -> str:
@@ -45,6 +46,8 @@ def get_or_create_annotator(engine: Engine, provider: str, pseudonym: str, *,
 
 def invite(engine: Engine, name: str, study: str, *, days: float = 30.0) -> tuple[Annotator, str]:
     """The annotator called `name` (created on first invite) and a fresh invite token for `study`."""
+    require_storable(name, "the annotator name", limit=column_length(Annotator, "display_name"))
+    require_storable(study, "the study name")
     secret = secret_key(engine)
     with Session(engine) as session:
         study_by_name(session, study)

@@ -29,7 +29,7 @@ SUBMISSION_ID_PATTERN = "^[A-Za-z0-9_.:-]{8,100}$"
 SUBMISSION_ID = re.compile(SUBMISSION_ID_PATTERN.removeprefix("^").removesuffix("$"))
 SUBMISSION_ID_RULE = "a string of 8-100 letters, digits, '_', '.', ':' or '-'"
 MAX_COMMENT = 2000
-# Text the store can hold (server.datasets.storable): no NUL. The other half of that rule, no unpaired surrogate,
+# Text the store can hold (server.store.storable): no NUL. The other half of that rule, no unpaired surrogate,
 # has no pattern both regex dialects read alike (ECMA-262 sees the two halves of every emoji as surrogates),
 # so the schema states it in words and only the validator checks it.
 STORABLE_TEXT_PATTERN = "^[^\\u0000]*$"

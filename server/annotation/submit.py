@@ -28,11 +28,11 @@ from server.annotation.submission_schema import (
     json_integer,
     json_number,
 )
-from server.datasets.storable import text_problem
 from server.errors import BadInput, Conflict, NotFound
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Rating, Study
 from server.store.queries import as_utc, now_utc
+from server.store.storable import text_problem
 
 
 class ItemRating(NamedTuple):

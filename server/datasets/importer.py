@@ -4,7 +4,7 @@ One import is one transaction: a bad line anywhere (the parsers check the whole 
 written) or a conflict with stored data leaves the database exactly as it was. Re-importing the same
 dialogues is a no-op: each dialogue's content hash is stored and compared. Whatever the store could not hold
 (a name longer than its column, a NUL, an unpaired surrogate) is refused before the transaction starts, so
-SQLite and PostgreSQL answer alike (see server.datasets.storable).
+SQLite and PostgreSQL answer alike (see server.store.storable).
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 
 from server.datasets.errors import ImportConflictError, InputFileError
 from server.datasets.model import ParsedDialogue
-from server.datasets.storable import column_length, require_storable
 from server.store.engine import unit_of_work
 from server.store.models import Context, Dataset, Dialogue, Turn
+from server.store.storable import column_length, require_storable
 
 DATASET_NAME_LENGTH = column_length(Dataset, "name")
 LICENSE_LENGTH = column_length(Dataset, "license")

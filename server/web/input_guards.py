@@ -16,8 +16,8 @@ from flask import Flask, request
 from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import BadRequest
 
-from server.datasets.storable import MAX_ROW_ID
 from server.errors import NotFound
+from server.store.storable import MAX_ROW_ID
 from server.web.json_limits import LimitedJSONProvider
 from server.web.storage_errors import storage_error_as_json
 

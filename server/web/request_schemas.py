@@ -14,8 +14,8 @@ from typing import Any
 
 from server.annotation.submission_schema import STORABLE_TEXT_PATTERN, STORABLE_TEXT_RULE, json_integer
 from server.backend.base import ROLES, ContextTurn, DialogueContext
-from server.datasets.storable import MAX_ROW_ID, text_problem
 from server.errors import BadInput
+from server.store.storable import MAX_ROW_ID, text_problem
 
 MAX_BATCH = 256
 MAX_TURNS = 64

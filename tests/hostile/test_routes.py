@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from server.datasets.storable import MAX_ROW_ID
+from server.store.storable import MAX_ROW_ID
 from server.web import create_app
 from server.web.json_limits import LimitedJSONProvider
 from tests.hostile import corpus

@@ -1,4 +1,4 @@
-"""What the store can hold (server.datasets.storable): the limits are the schema's own, and they are tight on
+"""What the store can hold (server.store.storable): the limits are the schema's own, and they are tight on
 both backends, so checking them first is what makes SQLite answer as PostgreSQL would."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from sqlalchemy.orm import Session
 
 from server.datasets.importer import DATASET_NAME_LENGTH, LICENSE_LENGTH
 from server.datasets.model import FIELD_LENGTHS
-from server.datasets.storable import MAX_ROW_ID, column_length, require_storable, text_problem
 from server.errors import BadInput
 from server.store import make_engine, unit_of_work, upgrade
 from server.store.models import Assignment, Base, Dataset, Dialogue
+from server.store.storable import MAX_ROW_ID, column_length, require_storable, text_problem
 
 
 def test_text_problem_names_what_the_store_cannot_hold_and_where():

@@ -112,7 +112,8 @@ def test_nothing_outside_the_store_reads_the_raw_configuration_column():
     readers = []
     for path in sorted(REPO.glob("*/**/*.py")):
         relative = path.relative_to(REPO)
-        if relative.parts[0] in {".venv", ".venv-crowd", "node_modules"} or relative.parts[:2] == ("server", "store"):
+        if relative.parts[0] in {".venv", ".venv-crowd", "node_modules", "mutants", "mutation"} \
+                or relative.parts[:2] == ("server", "store"):
             continue
         if relative.parts[0] == "tests" and path.name == Path(__file__).name:
             continue
