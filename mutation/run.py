@@ -63,11 +63,17 @@ class ModuleResult:
 
 
 def _project_files() -> list[Path]:
-    """Files a clone of the working tree would have, with local edits: tracked plus untracked, not ignored."""
-    listing = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, check=True, capture_output=True,
-    ).stdout.decode()
+    """Files a clone of the working tree would have, with local edits: tracked plus untracked, not ignored (or,
+    outside a git checkout, the packages, the tests and pyproject.toml)."""
+    try:
+        listing = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO, check=True, capture_output=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        skip = {"__pycache__", "node_modules", "dist", ".hypothesis", ".pytest_cache"}
+        return [path.relative_to(REPO) for top in (*PACKAGES, "tests") for path in (REPO / top).rglob("*")
+                if path.is_file() and not skip & set(path.relative_to(REPO).parts)] + [Path("pyproject.toml")]
     return [Path(name) for name in listing.split("\0") if name and (REPO / name).is_file()]
 
 

@@ -17,11 +17,16 @@ from server.annotation.handout import (
     StudyClosed,
     assignment_payload,
     close_study,
+    contexts_seen_before,
     next_assignment,
+    release,
 )
+from server.annotation.submit import submit_assignment
 from server.errors import NotFound
-from server.store.models import Assignment, Context, Response, SeenContext, StudyItem
+from server.store.engine import unit_of_work
+from server.store.models import Assignment, AssignmentItem, Context, Response, SeenContext, StudyItem
 from server.store.queries import as_utc, now_utc
+from tests.annotation.conftest import make_study, new_submission_id
 
 
 @pytest.fixture
@@ -132,3 +137,79 @@ def test_a_rater_revoked_everywhere_gets_nothing_anywhere(study_engine, rater):
     revoke(study_engine, "frank")
     with pytest.raises(AccessRevoked):
         next_assignment(study_engine, "pilot", rater)
+
+
+# --- release, contexts seen before, revoking --------------------------------------------------------------
+
+
+def _contexts_of(engine, assignment_id) -> set[int]:
+    with Session(engine) as session:
+        return set(session.scalars(
+            select(Response.context_id).join(StudyItem, StudyItem.response_id == Response.id)
+            .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
+            .where(AssignmentItem.assignment_id == assignment_id)))
+
+
+def test_release_puts_back_only_the_one_assignment_and_resets_it_entirely(study_engine, rater):
+    make_study(study_engine, name="second", count=6)
+    invite(study_engine, "frank", "second")
+    mine = next_assignment(study_engine, "pilot", rater)
+    elsewhere = next_assignment(study_engine, "second", rater)
+    with unit_of_work(study_engine) as session:
+        assert release(session, mine, rater) is True
+    released, _ = _assignment(study_engine, mine)
+    assert (released.status, released.annotator_id, released.started_at, released.expires_at) == (
+        "open", None, None, None)
+    kept, _ = _assignment(study_engine, elsewhere)
+    assert kept.status == "assigned" and kept.annotator_id == rater
+    with Session(study_engine) as session:
+        seen_in = set(session.scalars(select(SeenContext.assignment_id).where(SeenContext.annotator_id == rater)))
+    assert seen_in == {elsewhere}
+
+
+def test_release_leaves_a_submitted_assignment_alone(study_engine, rater):
+    mine = next_assignment(study_engine, "pilot", rater)
+    with Session(study_engine) as session:
+        items = session.scalars(select(AssignmentItem.item_id).where(AssignmentItem.assignment_id == mine)).all()
+    submit_assignment(study_engine, mine, rater, {"submission_id": new_submission_id(), "ratings": [
+        {"item_id": item, "scores": {"empathy": 3, "relevance": 3, "fluency": 3}} for item in items]})
+    with unit_of_work(study_engine) as session:
+        assert release(session, mine, rater) is False
+    assert _assignment(study_engine, mine)[0].status == "submitted"
+    with Session(study_engine) as session:
+        assert set(session.scalars(select(SeenContext.assignment_id).where(SeenContext.annotator_id == rater))) == {
+            mine}
+
+
+def test_contexts_seen_before_names_each_overlapping_context_and_where_it_was_seen(study_engine, rater):
+    first = next_assignment(study_engine, "pilot", rater)
+    seen = _contexts_of(study_engine, first)
+    other, _ = invite(study_engine, "hana", "pilot")
+    with Session(study_engine) as session:
+        open_ids = session.scalars(select(Assignment.id).where(Assignment.status == "open")
+                                   .order_by(Assignment.id)).all()
+        overlapping = [a for a in open_ids if _contexts_of(study_engine, a) & seen]
+        apart = [a for a in open_ids if not _contexts_of(study_engine, a) & seen]
+        assert overlapping and apart
+        target = overlapping[0]
+        expected = sorted((context, first) for context in _contexts_of(study_engine, target) & seen)
+        assert contexts_seen_before(session, target, rater) == expected
+        assert contexts_seen_before(session, apart[0], rater) == []
+        assert contexts_seen_before(session, first, rater) == []  # her own assignment is not "before"
+        assert contexts_seen_before(session, target, other.id) == []  # somebody else saw nothing
+    # The same contexts seen in another study do not count in this one.
+    make_study(study_engine, name="second", count=12)
+    invite(study_engine, "hana", "second")
+    elsewhere = next_assignment(study_engine, "second", other.id)
+    assert elsewhere is not None
+    with Session(study_engine) as session:
+        assert contexts_seen_before(session, target, other.id) == []
+
+
+def test_revoking_one_rater_expires_only_her_active_assignment(study_engine, rater):
+    hers = next_assignment(study_engine, "pilot", rater)
+    other, _ = invite(study_engine, "ivan", "pilot")
+    his = next_assignment(study_engine, "pilot", other.id)
+    revoke(study_engine, "frank", study="pilot")
+    assert _assignment(study_engine, hers)[0].status == "expired"
+    assert _assignment(study_engine, his)[0].status == "assigned"
