@@ -29,7 +29,7 @@ from tests.annotation.conftest import new_submission_id
 
 CRITERIA = ("empathy", "relevance", "fluency")
 ON_SQLITE = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
-WAIT = 30  # seconds any thread waits for another before the test fails (never reached when all is well)
+WAIT = 10  # seconds any thread waits for another before the test fails (never reached when all is well)
 
 
 @pytest.fixture

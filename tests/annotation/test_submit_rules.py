@@ -292,3 +292,30 @@ def test_a_closed_study_refuses_a_new_submission_but_a_stored_one_still_gets_its
     first = submit_assignment(study_engine, assignment_id, annotator_id, payload)
     close_study(study_engine, "pilot")
     assert submit_assignment(study_engine, assignment_id, annotator_id, payload) == first
+
+
+def test_a_revoked_rater_is_told_so_whatever_she_sends(study_engine, rater):
+    annotator_id, assignment_id, _, _ = rater
+    revoke(study_engine, "dora", study="pilot")
+    with pytest.raises(AccessRevoked):
+        submit_assignment(study_engine, assignment_id, annotator_id, {"ratings": "not even a list"})
+
+
+def test_a_missing_rating_is_named_in_the_order_the_items_are_shown(study_engine, rater):
+    annotator_id, assignment_id, items, _ = rater
+    # Shown order is the stored position, whatever order the rows were written in: move the last item first.
+    with Session(study_engine) as session, session.begin():
+        links = session.scalars(select(AssignmentItem).where(AssignmentItem.assignment_id == assignment_id)
+                                .order_by(AssignmentItem.position)).all()
+        first, last = links[0], links[-1]
+        last_position = last.position
+        first.position = 10_000
+        session.flush()
+        last.position = 0
+        session.flush()
+        first.position = last_position
+        shown_first = last.item_id
+    message = f"item {shown_first} of this assignment has no rating ({len(items)} of {len(items)} items missing)"
+    with pytest.raises(BadInput, match=f"^{re.escape(message)}$"):
+        submit_assignment(study_engine, assignment_id, annotator_id, {"submission_id": new_submission_id(),
+                                                                      "ratings": []})
