@@ -10,8 +10,9 @@ Rules, each kept by the database and not by Python alone:
   when crowd work is ingested);
 - assignments are handed out in design order (design_index).
 The candidate is chosen in SQL (the first open assignment in design order holding no context the annotator has
-seen) in the same transaction as the claim and its seen rows. Of two claims at once by one annotator, one
-commits and the other fails on the index or on the seen key, and then reads back the winner's assignment.
+seen) in the same transaction as the claim and its seen rows. One annotator's claims take turns (each first
+locks her annotator row), so a second tab waits for the first and then resumes its assignment; should two
+claims of hers still meet (crowd ingest, a direct `claim`), one fails on the index or on the seen key.
 An assignment not submitted by its deadline expires and a copy with the same items goes back to the pool; the
 rater keeps her seen rows (she did see those contexts). A closed study hands out nothing; a revoked annotator
 gets nothing (both Forbidden, with a message saying so).
@@ -22,7 +23,20 @@ from dataclasses import asdict
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import CursorResult, DateTime, Engine, Integer, Select, and_, delete, insert, literal, select, update
+from sqlalchemy import (
+    CursorResult,
+    DateTime,
+    Engine,
+    Integer,
+    Select,
+    and_,
+    delete,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
@@ -120,18 +134,36 @@ def _first_fitting(study_id: int, annotator_id: int) -> Select[int]:
             .order_by(Assignment.design_index, Assignment.id).limit(1))
 
 
+def _take_turn(session: Session, annotator_id: int) -> None:
+    """Make this annotator's claims take turns: a no-op UPDATE of her row, first in the claim's transaction. On
+    PostgreSQL it is a row lock, held to commit; on SQLite it takes the database's write lock. Either way a second
+    tab's claim waits here until the first has committed, and then sees its assignment. Without it, the second
+    could look for an active assignment before the first committed, find every fitting candidate taken (or
+    locked) by the first, and answer "nothing left"."""
+    session.execute(update(Annotator).where(Annotator.id == annotator_id)
+                    .values(display_name=Annotator.display_name))
+
+
 def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: datetime | None = None) -> int | None:
     """The id of the assignment this annotator should work on now (resumed or newly claimed), or None when
     nothing suitable is left. StudyClosed or AccessRevoked when she may not work on this study."""
     now = now or now_utc()
-    with unit_of_work(engine) as session:
+    with Session(engine) as session:
         study = study_by_name(session, study_name)
         ensure_may_work(session, study, annotator_id)
-        expire_overdue(session, study.id, now)
         study_id, minutes = study.id, study.config.design.assignment_minutes
+        resumable = session.scalar(select(Assignment.id).where(
+            Assignment.study_id == study_id, Assignment.annotator_id == annotator_id, Assignment.status == ACTIVE,
+            or_(Assignment.expires_at.is_(None), Assignment.expires_at >= now)))
+    if resumable is not None:  # resuming work that is not overdue needs no turn
+        return resumable
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:
             with unit_of_work(engine) as session:
+                _take_turn(session, annotator_id)
+                # Expiry, the active check and the claim in one turn: another tab cannot be expiring her
+                # assignment (and claiming the next) while this one reads it as still hers.
+                expire_overdue(session, study_id, now)
                 active = active_assignment(session, study_id, annotator_id)
                 if active is not None:
                     return active

@@ -9,6 +9,7 @@ import itertools
 import threading
 from datetime import timedelta
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
@@ -28,6 +29,12 @@ SYSTEMS3 = ["sys-a", "sys-b", "sys-c"]
 RATERS, TABS = 3, 2
 rater_index = st.integers(0, RATERS - 1)
 tab_index = st.integers(0, TABS - 1)
+
+
+@pytest.fixture(autouse=True)
+def signing_secret(monkeypatch):
+    """The secret from the environment: no secret file under HOME that other test runs could remove meanwhile."""
+    monkeypatch.setenv("EMPEVAL_SECRET_KEY", "one-active-assignment-tests-" + "k" * 32)
 
 
 class HandoutMachine(RuleBasedStateMachine):

@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from server.annotation import handout
 from server.annotation.annotators import invite
 from server.annotation.handout import claim, contexts_seen_before, next_assignment, release
 from server.annotation.secrets import read_invite, secret_key
@@ -25,6 +26,12 @@ from tests.annotation.conftest import add_responses, make_study, new_submission_
 from tests.browser import live_server
 
 SYSTEMS3 = ["sys-a", "sys-b", "sys-c"]
+
+
+@pytest.fixture(autouse=True)
+def signing_secret(monkeypatch):
+    """The secret from the environment: no secret file under HOME that other test runs could remove meanwhile."""
+    monkeypatch.setenv("EMPEVAL_SECRET_KEY", "one-active-assignment-tests-" + "k" * 32)
 
 
 def run_together(n: int, work) -> list:
@@ -217,3 +224,38 @@ def test_every_pair_of_rater_and_context_is_rated_in_one_assignment_after_a_crow
             .join(Response, Response.id == StudyItem.response_id)
             .where(Assignment.status == "submitted")).all())
     assert sum(results) > 10 and max(rated_in.values()) == 1
+
+
+def test_a_second_tab_asking_while_the_first_tabs_claim_is_uncommitted_waits_and_gets_the_same(wide_study,
+                                                                                              monkeypatch):
+    """The interleaving the state machine found: tab B asks while tab A's claim of the last fitting assignment is
+    not yet committed. B must wait for A and resume its assignment, not answer "nothing left"."""
+    engine = wide_study
+    with unit_of_work(engine) as session:
+        open_ids = session.scalars(select(Assignment.id).where(Assignment.status == "open")
+                                   .order_by(Assignment.design_index, Assignment.id)).all()
+        for assignment_id in open_ids[1:]:
+            session.get_one(Assignment, assignment_id).status = "expired"
+    me = annotator_id(engine, "ada")
+    real_claim = handout.claim
+    tab_b_done = threading.Event()
+    answers: dict[str, object] = {}
+
+    def tab_b():
+        answers["b"] = next_assignment(engine, "pilot", me)
+        tab_b_done.set()
+
+    def slow_claim(*args, **kwargs):
+        claimed = real_claim(*args, **kwargs)
+        if threading.current_thread().name == "tab-a" and claimed:
+            threading.Thread(target=tab_b, name="tab-b").start()
+            tab_b_done.wait(timeout=1.5)  # B either answers meanwhile (wrong) or waits for this commit
+        return claimed
+
+    monkeypatch.setattr(handout, "claim", slow_claim)
+    tab_a = threading.Thread(target=lambda: answers.__setitem__("a", next_assignment(engine, "pilot", me)),
+                             name="tab-a")
+    tab_a.start()
+    tab_a.join(timeout=60)
+    assert tab_b_done.wait(timeout=60)
+    assert answers["a"] == open_ids[0] and answers["b"] == open_ids[0], answers

@@ -3,6 +3,7 @@ a nonexistent assignment all get the same 404. A revoked rater and a closed stud
 the API and through the CLI; `study status` shows a closed study."""
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -13,6 +14,12 @@ from server.annotation.handout import close_study
 from server.store.models import Assignment, SeenContext
 from tests.annotation.conftest import make_study, new_submission_id
 from tests.store.helpers import snapshot
+
+
+@pytest.fixture(autouse=True)
+def signing_secret(monkeypatch):
+    """The secret from the environment: no secret file under HOME that other test runs could remove meanwhile."""
+    monkeypatch.setenv("EMPEVAL_SECRET_KEY", "one-active-assignment-tests-" + "k" * 32)
 
 
 def auth(token):
