@@ -319,3 +319,14 @@ def test_a_missing_rating_is_named_in_the_order_the_items_are_shown(study_engine
     with pytest.raises(BadInput, match=f"^{re.escape(message)}$"):
         submit_assignment(study_engine, assignment_id, annotator_id, {"submission_id": new_submission_id(),
                                                                       "ratings": []})
+
+
+def test_an_assignment_already_expired_is_late_whatever_the_submitters_clock_says(study_engine, rater):
+    # Another worker process expired it (its clock past the deadline); this one's clock is a second behind.
+    annotator_id, assignment_id, items, expires_at = rater
+    other, _ = invite(study_engine, "emil", "pilot")
+    next_assignment(study_engine, "pilot", other.id, now=expires_at + timedelta(seconds=1))
+    assert _stored_assignment(study_engine, assignment_id)[0].status == "expired"
+    receipt = submit_assignment(study_engine, assignment_id, annotator_id, _payload(items),
+                                now=expires_at - timedelta(seconds=1))
+    assert receipt["late"] is True and _stored_assignment(study_engine, assignment_id)[0].late is True
