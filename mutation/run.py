@@ -165,17 +165,22 @@ def run_module(name: str, spec: dict, pytest_args: list[str], *, jobs: int, rete
     chosen: set[str] | None = None
     if retest:
         # Only the mutants the last run left alive, against the tests as they are now (for iterating on tests).
-        last = json.loads(meta.read_text())["exit_code_by_key"]
+        if (target / "sample.json").exists():
+            chosen = set(json.loads((target / "sample.json").read_text()))
+        last = {m: code for m, code in json.loads(meta.read_text())["exit_code_by_key"].items()
+                if chosen is None or m in chosen}
         alive = sorted((m for m, code in last.items() if code is not None and code not in KILLED | TIMED_OUT),
                        key=_mutant_order)
         if alive:
             _mutmut(target, [*run, *alive], log, name)
     elif sample:
+        (target / "sample.json").unlink(missing_ok=True)
         # mutmut creates every mutant (and maps tests to functions) on any run; this first one tests only the
         # first mutant of each function, so that the names exist to draw the sample from.
         _mutmut(target, [*run, "*__mutmut_1"], log, name)
         names = sorted(json.loads(meta.read_text())["exit_code_by_key"], key=_mutant_order)
         chosen = set(random.Random(seed).sample(names, min(sample, len(names))))
+        (target / "sample.json").write_text(json.dumps(sorted(chosen)))
         _mutmut(target, [*run, *sorted(chosen, key=_mutant_order)], log, name)
     else:
         _mutmut(target, run, log, name)
@@ -282,8 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         for mutant in result.equivalent:
             removed, added = _changed_lines(result.diffs[mutant])
             matched.add((result.name, _function_of(mutant), tuple(removed), tuple(added)))
-    # Under --sample most listed mutants are simply not drawn: only a full run can tell an entry is stale.
-    stale = [] if args.sample else sorted(key for key in listed - matched if key[0] in names)
+    # Under --sample (or a --retest of one) most listed mutants are not drawn: only a full run can tell.
+    stale = [] if args.sample or args.retest else sorted(key for key in listed - matched if key[0] in names)
     print()
     print_table(results)
     print("\nscore = killed / (mutants - equivalent); survived includes mutants no selected test reached.")

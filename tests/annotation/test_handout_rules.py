@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.annotation import handout
 from server.annotation.annotators import invite, revoke
 from server.annotation.handout import (
     AccessRevoked,
@@ -57,6 +58,9 @@ def test_an_assignment_is_kept_until_its_deadline_and_expires_right_after(study_
 def test_an_expired_assignment_goes_back_as_a_faithful_copy(study_engine, rater):
     start = now_utc()
     first = next_assignment(study_engine, "pilot", rater, now=start)
+    with Session(study_engine) as session, session.begin():  # a later round and place than the very first one
+        assignment = session.get(Assignment, first)
+        assignment.round, assignment.design_index = 1, 1_000
     old, old_items = _assignment(study_engine, first)
     other, _ = invite(study_engine, "gina", "pilot")
     next_assignment(study_engine, "pilot", other.id, now=start + timedelta(minutes=31))
@@ -213,3 +217,33 @@ def test_revoking_one_rater_expires_only_her_active_assignment(study_engine, rat
     revoke(study_engine, "frank", study="pilot")
     assert _assignment(study_engine, hers)[0].status == "expired"
     assert _assignment(study_engine, his)[0].status == "assigned"
+
+
+def test_expiring_an_assignment_no_longer_active_does_nothing(study_engine, rater):
+    mine = next_assignment(study_engine, "pilot", rater)
+    with Session(study_engine) as session:
+        items = session.scalars(select(AssignmentItem.item_id).where(AssignmentItem.assignment_id == mine)).all()
+    submit_assignment(study_engine, mine, rater, {"submission_id": new_submission_id(), "ratings": [
+        {"item_id": item, "scores": {"empathy": 3, "relevance": 3, "fluency": 3}} for item in items]})
+    with unit_of_work(study_engine) as session:
+        assert handout._expire(session, session.get(Assignment, mine)) is False
+    with Session(study_engine) as session:
+        assert session.get(Assignment, mine).status == "submitted"
+        assert session.scalar(select(Assignment.id).where(Assignment.replaces_id == mine)) is None
+
+
+def test_the_task_page_lists_items_by_their_stored_position(study_engine, rater):
+    assignment_id = next_assignment(study_engine, "pilot", rater)
+    with Session(study_engine) as session, session.begin():  # move the last item first
+        links = session.scalars(select(AssignmentItem).where(AssignmentItem.assignment_id == assignment_id)
+                                .order_by(AssignmentItem.position)).all()
+        first, last = links[0], links[-1]
+        last_position = last.position
+        first.position = 10_000
+        session.flush()
+        last.position = 0
+        session.flush()
+        first.position = last_position
+        moved = last.item_id
+    items = assignment_payload(study_engine, assignment_id)["items"]
+    assert items[0]["item_id"] == moved and [i["position"] for i in items] == list(range(len(items)))
