@@ -133,4 +133,14 @@ def test_killing_the_runner_mid_run_then_ingesting_loses_nothing_and_duplicates_
     assert "1 results: 1 already" in again.output and "recovered" not in again.output
     assert rating_count(crowd_store) == 9
     assert leftovers() == []  # ingest cleaned up the killed run's router and server dir
-    assert not Path(f"/proc/{router}").exists()
+    # SIGKILL is delivered at once but the process may take a moment to go (and linger as a zombie until its
+    # new parent reaps it): wait, boundedly, for it to be gone or a zombie.
+    wait_until(lambda: _ended(router), 10, "the killed run's router to end")
+
+
+def _ended(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
