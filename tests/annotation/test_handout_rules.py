@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.annotation import handout
@@ -247,3 +248,20 @@ def test_the_task_page_lists_items_by_their_stored_position(study_engine, rater)
         moved = last.item_id
     items = assignment_payload(study_engine, assignment_id)["items"]
     assert items[0]["item_id"] == moved and [i["position"] for i in items] == list(range(len(items)))
+
+
+def test_a_claim_the_database_refuses_is_tried_again(study_engine, rater, monkeypatch):
+    # The database refuses a claim when the same rater's other claim won (one active assignment, one seen row per
+    # context); the next attempt reads the winner back or claims anew, never gives up at the first refusal.
+    original, refusals = handout.claim, []
+
+    def refuse_once(session, assignment_id, annotator_id, **kwargs):
+        if not refusals:
+            refusals.append(assignment_id)
+            raise IntegrityError("INSERT INTO seen_context ...", {}, Exception("duplicate key"))
+        return original(session, assignment_id, annotator_id, **kwargs)
+
+    monkeypatch.setattr(handout, "claim", refuse_once)
+    assignment_id = next_assignment(study_engine, "pilot", rater)
+    assert refusals and assignment_id is not None
+    assert _assignment(study_engine, assignment_id)[0].annotator_id == rater
