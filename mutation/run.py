@@ -1,8 +1,10 @@
 """Mutation testing of the critical modules with mutmut, each module against its own fast tests.
 
-    python mutation/run.py                 # every module of mutation/modules.toml
-    python mutation/run.py compare design  # some of them
-    python mutation/run.py compare --show  # ... and print the diff of every surviving mutant
+    python mutation/run.py                      # every mutant of every module of mutation/modules.toml
+    python mutation/run.py --sample 150         # a seeded sample of 150 mutants per module (make mutation)
+    python mutation/run.py compare design       # some of the modules
+    python mutation/run.py compare --show       # ... and print the diff of every surviving mutant
+    python mutation/run.py compare --retest     # re-test only the last run's survivors against today's tests
 
 For each module this copies the working tree (tracked and untracked files, not ignored ones) into
 mutation/work/<module>/, writes a [tool.mutmut] table into that copy's pyproject.toml that mutates only the
