@@ -251,6 +251,11 @@ class Assignment(Base):
         # browser tabs) the second fails here, whatever Python thought it had checked.
         Index("uq_assignment_active_per_annotator", "study_id", "annotator_id", unique=True,
               sqlite_where=text(f"status = '{ACTIVE}'"), postgresql_where=text(f"status = '{ACTIVE}'")),
+        # Hand-out reads by index, whatever the size of the study: the first open assignment in design order,
+        # an annotator's assignments by status, the active ones past their deadline (migration 0004).
+        Index("ix_assignment_study_status_order", "study_id", "status", "design_index", "id"),
+        Index("ix_assignment_study_annotator_status", "study_id", "annotator_id", "status"),
+        Index("ix_assignment_study_status_expires", "study_id", "status", "expires_at"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
