@@ -1,0 +1,70 @@
+"""The pairwise judgment contract (analysis.pairwise_schema): what it accepts, and errors that name the column
+and the row of what it refuses."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.pairwise_schema import JUDGMENT_COLUMNS, JudgmentError, pair_name, validate_judgments
+
+
+def _row(**changes) -> dict:
+    row = {"study": "ab", "assignment_id": 1, "annotator": "ann-1", "context_id": 7, "criterion": "Empathy",
+           "pair": "gold|moel", "system_left": "moel", "system_right": "gold", "choice": "right",
+           "preferred": "gold", "position": 0, "is_control": False, "control_target": None, "late": False}
+    row.update(changes)
+    return row
+
+
+def _rows(bad: dict) -> list[dict]:
+    """Two good rows, then the bad one as row 3."""
+    return [_row(context_id=1), _row(context_id=2, choice="tie", preferred="tie"), _row(**{"context_id": 3, **bad})]
+
+
+def test_a_clean_table_keeps_the_contract_columns_and_types():
+    table = validate_judgments(pd.DataFrame([_row(extra="dropped"), _row(context_id="8", choice="LEFT",
+                                                                          preferred="moel", late="true")]))
+    assert list(table.columns) == list(JUDGMENT_COLUMNS)
+    assert table["context_id"].tolist() == [7, 8] and table["context_id"].dtype == "int64"
+    assert table["choice"].tolist() == ["right", "left"]
+    assert table["late"].tolist() == [False, True] and table["late"].dtype == bool
+    assert table["criterion"].tolist() == ["empathy", "empathy"]
+
+
+def test_pair_name_sorts_the_two_systems():
+    assert pair_name("moel", "gold") == pair_name("gold", "moel") == "gold|moel"
+
+
+@pytest.mark.parametrize(("bad", "column"), [
+    ({"preferred": "moel"}, "preferred"),
+    ({"choice": "tie"}, "preferred"),
+    ({"choice": "left", "preferred": "gold"}, "preferred"),
+    ({"choice": "A"}, "choice"),
+    ({"pair": "moel|gold"}, "pair"),
+    ({"system_left": "gold", "pair": "gold|gold"}, "system_right"),
+    ({"annotator": " "}, "annotator"),
+    ({"context_id": "seven"}, "context_id"),
+    ({"position": 1.5}, "position"),
+    ({"late": "maybe"}, "late"),
+    ({"is_control": True, "control_target": ""}, "control_target"),
+])
+def test_errors_name_the_column_and_the_row(bad, column):
+    with pytest.raises(JudgmentError, match=rf"row 3, column '{column}'"):
+        validate_judgments(_rows(bad))
+
+
+def test_a_missing_column_is_named():
+    rows = [{k: v for k, v in _row().items() if k != "pair"}]
+    with pytest.raises(JudgmentError, match="missing column.*'pair'"):
+        validate_judgments(rows)
+
+
+def test_a_judgment_given_twice_names_both_rows():
+    with pytest.raises(JudgmentError, match=r"more than once \(rows 1, 3\)"):
+        validate_judgments([_row(), _row(criterion="fluency"), _row(choice="left", preferred="moel")])
+
+
+def test_control_target_is_kept_for_controls_only():
+    table = validate_judgments([_row(is_control="true", control_target="Empathy"),
+                                _row(context_id=2, control_target="fluency")])
+    assert table["control_target"].tolist() == ["empathy", None]
