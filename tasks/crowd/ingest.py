@@ -44,6 +44,7 @@ from server.errors import BadInput, Conflict, EmpevalError
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Study
 from server.store.queries import STUDY_CLOSED, active_assignment, now_utc, study_by_name
+from server.store.storable import MAX_ROW_ID
 from tasks.crowd import contract
 from tasks.crowd.contract import CrowdResult
 from tasks.crowd.jobs import load_job
@@ -113,7 +114,9 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
     if record.outputs.get("comment"):
         payload["comment"] = record.outputs["comment"]
     with Session(engine) as session:
-        assignment = session.get(Assignment, record.assignment_id)
+        # An id beyond the store's integer keys is nobody's assignment; asking the database would overflow.
+        holdable = 0 < record.assignment_id <= MAX_ROW_ID
+        assignment = session.get(Assignment, record.assignment_id) if holdable else None
         if assignment is None or assignment.study_id != study_id:
             raise LineRejected("invalid", f"{where}: assignment {record.assignment_id} is not one of study "
                                           f"{study!r}'s")

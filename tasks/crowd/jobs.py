@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from server.annotation.handout import assignment_payload
 from server.errors import BadInput
 from server.store.models import Assignment, AssignmentItem, Response, StudyItem
-from server.store.queries import study_by_name
+from server.store.queries import STUDY_CLOSED, study_by_name
 from server.store.study_config import Pay
 from tasks.crowd import contract
 from tasks.crowd.contract import Control, CrowdJob, CrowdUnit, JobStatus
@@ -138,6 +138,9 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
         raise CrowdError(f"the Mephisto task bundle is missing ({BUNDLE}): run `make crowd`")
     with Session(engine) as session:
         study = study_by_name(session, study_name)
+        if study.status == STUDY_CLOSED:
+            raise CrowdError(f"study {study_name!r} is closed (`empeval study close`): it takes no more ratings, "
+                             "so no crowd run is started for it")
         config = study.config
         assignment_ids = open_assignments(session, study.id)
         if units is not None:

@@ -273,6 +273,15 @@ def test_mturk_without_a_public_url_is_refused_with_what_to_do(crowd_dir, crowd_
     assert result.exit_code == 2 and "public HTTPS URL" in result.output
 
 
+def test_a_closed_study_is_not_put_on_the_crowd_and_no_job_directory_is_written(crowd_dir, crowd_store):
+    from server.annotation.handout import close_study
+
+    close_study(crowd_store, "pilot")
+    with pytest.raises(jobs.CrowdError, match="'pilot' is closed"):
+        jobs.create_job(crowd_store, "pilot", provider="mock", units=2)
+    assert not list(crowd_dir.glob("pilot/*/"))
+
+
 def test_a_rejection_needs_a_reason_and_approved_work_cannot_be_rejected(mock_job):
     from tasks.crowd.review import check_actions
 

@@ -140,6 +140,18 @@ def test_a_record_missing_its_assignment_or_worker_or_with_a_non_integer_id_is_r
                                f"{path}:3: assignment_id: expected an integer, got '{units[0].assignment_id}'"]
 
 
+@pytest.mark.parametrize("bad_id", [0, -1, 2**31, 2**70])
+def test_an_assignment_id_the_store_cannot_hold_is_reported_as_not_of_the_study_not_a_crash(
+        mock_job, crowd_store, bad_id):
+    job_dir, units = mock_job
+    record = {**fake_result(units[0], "w1", "job-test-1", 1), "assignment_id": bad_id}
+    path = write_results(job_dir, record, fake_result(units[1], "w2", "job-test-1", 2))
+    report = ingest(crowd_store, job_dir)
+    assert report.counts["invalid"] == 1 and report.counts["stored"] == 1
+    assert report.problems == [f"{path}:1: unit 1 (assignment {bad_id}): assignment {bad_id} is not one of study "
+                               f"'pilot''s"]
+
+
 def test_a_submission_id_stored_for_another_assignment_is_a_conflict_and_claims_nothing(mock_job, crowd_store):
     job_dir, units = mock_job
     first = fake_result(units[0], "w1", "job-test-1", 1)
