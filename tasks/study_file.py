@@ -24,6 +24,26 @@
     [scale]                          # optional: defaults to 1-5 with every point labelled
     min = 1; max = 5; labels = ["1 - Not at all", ..., "5 - Completely"]
 
+A pairwise (A/B) study, as in the human A/B tests of MoEL and MIME: a rater sees one context with the
+responses of two systems and picks the better one per criterion, or a tie. It differs only in:
+
+    kind = "pairwise"                # top level; "likert" is the default
+    compare_with = "demo"            # optional: a study (of either kind) the report shows beside this one;
+                                     # it must exist when this one is created
+    [systems]
+    names = ["moel", "gold", "mime"]
+    anchor = "moel"                  # moel against each other name ("ours vs each baseline") ...
+    # pairs = [["moel", "gold"], ["mime", "gold"]]   # ... or the pairs listed; all pairs when neither is given
+    controls = ["control-generic"]   # a control pair: a control against a real system, built to lose
+    [design]
+    judgments_per_pair = 3           # k distinct annotators per (context, pair); replaces ratings_per_response
+    ties = true                      # whether "tie" is an answer
+    items_per_assignment = 10        # pairs per assignment, controls included
+
+Its default criteria ask the paper's three questions as a choice ("Which response shows more understanding
+of the feelings ...?"); a [[criteria]] question is shown as written, so write it as a choice. A pairwise
+study has no [scale]. The first system of a listed pair (or the anchor) is the one whose wins the report counts.
+
 Every error names the file and the field, e.g. `study.toml: design.ratings_per_response: must be an
 integer >= 1, got 0`.
 """
@@ -39,9 +59,13 @@ from server.errors import BadInput
 from server.store.storable import text_problem
 from server.store.study_config import (
     DEFAULT_CRITERIA,
+    DEFAULT_PAIRWISE_CRITERIA,
+    STUDY_KINDS,
     ContextSelection,
     Criterion,
     Design,
+    Pair,
+    PairwiseSetup,
     Pay,
     Scale,
     StudyConfig,
@@ -121,13 +145,26 @@ class _Reader:
 def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     """Validate a parsed study file (see module docstring) and return the typed StudyConfig."""
     r = _Reader(source)
-    known_top = {"name", "seed", "title", "instructions", "contexts", "systems", "design", "pay", "criteria", "scale"}
+    known_top = {"name", "seed", "title", "instructions", "contexts", "systems", "design", "pay", "criteria", "scale",
+                 "kind", "compare_with"}
     unknown = sorted(set(data) - known_top)
     if unknown:
         raise r.error(unknown[0], f"unknown field; expected one of {', '.join(sorted(known_top))}")
     name = r.string(data, "name", "name")
     if not NAME_PATTERN.fullmatch(name):
         raise r.error("name", f"{name!r} must be 1-100 letters, digits, '.', '_' or '-'")
+    kind = r.string(data, "kind", "kind", "likert")
+    if kind not in STUDY_KINDS:
+        raise r.error("kind", f"unknown study kind {kind!r}; expected {' or '.join(STUDY_KINDS)}")
+    pairwise = kind == "pairwise"
+    compare_with = ""
+    if "compare_with" in data:
+        compare_with = r.string(data, "compare_with", "compare_with")
+        if not NAME_PATTERN.fullmatch(compare_with):
+            raise r.error("compare_with", f"{compare_with!r} is not a study name (1-100 letters, digits, '.', '_' "
+                          "or '-')")
+        if compare_with == name:
+            raise r.error("compare_with", "names this study itself; name the study to compare with")
     seed = r.integer(data, "seed", "seed", 0, minimum=0)
     for key in ("title", "instructions"):
         if isinstance(data.get(key), str) and (problem := text_problem(data[key])):
@@ -148,12 +185,17 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
                                 split=split, count=count, ids=ids,
                                 emotions=r.strings(c, "emotions", "contexts.emotions"))
 
-    s = r.table(data, "systems", "systems", {"names", "controls"})
+    s = r.table(data, "systems", "systems", {"names", "controls", "pairs", "anchor"})
     if "names" not in s:
         raise r.error("systems.names", "is required: the systems whose responses are rated")
     systems = r.strings(s, "names", "systems.names")
     if not systems:
         raise r.error("systems.names", "must name at least one system")
+    if not pairwise:
+        for key in ("pairs", "anchor"):
+            if key in s:
+                raise r.error(f"systems.{key}", 'is for pairwise studies only (kind = "pairwise")')
+    pairs = _pairs(r, s, systems) if pairwise else ()
     controls = r.strings(s, "controls", "systems.controls")
     for i, control in enumerate(controls):
         if control not in CONTROL_TARGETS:
@@ -164,7 +206,14 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
         raise r.error("systems.names", f"{sorted(overlap)[0]!r} is a control; list it under systems.controls")
 
     d = r.table(data, "design", "design", {"ratings_per_response", "items_per_assignment", "control_rate",
-                                           "assignment_minutes"})
+                                           "assignment_minutes", "judgments_per_pair", "ties"})
+    if pairwise and "ratings_per_response" in d:
+        raise r.error("design.ratings_per_response", "a pairwise study counts judgments per (context, pair): "
+                      "use design.judgments_per_pair")
+    if not pairwise:
+        for key in ("judgments_per_pair", "ties"):
+            if key in d:
+                raise r.error(f"design.{key}", 'is for pairwise studies only (kind = "pairwise")')
     design = Design(
         ratings_per_response=r.integer(d, "ratings_per_response", "design.ratings_per_response",
                                        Design.ratings_per_response, minimum=1, maximum=50),
@@ -188,7 +237,17 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
                   platform_fee=r.number(p, "platform_fee", "pay.platform_fee", Pay.platform_fee, minimum=0.0,
                                         maximum=1.0))
 
-    criteria = DEFAULT_CRITERIA
+    setup = None
+    if pairwise:
+        ties = d.get("ties", PairwiseSetup.ties)
+        if not isinstance(ties, bool):
+            raise r.error("design.ties", f"must be true or false, got {ties!r}")
+        setup = PairwiseSetup(pairs=pairs, anchor=s.get("anchor", ""), ties=ties,
+                              judgments_per_pair=r.integer(d, "judgments_per_pair", "design.judgments_per_pair",
+                                                           PairwiseSetup.judgments_per_pair, minimum=1,
+                                                           maximum=50))
+
+    criteria = DEFAULT_PAIRWISE_CRITERIA if pairwise else DEFAULT_CRITERIA
     if "criteria" in data:
         raw = data["criteria"]
         if not isinstance(raw, list) or not raw:
@@ -213,6 +272,8 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
         criteria = tuple(parsed)
 
     scale = Scale()
+    if pairwise and "scale" in data:
+        raise r.error("scale", "a pairwise study has no scale: raters choose A, B (or a tie)")
     if "scale" in data:
         sc = r.table(data, "scale", "scale", {"min", "max", "labels"})
         low = r.integer(sc, "min", "scale.min", 1, minimum=0)
@@ -228,7 +289,48 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
                        title=data.get("title", "") if isinstance(data.get("title", ""), str) else "",
                        instructions=data.get("instructions", "") if isinstance(data.get("instructions", ""), str)
                        else "",
-                       control_targets={c: CONTROL_TARGETS[c] for c in controls})
+                       control_targets={c: CONTROL_TARGETS[c] for c in controls},
+                       kind=kind, pairwise=setup, compare_with=compare_with)
+
+
+def _pairs(r: _Reader, s: dict, systems: tuple[str, ...]) -> tuple[Pair, ...]:
+    """The pairs a pairwise study compares: systems.pairs as listed, or the anchor against each other name,
+    or every pair of names (in the order they are named); every name must be in some pair."""
+    if "pairs" in s and "anchor" in s:
+        raise r.error("systems", "give pairs or anchor, not both")
+    if len(systems) < 2:
+        raise r.error("systems.names", "a pairwise study compares at least two systems")
+    if "anchor" in s:
+        anchor = r.string(s, "anchor", "systems.anchor")
+        if anchor not in systems:
+            raise r.error("systems.anchor", f"{anchor!r} is not among systems.names ({', '.join(systems)})")
+        return tuple(Pair(anchor, other) for other in systems if other != anchor)
+    if "pairs" not in s:
+        return tuple(Pair(a, b) for i, a in enumerate(systems) for b in systems[i + 1:])
+    raw = s["pairs"]
+    if not isinstance(raw, list) or not raw:
+        raise r.error("systems.pairs", f'must be a non-empty list of pairs like [["moel", "gold"]], got {raw!r}')
+    pairs: list[Pair] = []
+    seen: dict[frozenset[str], int] = {}
+    for i, entry in enumerate(raw):
+        path = f"systems.pairs[{i}]"
+        if not isinstance(entry, list) or len(entry) != 2 or not all(isinstance(v, str) for v in entry):
+            raise r.error(path, f'must be two system names like ["moel", "gold"], got {entry!r}')
+        for name in entry:
+            if name not in systems:
+                raise r.error(path, f"{name!r} is not among systems.names ({', '.join(systems)})")
+        if entry[0] == entry[1]:
+            raise r.error(path, f"pairs {entry[0]!r} with itself; a pair is two different systems")
+        key = frozenset(entry)
+        if key in seen:
+            raise r.error(path, f"repeats systems.pairs[{seen[key]}] (a pair is the same in either order)")
+        seen[key] = i
+        pairs.append(Pair(entry[0], entry[1]))
+    paired = {name for pair in pairs for name in (pair.first, pair.second)}
+    unpaired = [name for name in systems if name not in paired]
+    if unpaired:
+        raise r.error("systems.names", f"{unpaired[0]!r} is in no pair of systems.pairs; pair it or remove it")
+    return tuple(pairs)
 
 
 def load_study_file(path: Path) -> StudyConfig:

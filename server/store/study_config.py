@@ -9,6 +9,12 @@ jobs, the report. A stored row that does not validate raises StudyConfigError na
 (3, 5, ('empathy', 'relevance', 'fluency'))
 >>> StudyConfig.from_json(config.to_json(), study="pilot") == config
 True
+>>> ab = StudyConfig(name="ab", kind="pairwise", systems=("moel", "gold"), criteria=DEFAULT_PAIRWISE_CRITERIA,
+...                  pairwise=PairwiseSetup(pairs=(Pair("moel", "gold"),), anchor="moel"))
+>>> ab.pairwise.pairs[0].label, ab.pairwise.judgments_per_pair, ab.pairwise.ties
+('gold|moel', 3, True)
+>>> StudyConfig.from_json(ab.to_json(), study="ab") == ab, "pairwise" in config.to_json()
+(True, False)
 >>> StudyConfig.from_json({"design": {"ratings_per_response": "three"}}, study="pilot")
 ... # doctest: +ELLIPSIS
 Traceback (most recent call last):
@@ -24,6 +30,9 @@ from server.errors import BadInput
 
 # The criteria of Rashkin et al. (ACL 2019), in the wording shown to raters.
 DEFAULT_CRITERIA: tuple[Criterion, ...]
+# The same three criteria asked as a choice between two responses (the A/B tests of MoEL and MIME).
+DEFAULT_PAIRWISE_CRITERIA: tuple[Criterion, ...]
+STUDY_KINDS = ("likert", "pairwise")
 DEFAULT_SCALE_LABELS = ("1 - Not at all", "2 - Slightly", "3 - Moderately", "4 - Mostly", "5 - Completely")
 
 
@@ -70,6 +79,36 @@ class Design:
 
 
 @dataclass(frozen=True)
+class Pair:
+    """Two systems compared in a pairwise study: `first` is the one whose wins are counted ("ours" in the
+    papers' A/B tables, the anchor when one is given), `second` the one it is compared with."""
+
+    first: str
+    second: str
+
+    @property
+    def label(self) -> str:
+        """The pair as the judgment table names it: both systems, sorted, joined by '|' (the same whichever
+        system is "ours")."""
+        return "|".join(sorted((self.first, self.second)))
+
+
+@dataclass(frozen=True)
+class PairwiseSetup:
+    """What only a pairwise (A/B) study has.
+
+    `pairs` is always the explicit list (the study file's `anchor` or all-pairs default is expanded when it is
+    read); `judgments_per_pair` is k, the distinct annotators who judge each (context, pair); `ties` says
+    whether a rater may answer "tie". In a pairwise study `design.ratings_per_response` is not used.
+    """
+
+    pairs: tuple[Pair, ...] = ()
+    anchor: str = ""  # the system every pair holds, when the study file named one
+    ties: bool = True
+    judgments_per_pair: int = 3
+
+
+@dataclass(frozen=True)
 class Pay:
     """What a crowd worker is paid per assignment, and the platform's fee as a share of it."""
 
@@ -107,11 +146,31 @@ DEFAULT_CRITERIA = (
               "Fluency: the response is understandable, grammatical English, whatever its content."),
 )
 
+# Rashkin et al.'s questions turned into a choice between responses A and B, as the A/B tests of MoEL
+# (Lin et al., 2019) and MIME (Majumder et al., 2020) put them: which response is better on the criterion,
+# or a tie. The definitions are the Likert ones.
+DEFAULT_PAIRWISE_CRITERIA = (
+    Criterion("empathy", "Empathy",
+              "Which response shows more understanding of the feelings of the person talking about their "
+              "experience?", DEFAULT_CRITERIA[0].definition),
+    Criterion("relevance", "Relevance",
+              "Which response is more appropriate to the conversation and more on-topic?",
+              DEFAULT_CRITERIA[1].definition),
+    Criterion("fluency", "Fluency",
+              "Which response is easier to understand, with more accurate language?",
+              DEFAULT_CRITERIA[2].definition),
+)
+
 
 @dataclass(frozen=True)
 class StudyConfig:
     """Everything a study is configured with; `control_targets` maps each control to the criterion it is
-    built to fail (declared by the control systems themselves)."""
+    built to fail (declared by the control systems themselves).
+
+    `kind` is "likert" (one response rated on the scale) or "pairwise" (two responses to one context, one
+    chosen per criterion; `pairwise` holds what only such a study has). `compare_with` names another study
+    the report shows beside this one; an annotator sees a context at most once across the two.
+    """
 
     name: str = ""
     seed: int = 0
@@ -125,14 +184,26 @@ class StudyConfig:
     title: str = ""
     instructions: str = ""
     control_targets: dict[str, str] = field(default_factory=dict)
+    kind: str = "likert"
+    pairwise: PairwiseSetup | None = None
+    compare_with: str = ""
 
     @property
     def criterion_keys(self) -> tuple[str, ...]:
         return tuple(c.key for c in self.criteria)
 
+    @property
+    def is_pairwise(self) -> bool:
+        return self.kind == "pairwise"
+
     def to_json(self) -> dict[str, Any]:
-        """The JSON the store keeps (lists for tuples)."""
-        return _jsonable(asdict(self))
+        """The JSON the store keeps (lists for tuples). The keys added with pairwise studies are written only
+        when they differ from their defaults, so a Likert study's stored JSON is what it always was."""
+        stored = _jsonable(asdict(self))
+        for key, default in _LATER_KEYS.items():
+            if stored[key] == default:
+                del stored[key]
+        return stored
 
     @classmethod
     def from_json(cls, data: Any, *, study: str) -> StudyConfig:
@@ -176,7 +247,14 @@ class StudyConfig:
             instructions=reader.text(top, "instructions", "instructions", ""),
             control_targets={str(k): str(v) for k, v in
                              reader.mapping(top.get("control_targets", {}), "control_targets").items()},
+            kind=reader.text(top, "kind", "kind", "likert"),
+            pairwise=None if top.get("pairwise") is None else reader.pairwise(top["pairwise"]),
+            compare_with=reader.text(top, "compare_with", "compare_with", ""),
         )
+
+
+# Keys StudyConfig gained after studies were first stored, with the defaults to_json leaves out.
+_LATER_KEYS: dict[str, Any] = {"kind": "likert", "pairwise": None, "compare_with": ""}
 
 
 def _jsonable(value: Any) -> Any:
@@ -228,6 +306,29 @@ class _Reader:
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             raise self.fail(path, f"expected a list of strings, got {value!r}")
         return tuple(value)
+
+    def boolean(self, data: dict, key: str, path: str, default: bool) -> bool:
+        value = data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {value!r}")
+        return value
+
+    def pairwise(self, value: Any) -> PairwiseSetup:
+        setup = self.mapping(value, "pairwise")
+        raw_pairs = setup.get("pairs", [])
+        if not isinstance(raw_pairs, list):
+            raise self.fail("pairwise.pairs", f"expected a list, got {raw_pairs!r}")
+        pairs = []
+        for i, entry in enumerate(raw_pairs):
+            entry = self.mapping(entry, f"pairwise.pairs[{i}]")
+            pairs.append(Pair(first=self.text(entry, "first", f"pairwise.pairs[{i}].first", ""),
+                              second=self.text(entry, "second", f"pairwise.pairs[{i}].second", "")))
+        defaults = PairwiseSetup()
+        return PairwiseSetup(
+            pairs=tuple(pairs), anchor=self.text(setup, "anchor", "pairwise.anchor", defaults.anchor),
+            ties=self.boolean(setup, "ties", "pairwise.ties", defaults.ties),
+            judgments_per_pair=self.integer(setup, "judgments_per_pair", "pairwise.judgments_per_pair",
+                                            defaults.judgments_per_pair))
 
     def criteria(self, value: Any) -> tuple[Criterion, ...]:
         if not isinstance(value, list):
