@@ -53,12 +53,14 @@ def alpha_so_far(rows: list[dict], criterion: str, scale: tuple[int, int] = (1, 
 
 
 def study_progress(name: str) -> dict:
-    """Items done, assignments by status, ratings per annotator, seconds per item, alpha so far."""
+    """Whether it is open or closed, items done, assignments by status, ratings per annotator, seconds per item,
+    alpha so far."""
     engine = _engine()
     with Session(engine) as session:
         study = study_by_name(session, name)
         statuses = assignment_counts(session, study.id)
         config = study.config
+        status = study.status
     rows = export_rows(engine, name)
     criteria = config.criterion_keys
     scale = (config.scale.min, config.scale.max)
@@ -70,6 +72,7 @@ def study_progress(name: str) -> dict:
     k = config.design.ratings_per_response
     return {
         "study": name,
+        "status": status,
         "assignments": statuses,
         "items_rated": len(items_rated),
         "ratings": len(rows),
