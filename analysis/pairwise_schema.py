@@ -59,6 +59,10 @@ class JudgmentError(ValueError):
 def pair_name(system_1: str, system_2: str) -> str:
     """The ``pair`` value of two systems: their names in sorted order, joined by ``|``.
 
+    Returns
+    -------
+    pair : str
+
     Examples
     --------
     >>> pair_name("moel", "gold"), pair_name("gold", "moel")
@@ -214,3 +218,35 @@ def _booleans(values: pd.Series, column: str, source: str) -> pd.Series:
         else:
             raise JudgmentError(f"{source}: row {row + 1}, column {column!r} is {value!r}; expected true or false")
     return pd.Series(parsed, index=values.index, dtype=bool)
+
+
+def judgment_rows(specs: Any, *, annotator: str = "ann-1", study: str = "ab", criteria: tuple[str, ...] = ("empathy",),
+                  assignment_id: int = 1, is_control: bool = False, control_target: str | None = None,
+                  late: bool = False) -> list[dict]:
+    """Contract rows from compact specs, for hand-made tables (tests, examples): each spec is
+    ``(context_id, system_left, system_right, choice)`` or the same plus an annotator, and gives one row per
+    criterion with that choice; positions count the specs from 0.
+
+    Returns
+    -------
+    rows : list of dict
+        One dict per spec and criterion, with the keys ``JUDGMENT_COLUMNS``.
+
+    Examples
+    --------
+    >>> row = judgment_rows([(4, "moel", "gold", "right", "ann-2")])[0]
+    >>> row["pair"], row["preferred"], row["annotator"]
+    ('gold|moel', 'gold', 'ann-2')
+    """
+    rows = []
+    for position, spec in enumerate(specs):
+        context_id, left, right, choice = spec[:4]
+        who = spec[4] if len(spec) > 4 else annotator
+        preferred = {"left": left, "right": right}.get(choice, TIE)
+        for criterion in criteria:
+            rows.append({"study": study, "assignment_id": assignment_id, "annotator": who, "context_id": context_id,
+                         "criterion": criterion, "pair": pair_name(left, right), "system_left": left,
+                         "system_right": right, "choice": choice, "preferred": preferred, "position": position,
+                         "is_control": is_control, "control_target": control_target if is_control else None,
+                         "late": late})
+    return rows

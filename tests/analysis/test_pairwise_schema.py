@@ -2,6 +2,11 @@
 and the row of what it refuses."""
 from __future__ import annotations
 
+import importlib
+import inspect
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
@@ -68,3 +73,25 @@ def test_control_target_is_kept_for_controls_only():
     table = validate_judgments([_row(is_control="true", control_target="Empathy"),
                                 _row(context_id=2, control_target="fluency")])
     assert table["control_target"].tolist() == ["empathy", None]
+
+
+def test_the_schema_imports_neither_pandas_nor_numpy():
+    probe = "import sys, analysis.pairwise_schema; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout.strip() == "[]"
+
+
+PAIRWISE_MODULES = ["analysis.pairwise_schema", "analysis.pairwise", "analysis.bradley_terry",
+                    "analysis.simulate_pairwise"]
+
+
+@pytest.mark.parametrize("module_name", PAIRWISE_MODULES)
+def test_every_public_pairwise_function_documents_its_return_and_runs_an_example(module_name):
+    module = importlib.import_module(module_name)
+    functions = [value for name, value in vars(module).items()
+                 if not name.startswith("_") and inspect.isfunction(value) and value.__module__ == module_name]
+    assert functions
+    for function in functions:
+        doc = inspect.getdoc(function) or ""
+        assert "\nReturns\n-------\n" in doc, f"{function.__name__}: no Returns section"
+        assert "\nExamples\n--------\n" in doc and "\n>>> " in doc, f"{function.__name__}: no example"
