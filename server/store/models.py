@@ -3,7 +3,10 @@
 Every uniqueness rule that prevents double counting lives in the schema, not only in Python:
 a dialogue is imported once per dataset, a system produces one response per context, an annotator
 rates an item once per criterion, a submission id is stored once, an annotator holds at most one active
-assignment per study, and is shown a context at most once per study.
+assignment per study, and is shown a context at most once per study. In a pairwise (A/B) study a pair item
+compares two responses to the same context, stored once whatever the sides; each placement logs which side
+is shown on the left, and a choice is one per (assignment, pair item, criterion) and per (pair item,
+annotator, criterion), made about a placement of that very assignment.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -159,6 +163,11 @@ class Response(Base):
 
     context: Mapped[Context] = relationship()
     system: Mapped[System] = relationship()
+
+
+# (id, context_id) is unique because id is: declared so that a pair item can point at a response *and* its
+# context with one composite foreign key, which makes both responses of a pair answer the same context.
+Index("uq_response_id_context_id", Response.id, Response.context_id, unique=True)
 
 
 class Study(Base):
@@ -345,6 +354,101 @@ class Rating(Base):
 
     assignment: Mapped[Assignment] = relationship()
     item: Mapped[StudyItem] = relationship()
+    annotator: Mapped[Annotator] = relationship()
+
+
+class PairItem(Base):
+    """Two systems' responses to one context, compared in a pairwise (A/B) study.
+
+    The pair is stored once, whatever the sides: `response_a_id` < `response_b_id`; which of the two a rater
+    sees on the left is logged per placement (AssignmentPair.shown_left). Both composite foreign keys go
+    through `context_id`, so both responses answer this context (the context the hand-out records as seen).
+    A control pair holds a control system's response on `control_side`, built to lose on `control_target`
+    (the one criterion it is scored on).
+    """
+
+    __tablename__ = "pair_item"
+    __table_args__ = (
+        UniqueConstraint("study_id", "response_a_id", "response_b_id"),
+        CheckConstraint("response_a_id < response_b_id", name="responses_ordered"),
+        CheckConstraint("control_side IN ('a', 'b')", name="control_side_known"),
+        CheckConstraint("(is_control AND control_target IS NOT NULL AND control_side IS NOT NULL) OR "
+                        "(NOT is_control AND control_target IS NULL AND control_side IS NULL)",
+                        name="control_has_target_and_side"),
+        ForeignKeyConstraint(["response_a_id", "context_id"], ["response.id", "response.context_id"],
+                             ondelete="RESTRICT"),
+        ForeignKeyConstraint(["response_b_id", "context_id"], ["response.id", "response.context_id"],
+                             ondelete="RESTRICT"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    context_id: Mapped[int] = mapped_column(ForeignKey("context.id", ondelete="RESTRICT"), index=True)
+    response_a_id: Mapped[int]
+    response_b_id: Mapped[int]
+    is_control: Mapped[bool] = mapped_column(Boolean, default=False)
+    control_target: Mapped[str | None] = mapped_column(String(32))
+    control_side: Mapped[str | None] = mapped_column(String(1))
+    design: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+    study: Mapped[Study] = relationship()
+    context: Mapped[Context] = relationship()
+    response_a: Mapped[Response] = relationship(
+        primaryjoin="Response.id == PairItem.response_a_id", foreign_keys="PairItem.response_a_id", viewonly=True)
+    response_b: Mapped[Response] = relationship(
+        primaryjoin="Response.id == PairItem.response_b_id", foreign_keys="PairItem.response_b_id", viewonly=True)
+
+
+class AssignmentPair(Base):
+    """Which pair item sits at which position of an assignment, and which of its responses is shown on the left
+    (as A): 'a' or 'b', as the design counterbalanced it. An expiry copy must copy `shown_left` too."""
+
+    __tablename__ = "assignment_pair"
+    __table_args__ = (
+        UniqueConstraint("assignment_id", "pair_item_id"),
+        UniqueConstraint("assignment_id", "position"),
+        CheckConstraint("position >= 0", name="position_nonnegative"),
+        CheckConstraint("shown_left IN ('a', 'b')", name="shown_left_known"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
+    pair_item_id: Mapped[int] = mapped_column(ForeignKey("pair_item.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int]
+    shown_left: Mapped[str] = mapped_column(String(1))
+    seconds_on_item: Mapped[float | None]
+
+    assignment: Mapped[Assignment] = relationship()
+    pair_item: Mapped[PairItem] = relationship()
+
+
+class Choice(Base):
+    """One answer on one criterion about one pair item by one annotator: the side chosen as it was shown to
+    her ('left' or 'right') or 'tie'. The system it means follows from the placement's `shown_left`; the
+    composite foreign key makes sure that placement is in this very assignment. As for ratings, two keys make
+    double counting impossible: one choice per (assignment, pair item, criterion) and one per (pair item,
+    annotator, criterion) even across assignments. Whether the study allows ties is checked on submission."""
+
+    __tablename__ = "choice"
+    __table_args__ = (
+        UniqueConstraint("assignment_id", "pair_item_id", "criterion"),
+        UniqueConstraint("pair_item_id", "annotator_id", "criterion"),
+        CheckConstraint("choice IN ('left', 'right', 'tie')", name="choice_known"),
+        ForeignKeyConstraint(["assignment_id", "pair_item_id"],
+                             ["assignment_pair.assignment_id", "assignment_pair.pair_item_id"], ondelete="CASCADE"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
+    pair_item_id: Mapped[int] = mapped_column(ForeignKey("pair_item.id", ondelete="CASCADE"), index=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotator.id"), index=True)
+    criterion: Mapped[str] = mapped_column(String(32))
+    choice: Mapped[str] = mapped_column(String(5))
+    submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
+    submission_id: Mapped[str] = mapped_column(String(100), index=True)
+
+    assignment: Mapped[Assignment] = relationship()
+    pair_item: Mapped[PairItem] = relationship()
     annotator: Mapped[Annotator] = relationship()
 
 
