@@ -11,10 +11,12 @@ system with a higher effect wins more A/B judgments exactly when it gets higher 
 protocols agree in expectation.
 
 Careless kinds as in the Likert simulation: random clickers (uniform over left, right and, when allowed,
-tie) and straight-liners (always the same screen side). Each assignment holds up to ``pairs_per_assignment``
-(context, pair) units, no context twice, plus ``controls_per_assignment`` control pairs (a real response
-beside a control built to lose on one criterion); the left/right order alternates within each pair (balanced
-within one), and no annotator sees a context twice while it can be avoided.
+tie) and straight-liners (always the same screen side). The k judgments of a (context, pair) go to k
+different annotators, the least loaded of those who have not seen the context (no annotator sees a context
+twice while the pool allows it); each annotator's units are cut into assignments of ``pairs_per_assignment``,
+each with ``controls_per_assignment`` control pairs (a real response beside a control built to lose on one
+criterion, on a context the annotator has not seen); the left/right order alternates within each pair
+(balanced within one over the study).
 """
 from __future__ import annotations
 
@@ -152,23 +154,38 @@ def simulate_pairwise_study(
                                         + rng.normal(0.0, response_sd * 0.7) for c in criteria}
 
     # Units (context, left, right), the order alternating within each pair.
-    units = []
+    units_of: dict[int, list[tuple[int, str, str]]] = {context: [] for context in contexts}
     for first, second in chosen_pairs:
-        draws = [(context, r) for context in contexts for r in range(k)]
+        draws = [context for context in contexts for _ in range(k)]
         flip = bool(rng.integers(2))
         for count, index in enumerate(rng.permutation(len(draws))):
-            context = draws[index][0]
-            units.append((context, first, second) if (count % 2 == 0) != flip else (context, second, first))
-    chunks = _chunks([units[i] for i in rng.permutation(len(units))], pairs_per_assignment)
-
+            context = draws[index]
+            units_of[context].append((context, first, second) if (count % 2 == 0) != flip else (context, second, first))
+    # Annotators per unit: the k judgments of a (context, pair) go to k different annotators, the least loaded
+    # of those who have not seen the context yet (of those who have, when every one has).
     seen: dict[str, set[int]] = {name: set() for name in names}
-    done: dict[str, set[tuple[int, str]]] = {name: set() for name in names}
     load = dict.fromkeys(names, 0)
+    work: dict[str, list[tuple[int, str, str]]] = {name: [] for name in names}
+    for context in rng.permutation(contexts):
+        by_pair: dict[str, list[tuple[int, str, str]]] = {}
+        for unit in units_of[int(context)]:
+            by_pair.setdefault(pair_name(unit[1], unit[2]), []).append(unit)
+        for pair_units in by_pair.values():
+            ranked = sorted(names, key=lambda name: (int(context) in seen[name], load[name], rng.random()))
+            for annotator, unit in zip(ranked, pair_units, strict=False):
+                work[annotator].append(unit)
+                seen[annotator].add(int(context))
+                load[annotator] += 1
+    chunks = []
+    for name in names:
+        mine = [work[name][i] for i in rng.permutation(len(work[name]))]
+        chunks += [(name, mine[i:i + pairs_per_assignment]) for i in range(0, len(mine), pairs_per_assignment)]
+    chunks = [chunks[i] for i in rng.permutation(len(chunks))]
+
     rows = []
-    for number, chunk in enumerate(chunks, start=1):
-        annotator = _pick_annotator(chunk, names, seen, done, load, rng)
+    for number, (annotator, chunk) in enumerate(chunks, start=1):
         shown = list(chunk)
-        free = [c for c in contexts if c not in seen[annotator] and c not in {u[0] for u in chunk}]
+        free = [c for c in contexts if c not in seen[annotator]]
         for _ in range(controls_per_assignment):
             if not free:
                 break
@@ -177,10 +194,8 @@ def simulate_pairwise_study(
             real = systems[int(rng.integers(len(systems)))]
             shown.append((context, kind, real) if rng.integers(2) else (context, real, kind))
         shown = [shown[i] for i in rng.permutation(len(shown))]
-        load[annotator] += 1
         for position, (context, left, right) in enumerate(shown):
             seen[annotator].add(context)
-            done[annotator].add((context, pair_name(left, right)))
             control = left in CONTROL_PROFILES or right in CONTROL_PROFILES
             for criterion in criteria:
                 choice = _choice(rng, role_of[annotator], side_of[annotator],
@@ -217,28 +232,3 @@ def _choice(rng: np.random.Generator, role: str, side: str, left: float, right: 
     if allow_ties and abs(difference) < tie_band:
         return "tie"
     return "left" if difference > 0 else "right"
-
-
-def _chunks(units: list[tuple[int, str, str]], size: int) -> list[list[tuple[int, str, str]]]:
-    """Assignments of at most ``size`` units, no context twice in one (first fit)."""
-    chunks: list[list[tuple[int, str, str]]] = []
-    for unit in units:
-        for chunk in chunks:
-            if len(chunk) < size and all(other[0] != unit[0] for other in chunk):
-                chunk.append(unit)
-                break
-        else:
-            chunks.append([unit])
-    return chunks
-
-
-def _pick_annotator(chunk, names, seen, done, load, rng) -> str:
-    """The least-loaded annotator who has seen none of the chunk's contexts; failing that, the one who has
-    seen fewest of them but judged none of its (context, pair) units."""
-    contexts = {unit[0] for unit in chunk}
-    units = {(unit[0], pair_name(unit[1], unit[2])) for unit in chunk}
-    candidates = [name for name in names if not units & done[name]]
-    if not candidates:
-        raise ValueError("too few annotators: every one has already judged a unit of an assignment; "
-                         "raise n_honest or lower k")
-    return min(candidates, key=lambda name: (len(contexts & seen[name]), load[name], rng.random()))
