@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis.bootstrap import weighted_sums
+
 LEVELS = ("nominal", "ordinal", "interval", "ratio")
 
 
@@ -57,7 +59,9 @@ def unit_value_counts(reliability_data: np.ndarray, values: np.ndarray) -> np.nd
 def _as_weights(unit_weights: np.ndarray | None, n_units: int) -> tuple[np.ndarray, bool]:
     if unit_weights is None:
         return np.ones((1, n_units)), True
-    weights = np.atleast_2d(np.asarray(unit_weights, dtype=float))
+    weights = np.atleast_2d(np.asarray(unit_weights))
+    if weights.dtype.kind not in "uif":  # resample counts stay integers (see analysis.bootstrap.weighted_sums)
+        weights = weights.astype(float)
     if weights.shape[1] != n_units:
         raise ValueError(f"unit_weights has {weights.shape[1]} columns for {n_units} units")
     return weights, False
@@ -154,7 +158,7 @@ def krippendorff_alpha(
     weights, scalar = _as_weights(unit_weights, counts.shape[0])
     n_values = values.size
     per_unit = coincidence_contributions(counts).reshape(counts.shape[0], n_values * n_values)
-    observed = (weights @ per_unit).reshape(-1, n_values, n_values)  # (B, V, V)
+    observed = weighted_sums(weights, per_unit).reshape(-1, n_values, n_values)  # (B, V, V)
     n_v = observed.sum(axis=1)  # (B, V)
     n = n_v.sum(axis=1)  # (B,)
     distance = _distances(values, level, n_v)  # (B, V, V)
@@ -275,8 +279,10 @@ def gwet_ac2(
             pairable, (counts * (weighted - 1.0)).sum(axis=1) / (r_i * (r_i - 1.0)), 0.0
         )
         shares = np.where(rated[:, None], counts / r_i[:, None], 0.0)
-        p_a = (unit_w @ agreement) / (unit_w @ pairable.astype(float))
-        pi = (unit_w @ shares) / (unit_w @ rated.astype(float))[:, None]
+        # One pass over the resamples for every per-unit quantity: columns agreement, pairable, rated, shares.
+        sums = weighted_sums(unit_w, np.column_stack([agreement, pairable, rated, shares]))
+        p_a = sums[:, 0] / sums[:, 1]
+        pi = sums[:, 3:] / sums[:, 2][:, None]
         p_e = category_weights.sum() / (q * (q - 1.0)) * (pi * (1.0 - pi)).sum(axis=1)
         ac2 = (p_a - p_e) / (1.0 - p_e)
     ac2[~np.isfinite(ac2)] = np.nan
@@ -313,9 +319,10 @@ def fleiss_kappa(counts: np.ndarray, *, unit_weights: np.ndarray | None = None):
     m = m[0]
     weights, scalar = _as_weights(unit_weights, counts.shape[0])
     per_subject = ((counts**2).sum(axis=1) - m) / (m * (m - 1.0))
-    total = weights.sum(axis=1)
-    p_bar = (weights @ per_subject) / total
-    p_j = (weights @ counts) / (total * m)[:, None]
+    total = weights.sum(axis=1, dtype=float)
+    sums = weighted_sums(weights, np.column_stack([per_subject, counts]))
+    p_bar = sums[:, 0] / total
+    p_j = sums[:, 1:] / (total * m)[:, None]
     p_e = (p_j**2).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         kappa = (p_bar - p_e) / (1.0 - p_e)
@@ -360,7 +367,8 @@ def percent_agreement(
     agreeing_pairs = np.einsum("uc,ck,uk->u", counts, close, counts) - counts.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(pairable, agreeing_pairs / (m * (m - 1.0)), 0.0)
-        result = (weights @ share) / (weights @ pairable.astype(float))
+        sums = weighted_sums(weights, np.column_stack([share, pairable]))
+        result = sums[:, 0] / sums[:, 1]
     result[~np.isfinite(result)] = np.nan
     return _finish(result, scalar)
 
@@ -400,12 +408,14 @@ def icc_two_way(matrix: np.ndarray, *, unit_weights: np.ndarray | None = None) -
         raise ValueError("the ICC needs at least two targets and two judges")
     weights, scalar = _as_weights(unit_weights, n)
     y = y - y.mean()  # centring keeps the sums of squares free of cancellation
-    draws = weights.sum(axis=1)
+    draws = weights.sum(axis=1, dtype=float)
     row_means = y.mean(axis=1)
-    grand = (weights @ row_means) / draws
-    col_means = (weights @ y) / draws[:, None]
-    ss_total = weights @ (y**2).sum(axis=1) - draws * k * grand**2
-    ss_rows = k * (weights @ row_means**2 - draws * grand**2)
+    # One pass over the resamples: columns row mean, its square, row sum of squares, then y itself.
+    sums = weighted_sums(weights, np.column_stack([row_means, row_means**2, (y**2).sum(axis=1), y]))
+    grand = sums[:, 0] / draws
+    col_means = sums[:, 3:] / draws[:, None]
+    ss_total = sums[:, 2] - draws * k * grand**2
+    ss_rows = k * (sums[:, 1] - draws * grand**2)
     ss_cols = draws * ((col_means - grand[:, None]) ** 2).sum(axis=1)
     ss_error = ss_total - ss_rows - ss_cols
     bms = ss_rows / (draws - 1)
@@ -450,11 +460,12 @@ def icc_one_way(matrix: np.ndarray, *, unit_weights: np.ndarray | None = None) -
         raise ValueError("the ICC needs at least two targets with two ratings each")
     weights, scalar = _as_weights(unit_weights, n)
     y = y - y.mean()
-    draws = weights.sum(axis=1)
+    draws = weights.sum(axis=1, dtype=float)
     row_means = y.mean(axis=1)
-    grand = (weights @ row_means) / draws
-    ss_total = weights @ (y**2).sum(axis=1) - draws * k * grand**2
-    ss_rows = k * (weights @ row_means**2 - draws * grand**2)
+    sums = weighted_sums(weights, np.column_stack([row_means, row_means**2, (y**2).sum(axis=1)]))
+    grand = sums[:, 0] / draws
+    ss_total = sums[:, 2] - draws * k * grand**2
+    ss_rows = k * (sums[:, 1] - draws * grand**2)
     bms = ss_rows / (draws - 1)
     wms = (ss_total - ss_rows) / (draws * (k - 1))
     with np.errstate(divide="ignore", invalid="ignore"):

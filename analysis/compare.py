@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import optimize, stats
 from statsmodels.stats.multitest import multipletests
 
-from analysis.bootstrap import percentile_interval, resample_weights
+from analysis.bootstrap import percentile_interval, resample_weights, weighted_sums
 from analysis.load import require_columns
 
 #: Differences of item means are rounded to this many decimals before ranking: 10/3 - 7/3 is not exactly 1.0
@@ -87,7 +87,12 @@ def context_means(ratings: pd.DataFrame, *, criterion: str) -> pd.DataFrame:
     c1        2.5   4.5
     c2        2.5   4.0
     """
-    means = item_means(ratings)
+    return _by_context(item_means(ratings), criterion)
+
+
+def _by_context(means: pd.DataFrame, criterion: str) -> pd.DataFrame:
+    """``context_means`` from the item means already computed (``item_means`` groups the whole table by four
+    string columns: the costliest step of a comparison on a large study, so it is done once per call)."""
     means = means.loc[means["criterion"] == criterion]
     return means.pivot_table(index="context", columns="system", values="score", aggfunc="mean").sort_index()
 
@@ -131,19 +136,19 @@ def system_means(
     require_columns(ratings, ("annotator",), what="system_means")
     means = item_means(ratings)
     plain = ratings.loc[~ratings["is_control"].astype(bool)]
+    raters = plain.groupby(["criterion", "system"], observed=True)["annotator"].nunique()
     criteria = list(criteria) if criteria is not None else sorted(means["criterion"].unique())
     rows = []
     for criterion in criteria:
         for system, part in means.loc[means["criterion"] == criterion].groupby("system", sort=True):
             scores = part["score"].to_numpy(dtype=float)
-            boot = resample_weights(scores.size, n_boot=n_boot, seed=seed) @ scores / scores.size
+            boot = weighted_sums(resample_weights(scores.size, n_boot=n_boot, seed=seed), scores) / scores.size
             low, high, _ = percentile_interval(boot, level=ci_level)
-            raters = plain.loc[(plain["criterion"] == criterion) & (plain["system"] == system), "annotator"]
             rows.append(
                 {"criterion": criterion, "system": system, "mean": float(scores.mean()), "ci_low": low,
                  "ci_high": high, "sd_items": float(scores.std(ddof=1)) if scores.size > 1 else np.nan,
                  "n_items": int(scores.size), "n_ratings": int(part["n_ratings"].sum()),
-                 "n_annotators": int(raters.nunique())}
+                 "n_annotators": int(raters.get((criterion, system), 0))}
             )
     return pd.DataFrame(rows)
 
@@ -247,9 +252,7 @@ def paired_tests(
 
     result["rank_biserial"] = rank_biserial
     if nonzero.size and n > 1:
-        rng = np.random.default_rng(seed)
-        resampled = d[rng.integers(0, n, size=(n_boot, n))]
-        _, boot_r = _signed_rank_sums(resampled)
+        boot_r = _bootstrap_rank_biserial(d, n_boot=n_boot, rng=np.random.default_rng(seed))
         low, high, _ = percentile_interval(boot_r, level=ci_level)
     else:
         low = high = np.nan
@@ -318,7 +321,7 @@ def compare_pairs(
     rng = np.random.default_rng(seed)
     rows = []
     for criterion in criteria:
-        wide = context_means(ratings, criterion=criterion)
+        wide = _by_context(means, criterion)
         for system_a, system_b in itertools.combinations(sorted(wide.columns), 2):
             both = wide[[system_a, system_b]].dropna()
             row = {"criterion": criterion, "system_a": system_a, "system_b": system_b}
@@ -381,7 +384,7 @@ def friedman_test(
     criteria = list(criteria) if criteria is not None else sorted(means["criterion"].unique())
     rows = []
     for criterion in criteria:
-        wide = context_means(ratings, criterion=criterion).dropna()
+        wide = _by_context(means, criterion).dropna()
         wide = wide if decimals is None else wide.round(decimals)
         n, k = wide.shape
         row: dict[str, Any] = {"criterion": criterion, "n_blocks": int(n), "n_systems": int(k), "statistic": np.nan,
@@ -484,6 +487,44 @@ def _signed_rank_sums(d: np.ndarray):
     with np.errstate(divide="ignore", invalid="ignore"):
         r = (r_plus - r_minus) / (r_plus + r_minus)
     return r_plus, r
+
+
+#: Resampled differences drawn per block in ``_bootstrap_rank_biserial``: bounds its memory at 1M ratings.
+_BOOT_BLOCK = 2**22
+
+
+def _bootstrap_rank_biserial(d: np.ndarray, *, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """The matched-pairs rank-biserial r of ``n_boot`` resamples of the differences ``d`` (pairs drawn with
+    replacement, ``rng.integers(0, n, (n_boot, n))``), equal to ``_signed_rank_sums(d[drawn])``.
+
+    Ranking each resample costs a sort of n values per resample. But a resample's average rank of a value
+    is fixed by how many of the drawn values are smaller or equal: with the distinct |d| values g sorted
+    once, and W_g the number of draws with |d| = |d_g|, the average rank of g is ``sum_{h<g} W_h + (W_g + 1)/2``
+    (less the number of zeros drawn, which take the lowest ranks and are dropped). R+ and R- are then the
+    counts of positive and negative draws in each group times that rank: one bincount of the draws per
+    resample instead of one sort. The draws are made in blocks of rows (the generator gives the same numbers
+    drawn in one piece or in row blocks), so memory stays bounded.
+    """
+    n = d.size
+    magnitudes, group = np.unique(np.abs(d), return_inverse=True)
+    n_groups = magnitudes.size
+    # 3 classes per distinct |d|: 0 zero, 1 positive, 2 negative (only the group of |d| = 0 holds zeros).
+    kind = group * 3 + np.where(d > 0, 1, np.where(d < 0, 2, 0))
+    rows_per_block = max(1, _BOOT_BLOCK // n)
+    estimates = np.empty(n_boot)
+    for start in range(0, n_boot, rows_per_block):
+        rows = min(rows_per_block, n_boot - start)
+        drawn = rng.integers(0, n, size=(rows, n))
+        keys = kind[drawn] + (3 * n_groups) * np.arange(rows)[:, None]
+        counts = np.bincount(keys.ravel(), minlength=rows * 3 * n_groups).reshape(rows, n_groups, 3)
+        weight = counts.sum(axis=2)
+        zeros = counts[:, :, 0].sum(axis=1, keepdims=True)
+        ranks = np.cumsum(weight, axis=1) - weight + (weight + 1) / 2 - zeros
+        r_plus = (counts[:, :, 1] * ranks).sum(axis=1)
+        r_minus = (counts[:, :, 2] * ranks).sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            estimates[start:start + rows] = (r_plus - r_minus) / (r_plus + r_minus)
+    return estimates
 
 
 def _dz_interval(d_z: float, n: int, level: float) -> tuple[float, float]:
