@@ -166,15 +166,31 @@ def halo(ratings: pd.DataFrame, *, min_items: int = 5) -> pd.DataFrame:
     worker-03  0.50
     """
     real = ratings.loc[~ratings["is_control"].astype(bool)]
-    rows = []
-    for annotator, part in real.groupby("annotator"):
-        wide = part.pivot_table(index="item", columns="criterion", values="score").dropna()
-        value = np.nan
-        if wide.shape[0] >= min_items and wide.shape[1] >= 2 and (wide.std() > 0).all():
-            correlation = wide.corr(method="spearman").to_numpy()
-            value = float(correlation[np.triu_indices_from(correlation, k=1)].mean())
-        rows.append({"annotator": annotator, "halo": value})
-    return pd.DataFrame(rows, columns=["annotator", "halo"])
+    if real.empty:
+        return pd.DataFrame(columns=["annotator", "halo"])
+    # All annotators at once (one pivot per annotator cost ~10 ms each): rows (annotator, item), a column per
+    # criterion; an annotator's criteria are those they rated, and their items those scored on all of them.
+    wide = real.groupby(["annotator", "item", "criterion"], observed=True)["score"].mean().unstack("criterion")
+    by_annotator = wide.notna().groupby(level="annotator")
+    rated = by_annotator.transform("any")
+    wide = wide.loc[(wide.notna() | ~rated).all(axis=1)]
+    ranks = wide.groupby(level="annotator").rank(method="average")  # Spearman: Pearson on the ranks
+    centred = ranks - ranks.groupby(level="annotator").transform("mean")
+    grouped = centred.groupby(level="annotator")
+    squares = (centred**2).groupby(level="annotator").sum(min_count=1)
+    n_items = grouped.size()
+    n_criteria = rated.groupby(level="annotator").any().sum(axis=1)
+    criteria = list(wide.columns)
+    correlations = pd.DataFrame({
+        (a, b): (centred[a] * centred[b]).groupby(level="annotator").sum(min_count=1)
+        / np.sqrt(squares[a] * squares[b])
+        for i, a in enumerate(criteria) for b in criteria[i + 1:]}, index=n_items.index)
+    varies = ((squares > 0) | squares.isna()).all(axis=1)
+    usable = (n_items >= min_items) & (n_criteria.reindex(n_items.index) >= 2) & varies
+    values = correlations.mean(axis=1, skipna=True).where(usable)
+    annotators = sorted(real["annotator"].unique())
+    values = values.reindex(annotators)
+    return pd.DataFrame({"annotator": annotators, "halo": values.to_numpy(dtype=float)}, columns=["annotator", "halo"])
 
 
 def time_per_item(ratings: pd.DataFrame) -> pd.DataFrame:
@@ -253,20 +269,25 @@ def consensus_agreement(
     others = count - in_pool.astype(int)
     real = real.loc[others >= 1].copy()
     real["consensus"] = (total - pooled)[others >= 1] / others[others >= 1]
-    rows = []
-    for annotator, part in real.groupby("annotator"):
-        by_criterion = part.groupby("criterion")
-        own = (part["score"] - by_criterion["score"].transform("mean")).to_numpy(float)
-        others = (part["consensus"] - by_criterion["consensus"].transform("mean")).to_numpy(float)
-        n_items = int(part["item"].nunique())
-        defined = n_items >= min_items and np.abs(own).sum() > 0 and np.abs(others).sum() > 0
-        rows.append({
-            "annotator": annotator,
-            "n_consensus_items": n_items,
-            "consensus_r": float(own @ others / np.sqrt((own @ own) * (others @ others))) if defined else np.nan,
-            "consensus_mae": float((part["score"] - part["consensus"]).abs().mean()),
-        })
-    return pd.DataFrame(rows, columns=["annotator", "n_consensus_items", "consensus_r", "consensus_mae"])
+    # Every annotator at once (a loop over annotators cost ~10 ms each): centre within (annotator, criterion),
+    # then per-annotator sums of the products.
+    keys = [real["annotator"], real["criterion"]]
+    own = real["score"] - real["score"].groupby(keys).transform("mean")
+    others = real["consensus"] - real["consensus"].groupby(keys).transform("mean")
+    sums = pd.DataFrame({"cross": own * others, "own2": own * own, "others2": others * others,
+                         "own_abs": own.abs(), "others_abs": others.abs(),
+                         "error": (real["score"] - real["consensus"]).abs()}).groupby(real["annotator"])
+    totals = sums.sum()
+    n_items = real.groupby("annotator")["item"].nunique()
+    defined = (n_items >= min_items) & (totals["own_abs"] > 0) & (totals["others_abs"] > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = totals["cross"] / np.sqrt(totals["own2"] * totals["others2"])
+    return pd.DataFrame({
+        "annotator": totals.index.to_numpy(),
+        "n_consensus_items": n_items.to_numpy(dtype=int),
+        "consensus_r": r.where(defined).to_numpy(dtype=float),
+        "consensus_mae": sums["error"].mean().to_numpy(dtype=float),
+    }, columns=["annotator", "n_consensus_items", "consensus_r", "consensus_mae"])
 
 
 def _clearly_below(consensus: pd.DataFrame, threshold: float, *, flagged_by_rules: Set[str] = frozenset(),

@@ -186,7 +186,7 @@ def zscore_by_annotator(ratings: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     data = ratings.loc[~ratings["is_control"].astype(bool)].copy()
     grouped = data.groupby(["annotator", "criterion"])["score"]
     centre = grouped.transform("mean")
-    spread = grouped.transform(lambda s: s.std(ddof=1))
+    spread = grouped.transform("std")  # ddof = 1
     usable = spread > 0
     dropped = sorted(data.loc[~usable, "annotator"].unique())
     data = data.loc[usable].copy()
