@@ -1,6 +1,9 @@
 """Creating a study in the store: pick contexts, find the responses to rate, plan assignments, write it all.
 
-One transaction: a study is created whole or not at all.
+One transaction: a study is created whole or not at all. A Likert study gets study items (one response each)
+and assignment items; a pairwise (A/B) study gets pair items (two responses to one context) and assignment
+pairs that log which response is shown on the left. Both kinds pick their contexts the same way, so a pairwise
+study with the seed, count and systems of a Likert one judges the same contexts.
 """
 from __future__ import annotations
 
@@ -15,9 +18,11 @@ from server.store.engine import unit_of_work
 from server.store.models import (
     Assignment,
     AssignmentItem,
+    AssignmentPair,
     Context,
     Dataset,
     Dialogue,
+    PairItem,
     Response,
     Study,
     StudyItem,
@@ -26,6 +31,7 @@ from server.store.models import (
 from server.store.queries import assignment_counts
 from server.store.study_config import StudyConfig
 from tasks.design import Candidate, controls_per_assignment, plan_assignments
+from tasks.pairwise_design import plan_pairwise
 
 
 class StudySetupError(BadInput):
@@ -44,11 +50,19 @@ class StudySummary:
     expected_ratings: int
     cost: float | None
     currency: str | None
+    kind: str = "likert"
+    pairs: int = 0  # pairwise: the pairs of systems compared
 
     def describe(self) -> str:
-        text = (f"study {self.name!r}: {self.contexts} contexts x {len(self.systems)} systems = {self.items} items "
-                f"(+{self.control_items} control items), {self.assignments} assignments, "
-                f"k={self.ratings_per_response} ratings per response, {self.expected_ratings} ratings expected")
+        if self.kind == "pairwise":
+            text = (f"pairwise study {self.name!r}: {self.contexts} contexts x {self.pairs} pairs of systems = "
+                    f"{self.items} pair items (+{self.control_items} control pairs), {self.assignments} assignments, "
+                    f"k={self.ratings_per_response} judgments per (context, pair), {self.expected_ratings} "
+                    "choices expected")
+        else:
+            text = (f"study {self.name!r}: {self.contexts} contexts x {len(self.systems)} systems = {self.items} "
+                    f"items (+{self.control_items} control items), {self.assignments} assignments, "
+                    f"k={self.ratings_per_response} ratings per response, {self.expected_ratings} ratings expected")
         if self.cost is not None:
             text += f"; crowd cost {self.cost:.2f} {self.currency} including platform fee"
         return text
@@ -68,6 +82,9 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
     with unit_of_work(engine) as session:
         if session.scalar(select(Study.id).where(Study.name == spec.name)) is not None:
             raise StudySetupError(f"a study named {spec.name!r} exists already; choose another name")
+        if spec.compare_with and session.scalar(select(Study.id).where(Study.name == spec.compare_with)) is None:
+            raise StudySetupError(f"compare_with: no study named {spec.compare_with!r} in the store: create it "
+                                  "first (`empeval study create FILE`), or correct the name")
         dataset = session.scalar(select(Dataset).where(Dataset.name == spec.contexts.dataset))
         if dataset is None:
             raise StudySetupError(f"no dataset {spec.contexts.dataset!r} in the store: import it first "
@@ -76,7 +93,11 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
         for name in (*spec.systems, *spec.controls):
             system = _latest_system(session, name)
             if system is None:
-                raise StudySetupError(f"system {name!r} has no responses yet: run "
+                where = ""
+                if spec.pairwise is not None:
+                    pair = next((p for p in spec.pairwise.pairs if name in (p.first, p.second)), None)
+                    where = f" (compared in the pair {pair.first} vs {pair.second})" if pair else ""
+                raise StudySetupError(f"system {name!r}{where} has no responses yet: run "
                                       f"`empeval generate --systems {name} --split {spec.contexts.split}`")
             systems[name] = system
 
@@ -116,6 +137,8 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                     f"--systems {','.join(spec.systems)} --split {spec.contexts.split}` or lower the count")
             chosen = random.Random(spec.seed).sample(sorted(complete), spec.contexts.count)
         chosen_ids = {complete[key] for key in chosen}
+        if spec.is_pairwise:
+            return _write_pairwise(session, spec, systems, responses, sorted(chosen_ids))
 
         items = [Candidate(key=responses[(cid, systems[name].id)], context=cid, system=name)
                  for cid in sorted(chosen_ids) for name in spec.systems]
@@ -160,6 +183,70 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                             ratings_per_response=spec.design.ratings_per_response,
                             expected_ratings=n_slots * len(spec.criteria), cost=cost,
                             currency=spec.pay.currency if cost is not None else None)
+
+
+def _write_pairwise(session: Session, spec: StudyConfig, systems: dict[str, System],
+                    responses: dict[tuple[int, int], int], context_ids: list[int]) -> StudySummary:
+    """Plan a pairwise study over `context_ids` and write its pair items and placements (in the caller's
+    transaction). A pair item holds the two responses with the lower id as 'a'; each placement logs which of
+    them is shown on the left, as the design counterbalanced it."""
+    setup = spec.pairwise
+    if setup is None:
+        raise StudySetupError(f"study {spec.name!r} is pairwise but its configuration names no pairs")
+    control_contexts = {name: [cid for cid in context_ids if (cid, systems[name].id) in responses]
+                        for name in spec.controls}
+    if spec.controls and controls_per_assignment(spec.design.items_per_assignment, spec.design.control_rate):
+        lacking = [name for name in spec.controls if not control_contexts[name]]
+        if lacking:
+            raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: run "
+                                  f"`empeval generate --systems {lacking[0]} --split {spec.contexts.split}`")
+    plan = plan_pairwise(context_ids, [(pair.first, pair.second) for pair in setup.pairs],
+                         judgments_per_pair=setup.judgments_per_pair,
+                         items_per_assignment=spec.design.items_per_assignment,
+                         control_rate=spec.design.control_rate if spec.controls else 0.0,
+                         controls=control_contexts, seed=spec.seed)
+
+    study = Study(name=spec.name, config=spec, seed=spec.seed, status="open")
+    session.add(study)
+    session.flush()
+    pair_items: dict[tuple[int, tuple[str, str]], PairItem] = {}
+    for planned in plan:
+        for placed in planned.items:
+            key = (placed.context, placed.systems)
+            if key in pair_items:
+                continue
+            by_response = sorted((responses[(placed.context, systems[name].id)], name) for name in placed.systems)
+            (response_a, system_a), (response_b, system_b) = by_response
+            control_side = None
+            if placed.control is not None:
+                control_side = "a" if system_a == placed.control else "b"
+            pair_items[key] = PairItem(
+                study_id=study.id, context_id=placed.context, response_a_id=response_a, response_b_id=response_b,
+                is_control=placed.control is not None,
+                control_target=spec.control_targets[placed.control] if placed.control else None,
+                control_side=control_side, design={"pair": placed.label, "systems": [system_a, system_b]})
+    session.add_all(pair_items.values())
+    session.flush()
+    for planned in plan:
+        assignment = Assignment(study_id=study.id, status="open", round=planned.round, design_index=planned.index)
+        session.add(assignment)
+        session.flush()
+        for position, placed in enumerate(planned.items):
+            item = pair_items[(placed.context, placed.systems)]
+            left_response = responses[(placed.context, systems[placed.left].id)]
+            session.add(AssignmentPair(assignment_id=assignment.id, pair_item_id=item.id, position=position,
+                                       shown_left="a" if left_response == item.response_a_id else "b"))
+    session.flush()
+
+    n_slots = sum(len(a.items) for a in plan)
+    cost = spec.pay.cost(len(plan))
+    real = [item for item in pair_items.values() if not item.is_control]
+    return StudySummary(name=spec.name, contexts=len(context_ids), systems=list(spec.systems), items=len(real),
+                        control_items=len(pair_items) - len(real), assignments=len(plan),
+                        ratings_per_response=setup.judgments_per_pair,
+                        expected_ratings=n_slots * len(spec.criteria), cost=cost,
+                        currency=spec.pay.currency if cost is not None else None, kind="pairwise",
+                        pairs=len(setup.pairs))
 
 
 def study_progress(engine: Engine, name: str) -> dict[str, int]:

@@ -15,21 +15,26 @@ from tasks.study_file import load_study_file
 
 @click.group()
 def study() -> None:
-    """Create Likert studies from a study file, follow their progress, close them."""
+    """Create Likert or pairwise (A/B) studies from a study file, follow their progress, close them."""
 
 
 @study.command("create")
 @click.argument("study_file", type=click.Path(path_type=Path))
 @pass_cli
 def create(obj: CliContext, study_file: Path) -> None:
-    """Create the study described in STUDY_FILE (TOML): items, controls and counterbalanced assignments.
+    """Create the study described in STUDY_FILE (TOML): items (or pairs), controls and counterbalanced assignments.
 
     The responses must exist already (`empeval generate`). See tasks/study_file.py for every field.
     """
     spec = load_study_file(study_file)
     summary = create_study(obj.engine(), spec)
     click.echo(summary.describe())
-    click.echo(f"next: `empeval annotators invite NAME --study {spec.name}`, then `empeval serve`")
+    if spec.is_pairwise:
+        # Until hand-out, the task page and submission know pair items, inviting raters would hand them nothing.
+        click.echo("the study and its assignments are stored; rating pairwise studies (hand-out, task page, "
+                   "submission) is not available yet")
+    else:
+        click.echo(f"next: `empeval annotators invite NAME --study {spec.name}`, then `empeval serve`")
 
 
 @study.command("status")
