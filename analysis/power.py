@@ -359,3 +359,194 @@ def power_curves_figure(components: Components, *, effect: float, alpha: float =
     axes.grid(alpha=0.3)
     figure.tight_layout()
     return figure
+
+
+# --- Pairwise (A/B) studies: power of the per-context sign test ---------------------------------------------
+#
+# The report decides an A/B comparison by an exact two-sided sign test over contexts (analysis.pairwise): each
+# context counts once, for the system with more wins among its k judgments, and contexts with net zero are
+# left out. The planning inputs are the per-judgment rates: P(win | not tie) = p and the tie rate t. A
+# judgment is then a win with q_w = (1 - t) p, a loss with q_l = (1 - t)(1 - p), a tie with t; the k judgments
+# of a context are taken as independent draws with these rates (exact for k = 1; contexts that differ in which
+# system they favour make a context's judgments agree more, which makes per-context outcomes more decisive and
+# this plan conservative), so (wins, losses) of a context is multinomial and a context is won, lost or even with
+# probabilities pi_w, pi_l, pi_0. Over n contexts the decisive ones number M ~ Binomial(n, 1 - pi_0), and given
+# M = m the contexts won are Binomial(m, rho) with rho = pi_w / (pi_w + pi_l). The test rejects at level alpha
+# when x <= c_m or x >= m - c_m, c_m the largest c with 2 P(Binomial(m, 1/2) <= c) <= alpha, so the exact power
+# is sum_m P(M = m) [P(X <= c_m) + P(X >= m - c_m)] (the conditional-binomial power of the sign test; e.g.
+# Lehmann & Romano, Testing Statistical Hypotheses, 3.8). Being a discrete test, its power is a sawtooth in n,
+# not monotone: the plan reports the smallest n that reaches the target.
+
+
+def context_outcome_probabilities(*, p_win: float, tie_rate: float, k: int) -> tuple[float, float, float]:
+    """Probabilities that a context with ``k`` independent judgments (win (1 - t) p, loss (1 - t)(1 - p), tie
+    t) has more wins than losses, fewer, or as many (see the comment above).
+
+    Returns
+    -------
+    won, lost, even : float
+        Summing to 1.
+
+    Examples
+    --------
+    With k = 1 they are the judgment rates; with k = 2 and no ties, even is 2 p (1 - p):
+
+    >>> [round(v, 4) for v in context_outcome_probabilities(p_win=0.6, tie_rate=0.2, k=1)]
+    [0.48, 0.32, 0.2]
+    >>> [round(v, 4) for v in context_outcome_probabilities(p_win=0.6, tie_rate=0.0, k=2)]
+    [0.36, 0.16, 0.48]
+    """
+    _check_rates(p_win, tie_rate, k)
+    q_win, q_loss = (1 - tie_rate) * p_win, (1 - tie_rate) * (1 - p_win)
+    won = lost = 0.0
+    for wins in range(k + 1):
+        for losses in range(k + 1 - wins):
+            if wins == losses:
+                continue
+            probability = float(stats.multinomial.pmf([wins, losses, k - wins - losses], k,
+                                                      [q_win, q_loss, tie_rate]))
+            if wins > losses:
+                won += probability
+            else:
+                lost += probability
+    return won, lost, max(0.0, 1.0 - won - lost)
+
+
+def sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int, k: int, alpha: float = 0.05) -> float:
+    """Exact power of the report's per-context sign test (two-sided, level ``alpha``) over ``n_contexts``
+    contexts with ``k`` judgments each (the formula in the comment above).
+
+    Returns
+    -------
+    power : float
+        In [0, 1]; at most alpha when p_win is 1/2.
+
+    Examples
+    --------
+    10 contexts, one judgment each, no ties, p = 0.9: the test rejects for 0-1 or 9-10 wins (2 x 11/1024 <=
+    0.05), so the power is P(X >= 9) + P(X <= 1) for X ~ Binomial(10, 0.9):
+
+    >>> round(sign_test_power(p_win=0.9, tie_rate=0.0, n_contexts=10, k=1), 4)
+    0.7361
+    """
+    if n_contexts < 1:
+        raise ValueError(f"n_contexts must be at least 1, got {n_contexts}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha}")
+    won, lost, even = context_outcome_probabilities(p_win=p_win, tie_rate=tie_rate, k=k)
+    reject = _rejection_given_decisive(won, lost, n_contexts, alpha)
+    return float(np.dot(stats.binom.pmf(np.arange(n_contexts + 1), n_contexts, 1.0 - even), reject))
+
+
+def sign_test_contexts(*, p_win: float, tie_rate: float, k: int, alpha: float = 0.05, power: float = 0.8,
+                       upper: int = 5000) -> int:
+    """Smallest number of contexts whose exact sign-test power (``sign_test_power``) reaches ``power``.
+
+    Returns
+    -------
+    contexts : int
+        ``upper`` when even that many do not reach it.
+
+    Examples
+    --------
+    >>> sign_test_contexts(p_win=0.9, tie_rate=0.0, k=1)
+    12
+    >>> sign_test_contexts(p_win=0.65, tie_rate=0.2, k=1), sign_test_contexts(p_win=0.65, tie_rate=0.2, k=3)
+    (114, 50)
+    """
+    won, lost, even = context_outcome_probabilities(p_win=p_win, tie_rate=tie_rate, k=k)
+    reject = _rejection_given_decisive(won, lost, upper, alpha)
+    m = np.arange(upper + 1)
+    for n in range(1, upper + 1):
+        if np.dot(stats.binom.pmf(m[:n + 1], n, 1.0 - even), reject[:n + 1]) >= power:
+            return n
+    return upper
+
+
+def simulated_sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int, k: int, alpha: float = 0.05,
+                              replicates: int = 2000, seed: int = 0) -> float:
+    """Share of simulated A/B comparisons (judgments drawn with the rates of ``context_outcome_probabilities``)
+    in which the per-context sign test (net wins, even contexts left out, scipy's ``binomtest``) rejects: a
+    check of ``sign_test_power`` by brute force.
+
+    Returns
+    -------
+    power : float
+        Its Monte Carlo standard error is about sqrt(power (1 - power) / replicates).
+
+    Examples
+    --------
+    >>> simulated_sign_test_power(p_win=0.9, tie_rate=0.0, n_contexts=10, k=1, replicates=500)
+    0.754
+    """
+    _check_rates(p_win, tie_rate, k)
+    rng = np.random.default_rng(seed)
+    q = [(1 - tie_rate) * p_win, (1 - tie_rate) * (1 - p_win), tie_rate]
+    draws = rng.multinomial(k, q, size=(replicates, n_contexts))
+    net = draws[..., 0] - draws[..., 1]
+    won, lost = (net > 0).sum(axis=1), (net < 0).sum(axis=1)
+    outcomes, counts = np.unique(np.stack([won, lost], axis=1), axis=0, return_counts=True)
+    rejected = sum(int(count) for (w, lo), count in zip(outcomes, counts, strict=True)
+                   if w + lo > 0 and stats.binomtest(int(w), int(w + lo), 0.5).pvalue <= alpha)
+    return rejected / replicates
+
+
+def pairwise_plan_table(*, p_win: float, tie_rate: float, alpha: float = 0.05, ks=(1, 3, 5),
+                        contexts=(50, 100, 200, 400), pairs: int = 1, pairs_per_assignment: int = 10,
+                        reward: float | None = None, fee: float = 0.2) -> pd.DataFrame:
+    """Exact sign-test power and cost of pairwise designs: one row per (k, contexts).
+
+    Cost = assignments x reward x (1 + fee), with assignments = contexts x pairs x k / pairs per assignment
+    (rounded up); controls are not counted.
+
+    Returns
+    -------
+    plan : pandas.DataFrame
+        * ``k`` (judgments per context and pair), ``contexts``, ``judgments`` (= contexts x pairs x k)
+        * ``power``: ``sign_test_power`` of one pair
+        * ``assignments``, ``cost`` (None without a reward)
+
+    Examples
+    --------
+    >>> plan = pairwise_plan_table(p_win=0.65, tie_rate=0.2, ks=(1, 3), contexts=(50, 100), pairs=2, reward=1.0)
+    >>> print(plan.round(3).to_string(index=False))
+     k  contexts  judgments  power  assignments  cost
+     1        50        100  0.421           10  12.0
+     1       100        200  0.739           20  24.0
+     3        50        300  0.806           30  36.0
+     3       100        600  0.984           60  72.0
+    """
+    rows = []
+    for k in ks:
+        for n in contexts:
+            assignments = int(np.ceil(n * pairs * k / pairs_per_assignment))
+            rows.append({"k": k, "contexts": n, "judgments": n * pairs * k,
+                         "power": sign_test_power(p_win=p_win, tie_rate=tie_rate, n_contexts=n, k=k, alpha=alpha),
+                         "assignments": assignments,
+                         "cost": None if reward is None else round(assignments * reward * (1 + fee), 2)})
+    return pd.DataFrame(rows)
+
+
+def _rejection_given_decisive(won: float, lost: float, m_max: int, alpha: float) -> np.ndarray:
+    """P(the sign test rejects | m decisive contexts) for m = 0..m_max: P(X <= c_m) + P(X >= m - c_m) with
+    X ~ Binomial(m, won / (won + lost)) (the comment above)."""
+    m = np.arange(m_max + 1)
+    critical = _sign_test_critical(m, alpha)
+    rho = won / (won + lost) if won + lost > 0 else 0.5
+    return np.where(critical >= 0, stats.binom.cdf(critical, m, rho) + stats.binom.sf(m - critical - 1, m, rho), 0.0)
+
+
+def _sign_test_critical(m: np.ndarray, alpha: float) -> np.ndarray:
+    """Largest c with 2 P(Binomial(m, 1/2) <= c) <= alpha, per m (-1 when no c qualifies)."""
+    c = stats.binom.ppf(alpha / 2, m, 0.5).astype(int)
+    c = np.where(stats.binom.cdf(c, m, 0.5) <= alpha / 2 + 1e-12, c, c - 1)
+    return np.where(c >= 0, c, -1)
+
+
+def _check_rates(p_win: float, tie_rate: float, k: int) -> None:
+    if not 0 <= p_win <= 1:
+        raise ValueError(f"p_win (P(win | not tie)) must lie in [0, 1], got {p_win}")
+    if not 0 <= tie_rate < 1:
+        raise ValueError(f"tie_rate must lie in [0, 1), got {tie_rate}")
+    if k < 1:
+        raise ValueError(f"k (judgments per context and pair) must be at least 1, got {k}")

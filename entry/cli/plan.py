@@ -1,4 +1,5 @@
-"""`empeval plan`: how many contexts and ratings per response a study needs, and what it costs."""
+"""`empeval plan`: how many contexts and ratings per response a study needs, and what it costs; with
+`--pairwise`, how many contexts an A/B study needs for its per-context sign test."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,14 +38,30 @@ def _ints(text: str) -> list[int]:
 @click.option("--replicates", default=400, show_default=True, help="Simulated studies per design.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("plan.png"), show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@click.option("--pairwise", is_flag=True, help="Size a pairwise A/B study instead (exact power of the sign test).")
+@click.option("--p-win", type=float, default=0.65, show_default=True,
+              help="With --pairwise: P(the better system wins | not a tie), per judgment.")
+@click.option("--tie-rate", type=float, default=0.2, show_default=True,
+              help="With --pairwise: share of judgments that are ties.")
+@click.option("--pairs", default=1, show_default=True,
+              help="With --pairwise: pairs of systems compared (for the cost; --items-per-assignment counts pairs).")
 @pass_cli
 def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts, systems,
-         items_per_assignment, reward, fee, replicates, plot, seed) -> None:
+         items_per_assignment, reward, fee, replicates, plot, seed, pairwise, p_win, tie_rate, pairs) -> None:
     """Simulate designs to size a study: power to detect EFFECT on CRITERION, required contexts, cost.
 
     Power is that of the report's test (Wilcoxon signed-rank on item means, paired by context), estimated
     by simulating each design REPLICATES times; the analytic power of a paired t-test is shown beside it.
+
+    With --pairwise: the exact power of the A/B report's test (a two-sided sign test over contexts, each
+    context counted once for the system with more wins among its k judgments, even contexts left out) for a
+    given P-WIN and TIE-RATE, and the contexts it needs, per k judgments of each (context, pair).
     """
+    if pairwise:
+        _plan_pairwise(p_win=p_win, tie_rate=tie_rate, target_power=target_power, alpha=alpha, ks=_ints(ks),
+                       contexts=_ints(contexts), pairs=pairs, pairs_per_assignment=items_per_assignment,
+                       reward=reward, fee=fee)
+        return
     from analysis.load import read_export, tidy_from_export
     from analysis.power import (
         Components,
@@ -96,3 +113,32 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
                                  replicates=max(100, replicates // 2), seed=seed)
     figure.savefig(plot)
     click.echo(f"\nplot: {plot}")
+
+
+def _plan_pairwise(*, p_win: float, tie_rate: float, target_power: float, alpha: float, ks: list[int],
+                   contexts: list[int], pairs: int, pairs_per_assignment: int, reward: float | None,
+                   fee: float) -> None:
+    from analysis.power import pairwise_plan_table, sign_test_contexts
+
+    if not 0 < p_win < 1:
+        raise click.BadParameter(f"{p_win} must lie strictly between 0 and 1", param_hint="--p-win")
+    if not 0 <= tie_rate < 1:
+        raise click.BadParameter(f"{tie_rate} must lie in [0, 1)", param_hint="--tie-rate")
+    if pairs < 1 or pairs_per_assignment < 1:
+        raise click.BadParameter("--pairs and --items-per-assignment must be at least 1", param_hint="--pairs")
+    if not 0 < target_power < 1 or not 0 < alpha < 1:
+        raise click.BadParameter("--power and --alpha must lie strictly between 0 and 1", param_hint="--power")
+    table = pairwise_plan_table(p_win=p_win, tie_rate=tie_rate, alpha=alpha, ks=ks, contexts=contexts, pairs=pairs,
+                                pairs_per_assignment=pairs_per_assignment, reward=reward, fee=fee)
+    click.echo(f"pairwise A/B: P(win | not tie) {p_win:g}, tie rate {tie_rate:g}, {pairs} pair(s); exact power of the "
+               f"two-sided sign test over contexts (net wins per context, even contexts left out), alpha {alpha:g}:")
+    click.echo(f"{'k':>3}{'contexts':>10}{'judgments':>11}{'power (exact)':>15}{'assignments':>13}{'cost':>10}")
+    for row in table.itertuples():
+        cost = "" if row.cost is None or pd.isna(row.cost) else f"{row.cost:.2f}"
+        click.echo(f"{row.k:>3}{row.contexts:>10}{row.judgments:>11}{row.power:>15.3f}{row.assignments:>13}{cost:>10}")
+    click.echo(f"\ncontexts needed for power {target_power:g} (per pair; judgments of a context taken as independent):")
+    for k in ks:
+        needed = sign_test_contexts(p_win=p_win, tie_rate=tie_rate, k=k, alpha=alpha, power=target_power)
+        assignments = -(-needed * pairs * k // pairs_per_assignment)
+        cost = f", cost {assignments * reward * (1 + fee):.2f}" if reward is not None else ""
+        click.echo(f"  k = {k}: {needed} contexts; {needed * pairs * k} judgments, {assignments} assignments{cost}")
