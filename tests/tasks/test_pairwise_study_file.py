@@ -120,3 +120,11 @@ def test_a_stored_pairwise_setup_that_does_not_validate_names_the_key(pairwise_j
     with pytest.raises(StudyConfigError) as caught:
         StudyConfig.from_json({"kind": "pairwise", "pairwise": pairwise_json}, study="ab")
     assert caught.value.key == named
+
+
+def test_a_configuration_stored_before_pairwise_studies_loads_as_likert_and_writes_back_the_same_json():
+    from tests.store.test_study_config import OLD_ROW
+
+    config = StudyConfig.from_json(OLD_ROW, study="old-pilot")
+    assert (config.kind, config.pairwise, config.compare_with) == ("likert", None, "")
+    assert config.to_json() == OLD_ROW
