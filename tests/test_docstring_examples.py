@@ -12,7 +12,7 @@ import pytest
 import analysis
 
 MODULES = sorted({f"analysis.{m.name}" for m in pkgutil.iter_modules(analysis.__path__)}
-                 | {"server.store.study_config", "server.errors"})
+                 | {"server.store.study_config", "server.errors", "tasks.pairwise_design", "tasks.design"})
 
 
 def _examples() -> list:
