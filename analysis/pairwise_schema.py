@@ -175,6 +175,10 @@ def _blank(values: pd.Series) -> list[bool]:
 def _required_text(values: pd.Series, column: str, source: str) -> pd.Series:
     import pandas as pd
 
+    if pd.api.types.infer_dtype(values, skipna=False) == "string":  # the common case, checked without a loop
+        stripped = values.str.strip()
+        if (stripped != "").all():
+            return stripped.astype(object)
     for row, empty in enumerate(_blank(values)):
         if empty:
             raise JudgmentError(f"{source}: row {row + 1}, column {column!r} is empty; every judgment needs one")
@@ -192,6 +196,9 @@ def _optional_text(values: pd.Series) -> pd.Series:
 def _integers(values: pd.Series, column: str, source: str) -> pd.Series:
     import pandas as pd
 
+    if pd.api.types.is_integer_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+        if not values.isna().any():
+            return values.astype("int64")
     parsed = []
     for row, value in enumerate(values.astype("object")):
         try:
@@ -208,6 +215,8 @@ def _booleans(values: pd.Series, column: str, source: str) -> pd.Series:
     import numpy as np
     import pandas as pd
 
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return values.astype(bool)
     parsed = []
     for row, value in enumerate(values.astype("object")):
         text = str(value).strip().lower()

@@ -112,3 +112,15 @@ def test_an_unrankable_criterion_has_no_ranks():
     rows = judgment_rows([(c, "gold", "moel", "left") for c in range(4)] + [(9, "moel", "base", "left")])
     ranked = ranking(pd.DataFrame(rows), n_boot=20)
     assert ranked["strength"].isna().all() and ranked["rank"].isna().all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 7).flatmap(lambda n: st.lists(st.booleans(), min_size=n * n, max_size=n * n)
+                                 .map(lambda cells: np.array(cells).reshape(n, n))))
+def test_identifiability_is_strong_connectivity_of_the_wins_graph(beaten):
+    from scipy.sparse.csgraph import connected_components
+
+    wins = beaten.astype(float)
+    np.fill_diagonal(wins, 0)
+    components, _ = connected_components(wins > 0, directed=True, connection="strong")
+    assert identifiable(wins) == (components == 1)
