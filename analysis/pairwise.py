@@ -407,6 +407,60 @@ def control_scores(judgments: pd.DataFrame, *, control_systems: set[str] | None 
     return scores[columns].astype({"controls": int, "passed": int, "tied": int, "failed": int})
 
 
+def likert_beside_ab(ratings: pd.DataFrame, judgments: pd.DataFrame, *, focus: str | None = None) -> pd.DataFrame:
+    """A linked Likert study beside the A/B study (``compare_with``): per criterion and A/B pair, the two
+    systems' Likert means (the mean of their item means, controls left out) and their difference, next to the
+    A/B Win / Lose / Tie shares, and whether the two protocols point the same way.
+
+    ``ratings`` is the Likert study's tidy table (``analysis.load``); ``judgments`` the A/B study's judgment
+    table. A pair whose systems the Likert study did not rate gets NaN Likert columns.
+
+    Returns
+    -------
+    side_by_side : pandas.DataFrame
+        One row per criterion and pair: ``criterion``, ``system_a``, ``system_b``, ``likert_mean_a``,
+        ``likert_mean_b``, ``likert_diff`` (a - b), ``likert_contexts`` (contexts rated for both),
+        ``win_pct``, ``lose_pct``, ``tie_pct`` (of the A/B judgments, a's side), ``same_direction``
+        (the Likert difference and wins - losses have the same sign; None when either is zero or missing).
+
+    Examples
+    --------
+    >>> from analysis.pairwise_schema import judgment_rows
+    >>> ratings = pd.DataFrame({"item": ["1:gold", "1:moel", "2:gold", "2:moel"], "context": ["1", "1", "2", "2"],
+    ...                         "system": ["gold", "moel", "gold", "moel"], "criterion": "empathy",
+    ...                         "score": [5, 3, 4, 4], "is_control": False})
+    >>> ab = pd.DataFrame(judgment_rows([(1, "moel", "gold", "right"), (2, "gold", "moel", "tie")]))
+    >>> table = likert_beside_ab(ratings, ab, focus="moel")
+    >>> table[["system_a", "likert_diff", "win_pct", "lose_pct", "same_direction"]].values.tolist()
+    [['moel', -1.0, 0.0, 50.0, True]]
+    """
+    missing = [c for c in ("item", "context", "system", "criterion", "score", "is_control") if c not in ratings]
+    if missing:
+        raise ValueError(f"likert_beside_ab needs column(s) {missing} in the Likert ratings; build them with "
+                         "analysis.load.tidy_from_export")
+    counts = ab_counts(judgments, focus=focus)
+    real = ratings.loc[~ratings["is_control"].astype(bool)]
+    items = real.groupby(["criterion", "system", "context", "item"], as_index=False)["score"].mean()
+    means = items.groupby(["criterion", "system"])["score"].mean()
+    contexts = items.groupby(["criterion", "system"])["context"].agg(lambda c: set(map(str, c)))
+    rows = []
+    for row in counts.itertuples(index=False):
+        a_key, b_key = (row.criterion, row.system_a), (row.criterion, row.system_b)
+        mean_a, mean_b = means.get(a_key, np.nan), means.get(b_key, np.nan)
+        shared = len(contexts[a_key] & contexts[b_key]) if a_key in contexts and b_key in contexts else 0
+        difference = mean_a - mean_b
+        votes = row.wins - row.losses
+        same = None if not np.isfinite(difference) or difference == 0 or votes == 0 else \
+            bool(np.sign(difference) == np.sign(votes))
+        rows.append({"criterion": row.criterion, "system_a": row.system_a, "system_b": row.system_b,
+                     "likert_mean_a": mean_a, "likert_mean_b": mean_b, "likert_diff": difference,
+                     "likert_contexts": shared, "win_pct": row.win_pct, "lose_pct": row.lose_pct,
+                     "tie_pct": row.tie_pct, "same_direction": same})
+    return pd.DataFrame(rows, columns=["criterion", "system_a", "system_b", "likert_mean_a", "likert_mean_b",
+                                       "likert_diff", "likert_contexts", "win_pct", "lose_pct", "tie_pct",
+                                       "same_direction"])
+
+
 @dataclass
 class PairwiseTables:
     """Every table of the report's pairwise section, with the captions that state its rules."""
@@ -416,6 +470,7 @@ class PairwiseTables:
     position: pd.DataFrame
     controls: pd.DataFrame
     ranking: pd.DataFrame | None
+    likert: pd.DataFrame | None = None
     ab_caption: str = SIGN_TEST_CAPTION
     position_caption: str = POSITION_BIAS_CAPTION
     ranking_caption: str = ""
@@ -423,17 +478,20 @@ class PairwiseTables:
 
 def pairwise_tables(judgments: pd.DataFrame, *, focus: str | None = None, include_late: bool = True,
                     correction: str = "holm", alpha: float = 0.05, control_systems: set[str] | None = None,
-                    n_boot: int = 1000, ci_level: float = 0.95, seed: int = 0) -> PairwiseTables:
+                    n_boot: int = 1000, ci_level: float = 0.95, seed: int = 0,
+                    likert: pd.DataFrame | None = None) -> PairwiseTables:
     """All the pairwise tables of a study from its judgment table: ``ab_table`` (with ``focus`` as "ours"),
     ``choice_agreement``, ``position_bias``, ``control_scores`` and, with more than two systems,
     ``analysis.bradley_terry.ranking`` (Davidson's ties when the study has ties) with ``n_boot`` bootstrap
     resamples of contexts. ``include_late=False`` drops judgments submitted after their assignment expired.
+    ``likert``: the tidy ratings of a linked Likert study (``compare_with``), shown beside the A/B table by
+    ``likert_beside_ab``.
 
     Returns
     -------
     tables : PairwiseTables
-        ``ab``, ``agreement``, ``position``, ``controls``, ``ranking`` (None with two systems) and the
-        captions ``ab_caption``, ``position_caption``, ``ranking_caption``.
+        ``ab``, ``agreement``, ``position``, ``controls``, ``ranking`` (None with two systems), ``likert``
+        (None without a linked Likert study) and the captions ``ab_caption``, ``position_caption``, ``ranking_caption``.
 
     Examples
     --------
@@ -457,5 +515,6 @@ def pairwise_tables(judgments: pd.DataFrame, *, focus: str | None = None, includ
         position=position_bias(table, ci_level=ci_level),
         controls=control_scores(table, control_systems=control_systems),
         ranking=ranked,
+        likert=None if likert is None else likert_beside_ab(likert, table, focus=focus),
         ranking_caption=RANKING_CAPTION if ranked is not None else "",
     )

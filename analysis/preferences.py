@@ -3,6 +3,11 @@
 Input: one row per judgement with columns ``system_a``, ``system_b`` and ``preferred`` (the name of the
 preferred system, or "tie"), and optionally ``criterion``. The order in which a pair was shown does not
 matter: (A, B) and (B, A) judgements are pooled, and each pair is reported with its systems in sorted order.
+
+Every judgement counts as an independent trial here. For a pairwise study collected by empeval (several
+judgements per context, several per rater) that overstates the evidence: its report decides by the
+per-context sign test of ``analysis.pairwise`` (``sign_tests``, ``ab_table``), and ``preference_tests``
+stays for judgements that are independent (one per context) or for description.
 """
 
 from __future__ import annotations

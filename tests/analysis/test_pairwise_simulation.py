@@ -112,3 +112,14 @@ def test_controls_separate_honest_raters_from_random_clickers():
     honest = [a for a in scores.index if a not in study.spammers]
     assert scores[honest].mean() > 0.9
     assert scores[spammers].mean() < 0.6
+
+
+def test_linked_simulated_likert_and_ab_studies_point_the_same_way():
+    from analysis.pairwise import likert_beside_ab, pairwise_tables
+
+    likert = tidy_from_export(simulate_study(n_contexts=40, seed=8, n_random_clickers=0, n_straight_liners=0).export)
+    ab = simulate_pairwise_study(n_contexts=40, k=3, anchor="moel", seed=8)
+    table = likert_beside_ab(likert, ab.judgments, focus="moel")
+    assert pairwise_tables(ab.judgments, focus="moel", likert=likert, n_boot=20).likert.equals(table)
+    assert len(table) == 6 and table["likert_contexts"].eq(40).all()
+    assert table["same_direction"].tolist() == [True] * 6

@@ -202,3 +202,22 @@ def test_empty_tables_have_their_columns():
     assert list(ab_table(_frame(empty), focus="moel").columns)[:4] == ["criterion", "system_a", "system_b", "judgments"]
     assert sign_tests(_frame(empty)).empty
     assert np.isnan(position_bias(_frame(empty)).set_index("criterion").loc["all", "share_left"])
+
+
+def test_a_linked_likert_study_sits_beside_the_ab_table_with_its_means_by_hand():
+    from analysis.pairwise import likert_beside_ab
+
+    # gold item means: (5 + 3) / 2 = 4 on context 1, 4 on context 2 -> 4; moel: 3 and 2 -> 2.5; a control of
+    # moel's with a 1 is left out.
+    ratings = pd.DataFrame({
+        "item": ["1:gold", "1:gold", "1:moel", "2:gold", "2:moel", "ctl"],
+        "context": ["1", "1", "1", "2", "2", "3"], "system": ["gold", "gold", "moel", "gold", "moel", "moel"],
+        "criterion": "empathy", "score": [5, 3, 3, 4, 2, 1], "is_control": [False] * 5 + [True]})
+    table = likert_beside_ab(ratings, _frame(judgment_rows(MOEL_GOLD)), focus="moel").iloc[0]
+    assert (table["likert_mean_a"], table["likert_mean_b"], table["likert_diff"]) == (2.5, 4.0, -1.5)
+    assert table["likert_contexts"] == 2
+    assert (table["win_pct"], table["lose_pct"]) == (37.5, 25.0)
+    # Likert favours gold, the A/B judgments moel (3 wins to 2)
+    assert table["same_direction"] is not None and not table["same_direction"]
+    with pytest.raises(ValueError, match="'score'"):
+        likert_beside_ab(ratings.drop(columns="score"), _frame(judgment_rows(MOEL_GOLD)))
