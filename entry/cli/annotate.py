@@ -10,6 +10,7 @@ from entry.cli.common import CliContext, pass_cli
 from entry.cli.secret import CliContextWithSecret, pass_cli_with_secret
 from server.annotation.annotators import invite, revoke
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from server.annotation.pairwise_export import is_pairwise_study, judgments_to_csv, pairwise_export_rows
 from server.annotation.secrets import admin_token, secret_key
 
 
@@ -62,12 +63,17 @@ def admin_token_command(obj: CliContext) -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout).")
 @pass_cli
 def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
-    """Export STUDY's ratings as a tidy long table (one row per rating)."""
-    rows = export_rows(obj.engine(), study)
-    text = rows_to_csv(rows) if fmt == "csv" else rows_to_jsonl(rows)
+    """Export STUDY's ratings as a tidy long table (one row per rating); a pairwise study's choices as the judgment
+    table (one row per judgment and criterion, analysis.pairwise_schema)."""
+    if is_pairwise_study(obj.engine(), study):
+        rows, what = pairwise_export_rows(obj.engine(), study), "judgments"
+        text = judgments_to_csv(rows) if fmt == "csv" else rows_to_jsonl(rows)
+    else:
+        rows, what = export_rows(obj.engine(), study), "ratings"
+        text = rows_to_csv(rows) if fmt == "csv" else rows_to_jsonl(rows)
     if out:
         out.write_text(text, encoding="utf-8")
-        click.echo(f"{len(rows)} ratings written to {out}", err=True)
+        click.echo(f"{len(rows)} {what} written to {out}", err=True)
     else:
         click.echo(text, nl=False)
 
