@@ -1,6 +1,10 @@
-// The rating task, independent of where it is hosted: an adapter passes the assignment in and takes the
-// ratings out (onSubmit). Every text from models or people is rendered as React text, never as HTML.
+// The task, independent of where it is hosted: an adapter passes the assignment in and takes the answers out
+// (onSubmit). The assignment's kind picks the page: "pairwise" (two responses, one choice per criterion) or, by
+// default, the Likert page below (one response rated on the scale). Every text from models or people is rendered
+// as React text, never as HTML.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import PairwiseTask from "./PairwiseTask.jsx";
+import { Consent, Progress, Review, Submitted, Turn } from "./shared.jsx";
 
 const EXAMPLE = {
   context: [
@@ -9,15 +13,6 @@ const EXAMPLE = {
   good: "Congratulations! All those late nights paid off. How are you going to celebrate?",
   poor: "Exams are held several times a year.",
 };
-
-function Turn({ role, text, extraClass = "", label }) {
-  return (
-    <div className={`turn ${role} ${extraClass}`} data-role={role}>
-      <span className="who">{label || (role === "speaker" ? "Speaker" : "Listener")}</span>
-      {text}
-    </div>
-  );
-}
 
 function Conversation({ context, response }) {
   return (
@@ -49,27 +44,6 @@ function Question({ criterion, scale, value, focused, onChoose, onFocus, index }
   );
 }
 
-function Consent({ onAccept }) {
-  const [declined, setDeclined] = useState(false);
-  if (declined) {
-    return <div className="card note"><p>No problem: you can close this page. Nothing was recorded.</p></div>;
-  }
-  return (
-    <div className="card note" id="consent">
-      <h2>Before you start</h2>
-      <p><strong>Content note.</strong> The conversations you will read are about personal experiences people
-        shared: some are about painful events such as loss, illness, fear or conflict. If you would rather not
-        read about such topics, you are free to stop at any time.</p>
-      <p>You will rate short replies written by computer programs or by people. Your ratings are stored under a
-        pseudonym and used only for research on dialogue systems.</p>
-      <div className="nav">
-        <button className="secondary" onClick={() => setDeclined(true)}>I would rather not</button>
-        <button id="consent-accept" onClick={onAccept} autoFocus>I agree, continue</button>
-      </div>
-    </div>
-  );
-}
-
 function Instructions({ criteria, scale, onStart }) {
   return (
     <div className="card" id="instructions">
@@ -97,6 +71,11 @@ function Instructions({ criteria, scale, onStart }) {
 }
 
 export default function TaskApp({ assignment, onSubmit, onDone }) {
+  if (assignment.kind === "pairwise") return <PairwiseTask assignment={assignment} onSubmit={onSubmit} onDone={onDone} />;
+  return <LikertTask assignment={assignment} onSubmit={onSubmit} onDone={onDone} />;
+}
+
+function LikertTask({ assignment, onSubmit, onDone }) {
   const { items, criteria, scale, study } = assignment;
   const [phase, setPhase] = useState("consent");
   const [index, setIndex] = useState(0);
@@ -163,7 +142,6 @@ export default function TaskApp({ assignment, onSubmit, onDone }) {
     }
   }
 
-  const progress = Math.round((100 * answered) / items.length);
   return (
     <main>
       <h1>{study && study.title ? study.title : "Rate responses in conversations"}</h1>
@@ -171,12 +149,7 @@ export default function TaskApp({ assignment, onSubmit, onDone }) {
       {phase === "consent" && <Consent onAccept={() => setPhase("instructions")} />}
       {phase === "instructions" && <Instructions criteria={criteria} scale={scale} onStart={() => setPhase("rating")} />}
       {(phase === "rating" || phase === "review") && (
-        <>
-          <div className="hint" id="progress-text">{answered} of {items.length} responses rated</div>
-          <div className="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={progress}>
-            <div style={{ width: `${progress}%` }} />
-          </div>
-        </>
+        <Progress done={answered} total={items.length} noun="responses rated" />
       )}
       {phase === "rating" && (
         <section id="item" data-item-id={items[index].item_id} data-position={items[index].position}>
@@ -198,26 +171,11 @@ export default function TaskApp({ assignment, onSubmit, onDone }) {
         </section>
       )}
       {phase === "review" && (
-        <section className="card" id="review">
-          <h2>Almost done</h2>
-          <p>{allDone ? "Every response is rated." : "Some responses still need a rating."}</p>
-          <label htmlFor="comment">Anything you want to tell us? (optional)</label>
-          <textarea id="comment" maxLength={2000} value={comment} onChange={(e) => setComment(e.target.value)} />
-          {status.state === "failed" && <p className="error" id="submit-error">Could not submit: {status.message}. Please try again.</p>}
-          <div className="nav">
-            <button className="secondary" onClick={() => { setPhase("rating"); setIndex(items.length - 1); }}>Back</button>
-            <button id="submit" disabled={!allDone || status.state === "sending"} onClick={submit}>
-              {status.state === "sending" ? "Submitting..." : "Submit"}
-            </button>
-          </div>
-        </section>
+        <Review complete={allDone} completeText="Every response is rated." incompleteText="Some responses still need a rating."
+                comment={comment} onComment={setComment} status={status} onSubmit={submit}
+                onBack={() => { setPhase("rating"); setIndex(items.length - 1); }} />
       )}
-      {phase === "submitted" && (
-        <section className="card" id="submitted">
-          <h2 className="done">Thank you! Your ratings are saved.</h2>
-          {onDone ? <button id="more" onClick={onDone}>Rate more</button> : null}
-        </section>
-      )}
+      {phase === "submitted" && <Submitted what="ratings" onDone={onDone} />}
     </main>
   );
 }
