@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import coefficients
-from analysis.bootstrap import percentile_interval, resample_weights
+from analysis.bootstrap import percentile_interval, pooled_weights, resample_weights
 from analysis.load import DEFAULT_SCALE, require_columns
 
 ALL_SYSTEMS = "(all)"
@@ -246,7 +246,10 @@ def _coefficients_for(part: pd.DataFrame, *, scale, n_boot: int, ci_level: float
     if n_pairable == 0:
         reason = "no item has two or more ratings: nothing to pair"
         return [_undefined(key, reason, n_items=0, **base) for key in COEFFICIENT_LABELS]
-    weights = resample_weights(counts.shape[0], n_boot=n_boot, seed=seed)
+    # Every coefficient is a weighted sum of per-item terms that depend only on the item's counts of each score,
+    # so the resamples are summed over the items' distinct count patterns once (a few dozen with k ratings
+    # per item) and the coefficients bootstrapped over those: the same sums, in another order.
+    patterns, weights = _by_pattern(counts, resample_weights(counts.shape[0], n_boot=n_boot, seed=seed))
     observed_values = np.flatnonzero(counts[pairable].sum(axis=0))
     constant = observed_values.size == 1
     rows = []
@@ -257,28 +260,30 @@ def _coefficients_for(part: pd.DataFrame, *, scale, n_boot: int, ci_level: float
                      "n_items": n_items, "n_boot_defined": defined, "note": note, **base})
 
     no_variation = f"undefined: no variation (every paired rating is {int(values[observed_values[0]])})"
-    for level in ("ordinal", "interval"):
+    levels = ("ordinal", "interval")
+    if not constant:
+        estimates = coefficients.krippendorff_alphas(counts, values, levels=levels)
+        boots = coefficients.krippendorff_alphas(patterns, values, levels=levels, unit_weights=weights)
+    for level in levels:
         key = f"alpha_{level}"
         if constant:
             rows.append(_undefined(key, no_variation, n_items=n_pairable, **base))
             continue
-        estimate = coefficients.krippendorff_alpha(counts, values, level=level)
-        boot = coefficients.krippendorff_alpha(counts, values, level=level, unit_weights=weights)
-        add(key, estimate, boot)
+        add(key, estimates[level], boots[level])
 
     if constant:
         # Gwet's AC2 is formally 1 here, but identical ratings cannot tell agreement from a constant rater.
         rows.append(_undefined("ac2_ordinal", no_variation, n_items=n_pairable, **base))
     else:
         estimate = coefficients.gwet_ac2(counts, values, weights="ordinal")
-        add("ac2_ordinal", estimate, coefficients.gwet_ac2(counts, values, weights="ordinal", unit_weights=weights))
+        add("ac2_ordinal", estimate, coefficients.gwet_ac2(patterns, values, weights="ordinal", unit_weights=weights))
 
     rows.append(_fleiss_row(counts, per_item, constant, no_variation, base, n_boot, ci_level, seed))
     rows.append(_icc_row(part, base, n_boot, ci_level, seed))
 
     for key, tolerance in (("percent_exact", 0.0), ("percent_within_one", 1.0)):
         estimate = coefficients.percent_agreement(counts, values, tolerance=tolerance)
-        boot = coefficients.percent_agreement(counts, values, tolerance=tolerance, unit_weights=weights)
+        boot = coefficients.percent_agreement(patterns, values, tolerance=tolerance, unit_weights=weights)
         add(key, estimate, boot, note="share of rater pairs within an item; items weighted equally")
     order = list(COEFFICIENT_LABELS)
     return sorted(rows, key=lambda row: order.index(row["coefficient"]))
@@ -299,7 +304,8 @@ def _fleiss_row(counts, per_item, constant, no_variation, base, n_boot, ci_level
         return _undefined("fleiss_kappa", "fewer than two items with the same number of ratings",
                           n_items=int(complete.sum()), **base)
     estimate = coefficients.fleiss_kappa(table)
-    boot = coefficients.fleiss_kappa(table, unit_weights=resample_weights(table.shape[0], n_boot=n_boot, seed=seed))
+    patterns, weights = _by_pattern(table, resample_weights(table.shape[0], n_boot=n_boot, seed=seed))
+    boot = coefficients.fleiss_kappa(patterns, unit_weights=weights)
     low, high, defined = percentile_interval(boot, level=ci_level)
     if not np.isfinite(estimate):
         note = "undefined: all ratings fall in one category"
@@ -337,9 +343,10 @@ def _icc_design(part: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:
     k = int(per_item.iloc[0])
     if k < 2 or per_item.size < 2:
         return None, none, "the ICC needs at least two items with at least two ratings each"
-    wide = part.pivot(index="item", columns="annotator", values="score")
-    if wide.shape[1] == k and not wide.isna().to_numpy().any():
-        return "crossed", wide.to_numpy(dtype=float), ""
+    # Crossed: every item rated by the same k annotators, i.e. k annotators in all, none twice on an item.
+    # (Checked before pivoting: items x annotators of a large one-way design would not fit in memory.)
+    if part["annotator"].nunique() == k and not part.duplicated(["item", "annotator"]).any():
+        return "crossed", part.pivot(index="item", columns="annotator", values="score").to_numpy(dtype=float), ""
     ordered = part.sort_values(["item", "annotator"])
     return "one-way", ordered["score"].to_numpy(dtype=float).reshape(-1, k), ""
 
@@ -349,6 +356,12 @@ def _icc_with_ci(design: str, matrix: np.ndarray, *, n_boot: int, ci_level: floa
     point = compute(matrix)
     boot = compute(matrix, unit_weights=resample_weights(matrix.shape[0], n_boot=n_boot, seed=seed))
     return {form: (point[form], *percentile_interval(boot[form], level=ci_level)) for form in point}
+
+
+def _by_pattern(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``counts`` and the resample weights summed over the units with each of them."""
+    patterns, pattern_of_unit = np.unique(counts, axis=0, return_inverse=True)
+    return patterns, pooled_weights(weights, pattern_of_unit)
 
 
 def _undefined(key: str, reason: str, *, n_items: int, n_raters: int, n_ratings: int) -> dict:

@@ -97,6 +97,39 @@ _CACHE_BYTES = 512 * 2**20
 _BLOCK = 2**22
 
 
+def pooled_weights(weights: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Resample weights summed over the units that share a label: column g of the result is the total weight
+    of the units labelled g (labels 0..G-1, each used).
+
+    A statistic that is a weighted sum of per-unit terms, where units with one label have one term (e.g. the
+    agreement coefficients, whose terms depend only on a unit's counts of each score), can then be
+    bootstrapped over the G labels instead of the units: 50 or so count patterns instead of 100,000 items.
+
+    Returns
+    -------
+    pooled : numpy.ndarray
+        Shape (n_boot, G), float.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pooled_weights(np.array([[1, 0, 2], [3, 0, 0]], dtype=np.uint8), np.array([1, 0, 1]))
+    array([[0., 3.],
+           [0., 3.]])
+    """
+    weights = np.atleast_2d(weights)
+    labels = np.asarray(labels).reshape(-1)
+    order = np.argsort(labels, kind="stable")
+    ordered = labels[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    pooled = np.empty((weights.shape[0], starts.size))
+    rows = max(1, _BLOCK // max(weights.shape[1], 1))
+    for start in range(0, weights.shape[0], rows):
+        pooled[start:start + rows] = np.add.reduceat(weights[start:start + rows][:, order], starts, axis=1,
+                                                     dtype=float)
+    return pooled
+
+
 def percentile_interval(samples: np.ndarray, *, level: float = 0.95) -> tuple[float, float, int]:
     """Percentile bootstrap interval of the defined (non-NaN) ``samples``.
 

@@ -177,7 +177,8 @@ def paired_tests(
     None turns the guard off, which is only useful to show what it prevents.
 
     Effect sizes: matched-pairs rank-biserial r = (R+ - R-) / (R+ + R-) over non-zero differences (Kerby
-    2014), with a percentile bootstrap CI over pairs; Cohen's d_z = mean(d) / sd(d) with the exact CI from
+    2014), with a percentile bootstrap CI over pairs (``n_boot`` resamples; 0 skips it and leaves the CI NaN, for
+    callers that need only the tests); Cohen's d_z = mean(d) / sd(d) with the exact CI from
     the noncentral t distribution (Cumming & Finch 2001).
 
     Returns
@@ -251,7 +252,7 @@ def paired_tests(
                       dz_ci_low=low, dz_ci_high=high)
 
     result["rank_biserial"] = rank_biserial
-    if nonzero.size and n > 1:
+    if nonzero.size and n > 1 and n_boot > 0:
         boot_r = _bootstrap_rank_biserial(d, n_boot=n_boot, rng=np.random.default_rng(seed))
         low, high, _ = percentile_interval(boot_r, level=ci_level)
     else:

@@ -252,7 +252,8 @@ def rater_aware_check(
     lmm["lmm_p_adj"] = adjust_by_family(lmm["lmm_p"], families, method=correction)
 
     zscored, dropped = zscore_by_annotator(ratings)
-    z = compare_pairs(zscored, criteria=criteria, family=family, correction=correction, alpha=alpha, n_boot=200,
+    # Only the z-scored differences and tests are kept: no bootstrap of their effect sizes (n_boot = 0).
+    z = compare_pairs(zscored, criteria=criteria, family=family, correction=correction, alpha=alpha, n_boot=0,
                       seed=seed)
     z = z.rename(columns={"mean_diff": "z_diff", "p_adj": "z_p_adj"})
     z = z[["criterion", "system_a", "system_b", "z_diff", "z_p_adj"]]

@@ -1,6 +1,6 @@
 """How the crossed-random-intercepts fit (analysis.crossed) behaves on unbalanced designs, by simulation.
 
-    .venv/bin/python benchmarks/crossed_simulation.py [--replicates 200] [--annotators 30] [--items 200]
+    .venv/bin/python benchmarks/crossed_simulation.py [--replicates 100] [--annotators 20] [--items 100]
                                                       [--k 3] [--seed 0]
 
 Each replicate draws a study like the report's: 5 systems, every item rated by k annotators drawn with
@@ -111,9 +111,9 @@ def simulate(replicates: int, *, n_annotators: int, n_items: int, k: int, seed: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicates", type=int, default=200)
-    parser.add_argument("--annotators", type=int, default=30)
-    parser.add_argument("--items", type=int, default=200)
+    parser.add_argument("--replicates", type=int, default=100)
+    parser.add_argument("--annotators", type=int, default=20)
+    parser.add_argument("--items", type=int, default=100)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()

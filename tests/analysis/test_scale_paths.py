@@ -123,3 +123,13 @@ def test_consensus_correlation_equals_the_per_annotator_formula():
         assert table.loc[annotator, "consensus_mae"] == pytest.approx((part["score"] - part["consensus"]).abs().mean())
         checked += np.isfinite(r)
     assert checked >= 5
+
+
+def test_no_bootstrap_leaves_the_rank_biserial_interval_nan_and_the_tests_as_they_were():
+    d_a = np.array([3.0, 4.0, 2.5, 5.0, 4.5, 3.5, 4.0, 2.0])
+    d_b = np.array([2.0, 4.5, 2.0, 3.0, 4.0, 3.0, 3.0, 2.5])
+    full = compare.paired_tests(d_a, d_b, n_boot=300)
+    tests_only = compare.paired_tests(d_a, d_b, n_boot=0)
+    assert np.isfinite(full["rb_ci_low"]) and np.isnan(tests_only["rb_ci_low"]) and np.isnan(tests_only["rb_ci_high"])
+    for key in ("w_plus", "p_wilcoxon", "t", "p_t", "d_z", "dz_ci_low", "rank_biserial"):
+        assert tests_only[key] == full[key]
