@@ -276,7 +276,9 @@ def choice_agreement(judgments: pd.DataFrame) -> pd.DataFrame:
             raters = int(shared.value_counts().sort_index(ascending=False).idxmax())
             complete = counts.loc[per_unit == raters].to_numpy()
             units = len(complete)
-            kappa = float(fleiss_kappa(complete, method="fleiss")) if units >= 2 else np.nan
+            # One category throughout: chance agreement is 1 and kappa undefined (0/0); say NaN, not a warning.
+            varied = np.count_nonzero(complete.sum(axis=0)) > 1
+            kappa = float(fleiss_kappa(complete, method="fleiss")) if units >= 2 and varied else np.nan
         rows.append({"criterion": criterion, "coefficient": "fleiss_kappa", "estimate": kappa, "units": units,
                      "ratings_per_unit": raters, "judgments": int(units * raters) if units else 0})
         pairable = part[part["unit"].isin(per_unit[per_unit >= 2].index)]

@@ -31,8 +31,8 @@ def test_two_system_davidson_matches_its_closed_form(wins, losses, ties):
     """Davidson (1970) for two systems: with x = sqrt(pi_1 / pi_2),
     P(win) = x / (x + 1/x + nu), P(loss) = (1/x) / (...), P(tie) = nu / (...).
     Two free parameters (x, nu) for a three-cell multinomial: the model is saturated, so the MLE reproduces
-    the observed shares, W : L : T = x : 1/x : nu. Hence x^2 = W / L, i.e. theta_1 - theta_2 = log(W / L), and
-    nu = T / x * ... = T x / W = T / sqrt(W L)."""
+    the observed shares, W : L : T = x : 1/x : nu. From W / L = x^2: theta_1 - theta_2 = log x^2 = log(W / L).
+    From T / W = nu / x: nu = T x / W = T sqrt(W / L) / W = T / sqrt(W L)."""
     theta, nu = fit_davidson(np.array([[0, wins], [losses, 0]]), np.array([[0, ties], [ties, 0]]))
     assert theta[0] - theta[1] == pytest.approx(np.log(wins / losses), abs=1e-6)
     assert nu == pytest.approx(ties / np.sqrt(wins * losses), rel=1e-6)

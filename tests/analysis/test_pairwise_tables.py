@@ -3,6 +3,7 @@ computed by hand (or by a closed form independent of the code under test)."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -144,6 +145,15 @@ def test_fleiss_uses_the_units_with_the_common_number_of_ratings():
     assert agreement.loc["fleiss_kappa", "units"] == 3
     assert agreement.loc["fleiss_kappa", "estimate"] == pytest.approx(28 / 46)
     assert agreement.loc["krippendorff_alpha", "units"] == 4
+
+
+def test_agreement_without_variation_is_undefined_not_a_warning():
+    rows = [row for unit in range(3) for rater in ("r0", "r1")
+            for row in judgment_rows([(unit, "gold", "moel", "left")], annotator=rater)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        agreement = choice_agreement(_frame(rows))
+    assert agreement["estimate"].isna().all() and agreement["units"].tolist() == [3, 3]
 
 
 def test_position_bias_counts_left_choices_among_non_ties_with_an_exact_interval():
