@@ -259,3 +259,49 @@ def judgment_rows(specs: Any, *, annotator: str = "ann-1", study: str = "ab", cr
                          "is_control": is_control, "control_target": control_target if is_control else None,
                          "late": late})
     return rows
+
+
+def read_judgments(path: Any) -> pd.DataFrame:
+    """Read a judgment table written by ``empeval export`` for a pairwise study (``.csv``, or ``.jsonl`` /
+    ``.ndjson``, one row per judgment) and return it validated by ``validate_judgments``.
+
+    CSV is read as text (empty cells stay empty: no control target), so the validator parses every value.
+
+    Returns
+    -------
+    judgments : pandas.DataFrame
+        As ``validate_judgments`` returns it.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> text = ("study,assignment_id,annotator,context_id,criterion,pair,system_left,system_right,choice,"
+    ...         "preferred,position,is_control,control_target,late\\n"
+    ...         "ab,1,ann-1,7,empathy,gold|moel,moel,gold,right,gold,0,false,,false\\n")
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "ab.csv"
+    ...     _ = path.write_text(text)
+    ...     judgments = read_judgments(path)
+    >>> judgments[["context_id", "preferred", "is_control", "control_target"]].values.tolist()
+    [[7, 'gold', False, None]]
+    """
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return validate_judgments(pd.read_csv(path, dtype=str, keep_default_na=False), source=str(path))
+    if suffix in {".jsonl", ".ndjson"}:
+        records = []
+        with path.open(encoding="utf-8") as lines:
+            for line_no, line in enumerate(lines, start=1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise JudgmentError(f"{path}: line {line_no} is not valid JSON ({err.msg})") from err
+        return validate_judgments(records, source=str(path))
+    raise JudgmentError(f"{path}: unknown judgment file format {suffix!r}; expected .csv, .jsonl or .ndjson")

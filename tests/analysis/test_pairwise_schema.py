@@ -95,3 +95,32 @@ def test_every_public_pairwise_function_documents_its_return_and_runs_an_example
         doc = inspect.getdoc(function) or ""
         assert "\nReturns\n-------\n" in doc, f"{function.__name__}: no Returns section"
         assert "\nExamples\n--------\n" in doc and "\n>>> " in doc, f"{function.__name__}: no example"
+
+
+def test_a_simulated_table_round_trips_through_csv_and_jsonl(tmp_path):
+    from analysis.pairwise_schema import read_judgments
+    from analysis.simulate_pairwise import simulate_pairwise_study
+
+    table = validate_judgments(simulate_pairwise_study(n_contexts=5, k=2, seed=3).judgments)
+    csv_path, jsonl_path = tmp_path / "ab.csv", tmp_path / "ab.jsonl"
+    table.to_csv(csv_path, index=False)
+    table.to_json(jsonl_path, orient="records", lines=True)
+    for path in (csv_path, jsonl_path):
+        read = read_judgments(path)
+        pd.testing.assert_frame_equal(read, table, check_dtype=False)
+        assert read["context_id"].dtype == "int64" and read["is_control"].dtype == bool
+
+
+def test_reading_names_the_file_and_line_of_bad_input(tmp_path):
+    from analysis.pairwise_schema import read_judgments
+
+    bad = tmp_path / "ab.jsonl"
+    bad.write_text('{"study": "ab"}\n{not json\n')
+    with pytest.raises(JudgmentError, match="line 2 is not valid JSON"):
+        read_judgments(bad)
+    with pytest.raises(JudgmentError, match="unknown judgment file format '.xlsx'"):
+        read_judgments(tmp_path / "ab.xlsx")
+    short = tmp_path / "short.csv"
+    short.write_text("study,pair\nab,gold|moel\n")
+    with pytest.raises(JudgmentError, match=r"short.csv is missing column\(s\) 'assignment_id'"):
+        read_judgments(short)
