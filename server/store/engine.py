@@ -4,6 +4,12 @@ The URL comes from EMPEVAL_DATABASE_URL; without it, a SQLite file `empeval.db` 
 directory. SQLite connections get WAL journaling (readers don't block the writer) and foreign keys on
 (SQLite leaves them off by default, which would silently allow dangling rows).
 
+SQLite has one writer at a time. A unit of work (`unit_of_work`) on SQLite is a write transaction from its
+start (BEGIN IMMEDIATE): it waits for the lock once, up front, instead of reading first and failing (or
+retrying) when it turns into a writer. Before that, writers queue without polling: the threads of a process on
+a lock, the processes (gunicorn workers, commands) on a flock of `<database>-writer.lock`; SQLite's busy handler
+(which polls, sleeping up to 100 ms between tries) is left for writers that do not queue there.
+
 A SQLite file holds every rating and annotator, so it is created readable by its owner only (0600), and
 an existing one (with its -wal, -shm and -journal files) that others could read loses their rights when it
 is opened (0644 becomes 0600; a read-only 0444 becomes 0400). SQLite gives the -wal and -shm files it
@@ -11,19 +17,27 @@ creates the permissions of the database file.
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 DATABASE_URL_ENV = "EMPEVAL_DATABASE_URL"
 DEFAULT_SQLITE_FILE = "empeval.db"
 PRIVATE_FILE_MODE = 0o600
 SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
+# Beside the database: the file writers flock to take turns (see unit_of_work).
+WRITER_LOCK_SUFFIX = "-writer.lock"
+# How long a SQLite writer waits for the write lock (in SQLite's busy handler, and before it for this process's
+# other threads) before it gives up with an error.
+BUSY_TIMEOUT_S = 30
 
 
 def database_url(url: str | None = None) -> str:
@@ -69,7 +83,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     # Several app workers may write at once; wait for the lock rather than fail.
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
     cursor.close()
 
 
@@ -86,8 +100,97 @@ def make_engine(url: str | None = None, **kwargs) -> Engine:
     return engine
 
 
+class _WriterGate:
+    """Writers to one SQLite database take turns here before BEGIN IMMEDIATE: this process's threads on a lock,
+    then the processes on an exclusive flock of a file beside the database. A waiter sleeps in the kernel and wakes
+    when the holder lets go, where SQLite's busy handler would poll (sleeping up to 100 ms between tries, so a
+    process's own threads, which never sleep, would take the lock over and over and starve the other processes).
+    Re-entrant: a thread already inside passes."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.lock, self.depth, self.fd = path, threading.RLock(), 0, -1
+
+    def __enter__(self) -> None:
+        if not self.lock.acquire(timeout=BUSY_TIMEOUT_S):
+            raise OperationalError("BEGIN IMMEDIATE", None, TimeoutError(
+                f"{self.path}: another write transaction of this process held the database for more than "
+                f"{BUSY_TIMEOUT_S} s"))
+        if self.depth == 0 and self.path is not None:
+            try:
+                self.fd = os.open(self.path.with_name(self.path.name + WRITER_LOCK_SUFFIX), os.O_RDWR | os.O_CREAT,
+                                  PRIVATE_FILE_MODE)
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+            except OSError:  # a read-only folder, say: SQLite's own lock (and busy handler) still apply
+                self._close()
+        self.depth += 1
+
+    def __exit__(self, *_exc: object) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self._close()
+        self.lock.release()
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing the file lets go of the flock
+            self.fd = -1
+
+
+_writer_gates: dict[str, _WriterGate] = {}
+_writer_gates_guard = threading.Lock()
+
+
+def _writer_gate(engine: Engine) -> _WriterGate:
+    """The gate of the engine's SQLite database (one per database in this process, shared by its engines)."""
+    url = engine.url.render_as_string(hide_password=False)
+    with _writer_gates_guard:
+        if url not in _writer_gates:
+            _writer_gates[url] = _WriterGate(sqlite_file(url))
+        return _writer_gates[url]
+
+
 @contextmanager
 def unit_of_work(engine: Engine) -> Iterator[Session]:
-    """One session, one transaction: committed if the block finishes, rolled back if it raises."""
-    with Session(engine, expire_on_commit=False) as session, session.begin():
+    """One session, one transaction: committed if the block finishes, rolled back if it raises. On SQLite a write
+    transaction from the start, one per process at a time (see the module docstring): keep it short."""
+    if engine.dialect.name != "sqlite":
+        with Session(engine, expire_on_commit=False) as session, session.begin():
+            yield session
+        return
+    with _writer_gate(engine), Session(engine, expire_on_commit=False) as session, session.begin():
+        # The driver (pysqlite) opens transactions itself, as BEGIN DEFERRED before the first write; one opened
+        # here first is the one it commits or rolls back.
+        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
         yield session
+
+
+# Transaction control and connection set-up: what a statement count leaves out (it counts the work asked for).
+_NOT_COUNTED = ("BEGIN", "COMMIT", "ROLLBACK", "PRAGMA", "SAVEPOINT", "RELEASE", "SET ")
+
+
+class StatementCount:
+    """SQL statements an engine sent to the database while `counting_statements` was open, in this thread."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.statements)
+
+
+@contextmanager
+def counting_statements(engine: Engine) -> Iterator[StatementCount]:
+    """Count the statements `engine` executes in the calling thread within the block (an executemany counts
+    once per statement sent, not per row: SQLAlchemy's cursor event fires once per call), leaving out BEGIN,
+    COMMIT, ROLLBACK, SAVEPOINT and PRAGMA. For tests and benchmarks of how many round trips a call costs."""
+    count, thread = StatementCount(), threading.get_ident()
+
+    def record(_conn, _cursor, statement: str, _parameters, _context, _executemany) -> None:
+        if threading.get_ident() == thread and not statement.lstrip().upper().startswith(_NOT_COUNTED):
+            count.statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield count
+    finally:
+        event.remove(engine, "before_cursor_execute", record)

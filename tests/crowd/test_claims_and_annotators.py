@@ -3,9 +3,10 @@ assignment (handout.claim) and getting or creating an annotator (annotators.get_
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from datetime import timedelta
 
-from sqlalchemy import event, func, insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from server.annotation import annotators, handout
@@ -96,20 +97,23 @@ def test_creating_the_same_annotator_from_many_threads_at_once_leaves_one_row(cr
         assert session.scalar(select(func.count(Annotator.id)).where(Annotator.pseudonym == "mock-same-worker")) == 1
 
 
-def test_an_annotator_created_by_someone_else_between_the_check_and_the_insert_is_read_back(crowd_store):
+def test_an_annotator_created_by_someone_else_between_the_check_and_the_insert_is_read_back(crowd_store,
+                                                                                          monkeypatch):
     raced = []
 
-    def create_meanwhile(session, flush_context, instances):
-        if not raced and any(isinstance(o, Annotator) for o in session.new):
-            with crowd_store.begin() as connection:  # another connection wins the race
+    @contextmanager
+    def create_meanwhile(engine):
+        # Another connection wins the race after the check, before the inserting transaction (on SQLite that
+        # transaction holds the write lock from its start, so the race cannot happen inside it).
+        if not raced:
+            with crowd_store.begin() as connection:
                 raced.append(connection.execute(insert(Annotator).values(provider="mock", pseudonym="mock-raced")
                                                 .returning(Annotator.id)).scalar_one())
+        with unit_of_work(engine) as session:
+            yield session
 
-    event.listen(Session, "before_flush", create_meanwhile)
-    try:
-        annotator = get_or_create_annotator(crowd_store, "mock", "mock-raced")
-    finally:
-        event.remove(Session, "before_flush", create_meanwhile)
+    monkeypatch.setattr(annotators, "unit_of_work", create_meanwhile)
+    annotator = get_or_create_annotator(crowd_store, "mock", "mock-raced")
     assert raced and annotator.id == raced[0]
 
 
