@@ -138,9 +138,8 @@ def straightlining(ratings: pd.DataFrame) -> pd.DataFrame:
     """
     per_item = ratings.groupby(["annotator", "item"])["score"].agg(["nunique", "size"])
     multi = per_item.loc[per_item["size"] >= 2]
-    table = multi.groupby("annotator").agg(
-        n_multi_criterion_items=("size", "size"), straightline_rate=("nunique", lambda s: float((s == 1).mean()))
-    )
+    one_score = (multi["nunique"] == 1).groupby(level="annotator")
+    table = pd.DataFrame({"n_multi_criterion_items": one_score.size(), "straightline_rate": one_score.mean()})
     spread = ratings.groupby("annotator")["score"].std(ddof=0).rename("score_sd")
     return table.join(spread, how="outer").reset_index()
 
@@ -408,7 +407,7 @@ def rater_quality(
     found = {annotator: _rule_flags(row, min_control_pass_rate=min_control_pass_rate, min_controls=min_controls,
                                     max_straightline_rate=max_straightline_rate, min_items=min_items,
                                     min_median_seconds=min_median_seconds, max_halo=max_halo)
-             for annotator, row in table.iterrows()}
+             for annotator, row in table.to_dict("index").items()}
     by_rules = {annotator for annotator, flags in found.items() if flags}
     excluded: set[str] = set(by_rules)
     for _ in range(max_consensus_rounds):
@@ -434,7 +433,7 @@ def rater_quality(
     return table[ordered].reset_index()
 
 
-def _rule_flags(row: pd.Series, *, min_control_pass_rate: float, min_controls: int, max_straightline_rate: float,
+def _rule_flags(row: dict, *, min_control_pass_rate: float, min_controls: int, max_straightline_rate: float,
                 min_items: int, min_median_seconds: float | None, max_halo: float | None) -> dict[str, str]:
     """The per-annotator rules that fire (all but the consensus rule), as flag column -> reason for people."""
     found = {}
