@@ -16,6 +16,12 @@ claims of hers still meet (crowd ingest, a direct `claim`), one fails on the ind
 An assignment not submitted by its deadline expires and a copy with the same items goes back to the pool; the
 rater keeps her seen rows (she did see those contexts). A closed study hands out nothing; a revoked annotator
 gets nothing (both Forbidden, with a message saying so).
+
+Cost, whatever the size of the study or of an assignment (tests/annotation/test_statement_counts.py): resuming
+is two statements (who she is and where she stands in one, the items with their turns in the other), claiming
+six; every read goes by index (migration 0004) and stops at the first fitting candidate. The claim's
+transaction holds the write lock (SQLite: BEGIN IMMEDIATE, see store.engine) only for its four statements; the
+items are read after it commits.
 """
 from __future__ import annotations
 
@@ -29,8 +35,11 @@ from sqlalchemy import (
     Engine,
     Integer,
     Select,
+    String,
     and_,
     delete,
+    exists,
+    false,
     insert,
     literal,
     or_,
@@ -38,7 +47,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, aliased
 
 from server.errors import Conflict, Forbidden, NotFound
 from server.store.engine import unit_of_work
@@ -53,8 +62,14 @@ from server.store.models import (
     Study,
     StudyItem,
     StudyRevocation,
+    Turn,
 )
-from server.store.queries import STUDY_CLOSED, active_assignment, assignment_counts, iso_utc, now_utc, study_by_name
+from server.store.queries import STUDY_CLOSED, assignment_counts, iso_utc, now_utc, study_by_name
+
+# Aliases made once: an alias made per call costs SQLAlchemy more than running the query it is used in.
+_CANDIDATE = aliased(Assignment, name="candidate")
+_RESUMABLE = aliased(Assignment, name="resumable")
+_COPY = aliased(Assignment, name="copy")
 
 # Each failed attempt means another claim committed (another annotator took the candidate, or this annotator's
 # other tab claimed first), so the loop always makes progress; the bound only turns a bug into an error.
@@ -69,118 +84,212 @@ class AccessRevoked(Forbidden):
     """The researcher revoked this annotator, in this study or in all of them."""
 
 
-def ensure_may_work(session: Session, study: Study, annotator_id: int) -> None:
-    """Raise StudyClosed or AccessRevoked when this annotator may not take or submit work in this study."""
+def revoked_clause(study_id: Any, annotator_id: int) -> Any:
+    """SQL truth value: the annotator is revoked in every study, or in this one (`study_id` a value or a column)."""
+    return or_(exists().where(Annotator.id == annotator_id, Annotator.revoked_at.is_not(None)),
+               exists().where(StudyRevocation.study_id == study_id, StudyRevocation.annotator_id == annotator_id))
+
+
+def refuse_unless_may_work(study: Study, revoked: bool) -> None:
+    """Raise StudyClosed or AccessRevoked when the study is closed or the annotator revoked."""
     if study.status == STUDY_CLOSED:
         raise StudyClosed(f"study {study.name!r} is closed and takes no more ratings. Thank you for your help!")
-    revoked = session.scalar(select(Annotator.revoked_at).where(Annotator.id == annotator_id))
-    if revoked is not None or session.get(StudyRevocation, (study.id, annotator_id)) is not None:
+    if revoked:
         raise AccessRevoked(f"your access to study {study.name!r} was revoked by the researcher; ask them if you "
                             f"think this is a mistake")
 
 
-def _expire(session: Session, old: Assignment) -> bool:
-    """Expire one active assignment and put a copy with the same items in the pool; False if it was no longer
-    active (expired or submitted meanwhile)."""
-    expired = session.execute(
-        update(Assignment).where(Assignment.id == old.id, Assignment.status == ACTIVE).values(status="expired")
-    )
-    if not cast("CursorResult[Any]", expired).rowcount:
-        return False
-    copy = Assignment(study_id=old.study_id, status="open", round=old.round, design_index=old.design_index,
-                      replaces_id=old.id)
-    copy.items = [AssignmentItem(item_id=i.item_id, position=i.position) for i in old.items]
-    session.add(copy)
-    return True
+def ensure_may_work(session: Session, study: Study, annotator_id: int) -> None:
+    """Raise StudyClosed or AccessRevoked when this annotator may not take or submit work in this study."""
+    refuse_unless_may_work(study, bool(session.scalar(select(revoked_clause(study.id, annotator_id)))))
+
+
+def _expire_all(session: Session, assignment_ids: list[int], now: datetime) -> set[int]:
+    """Expire those of these assignments still active and put a copy of each, with the same items, in the pool:
+    three statements however many there are. Returns the ids this call expired."""
+    if not assignment_ids:
+        return set()
+    expired = set(session.scalars(
+        update(Assignment).where(Assignment.id.in_(assignment_ids), Assignment.status == ACTIVE)
+        .values(status="expired").returning(Assignment.id).execution_options(synchronize_session=False)
+    ).all())
+    if not expired:
+        return expired
+    session.execute(insert(Assignment).from_select(
+        ["study_id", "status", "created_at", "round", "design_index", "replaces_id", "late"],
+        select(Assignment.study_id, literal("open", String), literal(now, DateTime(timezone=True)), Assignment.round,
+               Assignment.design_index, Assignment.id, false()).where(Assignment.id.in_(expired))))
+    # An assignment expires once (only an active one does), so its copy is the one assignment replacing it.
+    copy = _COPY
+    session.execute(insert(AssignmentItem).from_select(
+        ["assignment_id", "item_id", "position"],
+        select(copy.id, AssignmentItem.item_id, AssignmentItem.position)
+        .join(AssignmentItem, AssignmentItem.assignment_id == copy.replaces_id)
+        .where(copy.replaces_id.in_(expired))))
+    return expired
 
 
 def expire_overdue(session: Session, study_id: int, now: datetime) -> int:
     """Expire assigned-but-unsubmitted assignments past their deadline; put a copy of each in the pool. Returns
     how many this call expired."""
     overdue = session.scalars(
-        select(Assignment).options(selectinload(Assignment.items))
+        select(Assignment.id)
         .where(Assignment.study_id == study_id, Assignment.status == ACTIVE, Assignment.expires_at < now)
         .with_for_update(skip_locked=True)
     ).all()
-    count = sum(_expire(session, old) for old in overdue)
-    session.flush()
-    return count
+    return len(_expire_all(session, list(overdue), now))
 
 
 def expire_active_of(session: Session, annotator_id: int, *, study_id: int | None = None) -> int:
     """Expire the annotator's active assignments (in one study, or in every study), each copied back to the pool:
     what revoking an annotator does to her work in progress. Returns how many were expired."""
-    query = select(Assignment).options(selectinload(Assignment.items)).where(
-        Assignment.annotator_id == annotator_id, Assignment.status == ACTIVE)
+    query = select(Assignment.id).where(Assignment.annotator_id == annotator_id, Assignment.status == ACTIVE)
     if study_id is not None:
         query = query.where(Assignment.study_id == study_id)
-    count = sum(_expire(session, old) for old in session.scalars(query.with_for_update()).all())
-    session.flush()
-    return count
+    return len(_expire_all(session, list(session.scalars(query.with_for_update()).all()), now_utc()))
+
+
+class Handed(NamedTuple):
+    """An assignment handed to an annotator: its id and deadline (None: no local deadline)."""
+
+    id: int
+    expires_at: datetime | None
 
 
 def _first_fitting(study_id: int, annotator_id: int) -> Select[int]:
-    """The first open assignment of the study, in design order, holding no context this annotator has seen."""
+    """The first open assignment of the study, in design order, holding no context this annotator has seen:
+    walked by index (study, status, design order), stopping at the first that fits."""
+    candidate = _CANDIDATE
     seen_in_it = (
         select(AssignmentItem.id)
         .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
         .join(Response, Response.id == StudyItem.response_id)
         .join(SeenContext, and_(SeenContext.context_id == Response.context_id, SeenContext.study_id == study_id,
                                 SeenContext.annotator_id == annotator_id))
-        .where(AssignmentItem.assignment_id == Assignment.id)
+        .where(AssignmentItem.assignment_id == candidate.id)
     )
-    return (select(Assignment.id)
-            .where(Assignment.study_id == study_id, Assignment.status == "open", ~seen_in_it.exists())
-            .order_by(Assignment.design_index, Assignment.id).limit(1))
+    # SKIP LOCKED (PostgreSQL): raters asking at once try different candidates instead of queueing on the first
+    # one. SQLite has one writer at a time anyway and ignores it.
+    return (select(candidate.id)
+            .where(candidate.study_id == study_id, candidate.status == "open", ~seen_in_it.exists())
+            .order_by(candidate.design_index, candidate.id).limit(1)
+            .with_for_update(skip_locked=True, of=candidate))
 
 
 def _take_turn(session: Session, annotator_id: int) -> None:
     """Make this annotator's claims take turns: a no-op UPDATE of her row, first in the claim's transaction. On
-    PostgreSQL it is a row lock, held to commit; on SQLite it takes the database's write lock. Either way a second
-    tab's claim waits here until the first has committed, and then sees its assignment. Without it, the second
-    could look for an active assignment before the first committed, find every fitting candidate taken (or
-    locked) by the first, and answer "nothing left"."""
+    PostgreSQL it is a row lock, held to commit; on SQLite the transaction holds the database's write lock from
+    its start anyway. Either way a second tab's claim waits here until the first has committed, and then sees its
+    assignment. Without it, the second could look for an active assignment before the first committed, find every
+    fitting candidate taken (or locked) by the first, and answer "nothing left"."""
     session.execute(update(Annotator).where(Annotator.id == annotator_id)
                     .values(display_name=Annotator.display_name))
 
 
-def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: datetime | None = None) -> int | None:
-    """The id of the assignment this annotator should work on now (resumed or newly claimed), or None when
-    nothing suitable is left. StudyClosed or AccessRevoked when she may not work on this study."""
-    now = now or now_utc()
+def _active_after_expiry(session: Session, study_id: int, annotator_id: int, now: datetime) -> Handed | None:
+    """Expire the study's overdue assignments (hers among them) and return her active assignment, if any: one read
+    of the study's active assignments that are hers or overdue (as many as raters at work, not as the study)."""
+    rows = session.execute(
+        select(Assignment.id, Assignment.annotator_id, Assignment.expires_at,
+               (Assignment.expires_at < now).label("overdue"))
+        .where(Assignment.study_id == study_id, Assignment.status == ACTIVE,
+               or_(Assignment.annotator_id == annotator_id, Assignment.expires_at < now))
+        .with_for_update(skip_locked=True)
+    ).all()
+    expired = _expire_all(session, [row.id for row in rows if row.overdue], now)
+    mine = [Handed(row.id, row.expires_at) for row in rows if row.annotator_id == annotator_id
+            and row.id not in expired]
+    return mine[0] if mine else None
+
+
+def _claim_first_fitting(session: Session, study_id: int, annotator_id: int, *, now: datetime,
+                         minutes: int | None) -> Handed | None:
+    """Claim the first fitting open assignment (see _first_fitting) in one UPDATE whose WHERE chooses it, and
+    write its seen rows; None when none fits."""
+    expires_at = None if minutes is None else now + timedelta(minutes=minutes)
+    claimed = session.scalar(
+        update(Assignment)
+        .where(Assignment.id == _first_fitting(study_id, annotator_id).scalar_subquery(),
+               Assignment.status == "open")
+        .values(status=ACTIVE, annotator_id=annotator_id, started_at=now, expires_at=expires_at)
+        .returning(Assignment.id).execution_options(synchronize_session=False)
+    )
+    if claimed is None:
+        return None
+    _record_seen(session, claimed, annotator_id, now)
+    return Handed(claimed, expires_at)
+
+
+def _hand_out(engine: Engine, study_name: str, annotator_id: int, now: datetime) -> tuple[Study, Handed] | None:
+    """The study and the assignment this annotator works on now (resumed or newly claimed), or None when nothing
+    suitable is left. One read says whether she may work and what she holds; only a claim writes."""
     with Session(engine) as session:
-        study = study_by_name(session, study_name)
-        ensure_may_work(session, study, annotator_id)
-        study_id, minutes = study.id, study.config.design.assignment_minutes
-        resumable = session.scalar(select(Assignment.id).where(
-            Assignment.study_id == study_id, Assignment.annotator_id == annotator_id, Assignment.status == ACTIVE,
-            or_(Assignment.expires_at.is_(None), Assignment.expires_at >= now)))
-    if resumable is not None:  # resuming work that is not overdue needs no turn
-        return resumable
+        resumable = _RESUMABLE
+        row = session.execute(
+            select(Study, revoked_clause(Study.id, annotator_id), resumable.id, resumable.expires_at)
+            .outerjoin(resumable, and_(resumable.study_id == Study.id, resumable.annotator_id == annotator_id,
+                                       resumable.status == ACTIVE,
+                                       or_(resumable.expires_at.is_(None), resumable.expires_at >= now)))
+            .where(Study.name == study_name)
+        ).first()
+        if row is None:
+            raise NotFound(f"no study named {study_name!r}")
+        study, revoked, resumable_id, expires_at = row
+        refuse_unless_may_work(study, bool(revoked))
+        minutes = study.config.design.assignment_minutes
+    if resumable_id is not None:  # resuming work that is not overdue needs no turn
+        return study, Handed(resumable_id, expires_at)
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:
             with unit_of_work(engine) as session:
                 _take_turn(session, annotator_id)
                 # Expiry, the active check and the claim in one turn: another tab cannot be expiring her
                 # assignment (and claiming the next) while this one reads it as still hers.
-                expire_overdue(session, study_id, now)
-                active = active_assignment(session, study_id, annotator_id)
-                if active is not None:
-                    return active
-                # SKIP LOCKED (PostgreSQL): raters asking at once try different candidates instead of queueing
-                # on the first one. SQLite has one writer at a time anyway and ignores it.
-                candidate = session.scalar(_first_fitting(study_id, annotator_id)
-                                           .with_for_update(skip_locked=True, of=Assignment))
-                if candidate is None:
-                    return None
-                if claim(session, candidate, annotator_id, now=now, minutes=minutes):
-                    return candidate
+                handed = (_active_after_expiry(session, study.id, annotator_id, now)
+                          or _claim_first_fitting(session, study.id, annotator_id, now=now, minutes=minutes))
+                return None if handed is None else (study, handed)
         except IntegrityError:
             # This annotator's concurrent claim committed first (one active assignment per study, one seen row
             # per context): the next attempt reads it back.
             continue
     raise Conflict(f"could not hand out an assignment of study {study_name!r} after {MAX_CLAIM_ATTEMPTS} "
                    f"attempts (very many claims at once): try again")
+
+
+def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: datetime | None = None) -> int | None:
+    """The id of the assignment this annotator should work on now (resumed or newly claimed), or None when
+    nothing suitable is left. StudyClosed or AccessRevoked when she may not work on this study."""
+    handed = _hand_out(engine, study_name, annotator_id, now or now_utc())
+    return None if handed is None else handed[1].id
+
+
+def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, *,
+                            now: datetime | None = None) -> dict[str, Any] | None:
+    """What the task UI shows of the assignment next_assignment hands out (see assignment_payload), or None when
+    nothing suitable is left: one statement more than handing it out."""
+    handed = _hand_out(engine, study_name, annotator_id, now or now_utc())
+    if handed is None:
+        return None
+    study, (assignment_id, expires_at) = handed
+    with Session(engine) as session:
+        return _payload(study, assignment_id, ACTIVE, expires_at, _items(session, assignment_id))
+
+
+def _record_seen(session: Session, assignment_id: int, annotator_id: int, now: datetime) -> None:
+    """One seen_context row per context of the assignment, for this annotator: one INSERT ... SELECT.
+
+    Raises IntegrityError when she has already seen one of its contexts in the study."""
+    contexts = (
+        select(Assignment.study_id, literal(annotator_id, Integer), Response.context_id, Assignment.id,
+               literal(now, DateTime(timezone=True)))
+        .join(AssignmentItem, AssignmentItem.assignment_id == Assignment.id)
+        .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
+        .join(Response, Response.id == StudyItem.response_id)
+        .where(Assignment.id == assignment_id)
+        .distinct()
+    )
+    session.execute(insert(SeenContext).from_select(
+        ["study_id", "annotator_id", "context_id", "assignment_id", "seen_at"], contexts))
 
 
 def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datetime, minutes: int | None) -> bool:
@@ -198,17 +307,7 @@ def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datet
     )
     if not cast("CursorResult[Any]", claimed).rowcount:
         return False
-    contexts = (
-        select(Assignment.study_id, literal(annotator_id, Integer), Response.context_id, Assignment.id,
-               literal(now, DateTime(timezone=True)))
-        .join(AssignmentItem, AssignmentItem.assignment_id == Assignment.id)
-        .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
-        .join(Response, Response.id == StudyItem.response_id)
-        .where(Assignment.id == assignment_id)
-        .distinct()
-    )
-    session.execute(insert(SeenContext).from_select(
-        ["study_id", "annotator_id", "context_id", "assignment_id", "seen_at"], contexts))
+    _record_seen(session, assignment_id, annotator_id, now)
     return True
 
 
@@ -257,35 +356,49 @@ def close_study(engine: Engine, name: str) -> Closing:
         return Closing(was_open, assignment_counts(session, study.id))
 
 
+def _items(session: Session, assignment_id: int) -> list[dict[str, Any]]:
+    """The assignment's items in stored order, each with its response and the context's turns: one statement (a
+    row per turn), however many items."""
+    rows = session.execute(
+        select(AssignmentItem.position, StudyItem.id, Response.text, Turn.role, Turn.text)
+        .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
+        .join(Response, Response.id == StudyItem.response_id)
+        .join(Context, Context.id == Response.context_id)
+        .outerjoin(Turn, and_(Turn.dialogue_id == Context.dialogue_id, Turn.idx <= Context.n_turns))
+        .where(AssignmentItem.assignment_id == assignment_id)
+        .order_by(AssignmentItem.position, Turn.idx)
+    ).all()
+    items: list[dict[str, Any]] = []
+    for position, item_id, response, role, text in rows:
+        if not items or items[-1]["position"] != position:
+            items.append({"item_id": item_id, "position": position, "response": response, "context": []})
+        if role is not None:
+            items[-1]["context"].append({"role": role, "text": text})
+    return items
+
+
+def _payload(study: Study, assignment_id: int, status: str, expires_at: datetime | None,
+             items: list[dict[str, Any]]) -> dict[str, Any]:
+    config = study.config
+    return {
+        "assignment_id": assignment_id,
+        "status": status,
+        "expires_at": iso_utc(expires_at),
+        "study": {"name": study.name, "title": config.title or "Rate responses in conversations",
+                  "instructions": config.instructions},
+        "criteria": [asdict(c) for c in config.criteria],
+        "scale": {**asdict(config.scale), "labels": list(config.scale.labels)},
+        "items": items,
+    }
+
+
 def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
     """What the task UI needs to show an assignment. System names and control flags are not included."""
     with Session(engine) as session:
-        assignment = session.get(Assignment, assignment_id)
-        if assignment is None:
+        row = session.execute(select(Assignment.status, Assignment.expires_at, Study)
+                              .join(Study, Study.id == Assignment.study_id)
+                              .where(Assignment.id == assignment_id)).first()
+        if row is None:
             raise NotFound(f"no assignment {assignment_id}")
-        study = session.get_one(Study, assignment.study_id)
-        rows = session.execute(
-            select(AssignmentItem.position, StudyItem.id, Response.text, Context)
-            .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
-            .join(Response, Response.id == StudyItem.response_id)
-            .join(Context, Context.id == Response.context_id)
-            .where(AssignmentItem.assignment_id == assignment_id)
-            .order_by(AssignmentItem.position)
-            .options(selectinload(Context.dialogue))
-        ).all()
-        items = []
-        for position, item_id, text, context in rows:
-            turns = [t for t in context.dialogue.turns if t.idx <= context.n_turns]
-            items.append({"item_id": item_id, "position": position, "response": text,
-                          "context": [{"role": t.role, "text": t.text} for t in turns]})
-        config = study.config
-        return {
-            "assignment_id": assignment.id,
-            "status": assignment.status,
-            "expires_at": iso_utc(assignment.expires_at),
-            "study": {"name": study.name, "title": config.title or "Rate responses in conversations",
-                      "instructions": config.instructions},
-            "criteria": [asdict(c) for c in config.criteria],
-            "scale": {**asdict(config.scale), "labels": list(config.scale.labels)},
-            "items": items,
-        }
+        status, expires_at, study = row
+        return _payload(study, assignment_id, status, expires_at, _items(session, assignment_id))

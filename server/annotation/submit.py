@@ -6,17 +6,24 @@ A payload is
 with exactly one entry per item of the assignment and one integer score within the study's scale per
 criterion. Sending the same submission again (a retry, a double click) stores nothing twice and answers
 the same; a different submission for an already submitted assignment is a conflict.
+
+Cost, whatever the number of items (tests/annotation/test_statement_counts.py): two reads (the assignment with
+its study and whether the rater may work, then its item ids), then a short write transaction of three
+statements: one UPDATE that marks the assignment submitted only if it still may be (hers, not submitted, study
+open, rater not revoked), one UPDATE of every item's time, one bulk INSERT of the ratings. Of two
+submissions at once the database lets one UPDATE through: SQLite runs one write transaction at a time (BEGIN
+IMMEDIATE), PostgreSQL makes the second wait for the first's row lock and then re-checks its WHERE.
 """
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Double, Engine, and_, case, exists, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation.handout import ensure_may_work
+from server.annotation.handout import ensure_may_work, refuse_unless_may_work, revoked_clause
 from server.annotation.submission_schema import (
     ENTRY_FIELDS,
     MAX_COMMENT,
@@ -31,7 +38,7 @@ from server.annotation.submission_schema import (
 from server.errors import BadInput, Conflict, NotFound
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, AssignmentItem, Rating, Study
-from server.store.queries import as_utc, now_utc
+from server.store.queries import STUDY_CLOSED, as_utc, now_utc
 from server.store.storable import text_problem
 
 
@@ -112,29 +119,69 @@ def validate_submission(payload: Any, expected: ExpectedRatings) -> ValidSubmiss
     return ValidSubmission(submission_id, by_item, comment)
 
 
-def _receipt(assignment: Assignment, n_ratings: int) -> dict[str, Any]:
-    submitted_at = as_utc(assignment.submitted_at)
-    return {"status": "stored", "assignment_id": assignment.id, "submission_id": assignment.submission_id,
-            "ratings": n_ratings, "late": assignment.late,
-            "submitted_at": submitted_at.isoformat() if submitted_at is not None else None}
+def _receipt(assignment_id: int, submission_id: str | None, late: bool, submitted_at: datetime | None,
+             n_ratings: int) -> dict[str, Any]:
+    moment = as_utc(submitted_at)
+    return {"status": "stored", "assignment_id": assignment_id, "submission_id": submission_id, "ratings": n_ratings,
+            "late": bool(late), "submitted_at": moment.isoformat() if moment is not None else None}
 
 
 def _already_submitted(session: Session, assignment: Assignment, submission_id: object) -> dict[str, Any]:
     if assignment.submission_id == submission_id:
-        count = len(session.scalars(select(Rating.id).where(Rating.assignment_id == assignment.id)).all())
-        return _receipt(assignment, count)
+        count = session.scalar(select(func.count()).select_from(Rating).where(Rating.assignment_id == assignment.id))
+        return _receipt(assignment.id, assignment.submission_id, assignment.late, assignment.submitted_at, count or 0)
     raise Conflict(f"assignment {assignment.id} was already submitted (with another submission id)")
 
 
-def _own_assignment(session: Session, assignment_id: int, annotator_id: int, study: str | None, *,
-                    for_update: bool = False) -> Assignment:
+def _own_assignment(session: Session, assignment_id: int, annotator_id: int, study: str | None) -> Assignment:
     """The assignment if it is this annotator's (and of `study`, when given). One NotFound, with one message,
     for an id that does not exist, is someone else's or is of another study: ids reveal nothing."""
-    assignment = session.get(Assignment, assignment_id, with_for_update=for_update)
+    assignment = session.get(Assignment, assignment_id)
     if (assignment is None or assignment.annotator_id != annotator_id
             or (study is not None and session.get_one(Study, assignment.study_id).name != study)):
         raise NotFound(f"you have no assignment {assignment_id}")
     return assignment
+
+
+def _mark_submitted(session: Session, assignment_id: int, annotator_id: int, submission: ValidSubmission,
+                    now: datetime) -> bool | None:
+    """Mark the assignment submitted, in one UPDATE that does so only if it still may be: hers, not submitted yet,
+    its study not closed, she not revoked. Late when it had expired or its deadline has passed. Returns whether it
+    was late, or None when nothing was updated."""
+    late = session.scalar(
+        update(Assignment)
+        .where(Assignment.id == assignment_id, Assignment.annotator_id == annotator_id,
+               Assignment.status != "submitted",
+               exists().where(Study.id == Assignment.study_id, Study.status != STUDY_CLOSED),
+               ~revoked_clause(Assignment.study_id, annotator_id))
+        .values(status="submitted", submission_id=submission.submission_id, submitted_at=now,
+                comment=submission.comment or None,  # an empty comment is no comment
+                late=or_(Assignment.status == "expired",
+                         and_(Assignment.expires_at.is_not(None), Assignment.expires_at < now)))
+        .returning(Assignment.late).execution_options(synchronize_session=False)
+    )
+    return None if late is None else bool(late)
+
+
+def _store_ratings(session: Session, assignment_id: int, annotator_id: int, submission: ValidSubmission,
+                   now: datetime) -> int:
+    """The time on each item (one UPDATE) and every rating (one bulk INSERT).
+    Returns how many ratings were stored."""
+    timed = [(item_id, rating.seconds) for item_id, rating in submission.ratings.items() if rating.seconds is not None]
+    if timed:  # a claimed assignment's items have no time yet: items sent without one stay so
+        session.execute(
+            update(AssignmentItem).where(AssignmentItem.assignment_id == assignment_id,
+                                         AssignmentItem.item_id.in_([item_id for item_id, _ in timed]))
+            .values(seconds_on_item=case(*((AssignmentItem.item_id == item_id, literal(seconds, Double))
+                                           for item_id, seconds in timed)))
+            .execution_options(synchronize_session=False))
+    rows = [{"assignment_id": assignment_id, "item_id": item_id, "annotator_id": annotator_id, "criterion": criterion,
+             "score": score, "submitted_at": now, "submission_id": submission.submission_id}
+            for item_id, rating in submission.ratings.items() for criterion, score in rating.scores.items()]
+    # One INSERT with a list of parameter sets: SQLAlchemy's bulk path (executemany on SQLite, batches of
+    # multi-row VALUES on PostgreSQL), compiled once and cached; a VALUES clause built per call is compiled per call.
+    session.execute(insert(Rating), rows)
+    return len(rows)
 
 
 def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, payload: Any,
@@ -143,16 +190,20 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
 
     `study` is the study the caller's invite is for: an assignment of another study is NotFound, as is one of
     another annotator or one that does not exist. A closed study or a revoked annotator is Forbidden
-    (handout.ensure_may_work), checked again in the storing transaction; sending a submission that is stored
+    (handout.ensure_may_work), checked again in the storing UPDATE; sending a submission that is stored
     already still gets its receipt."""
     now = now or now_utc()
     with Session(engine) as session:
-        assignment = _own_assignment(session, assignment_id, annotator_id, study)
+        row = session.execute(select(Assignment, Study, revoked_clause(Study.id, annotator_id))
+                              .join(Study, Study.id == Assignment.study_id)
+                              .where(Assignment.id == assignment_id)).first()
+        if row is None or row[0].annotator_id != annotator_id or (study is not None and row[1].name != study):
+            raise NotFound(f"you have no assignment {assignment_id}")
+        assignment, study_row, revoked = row
         if assignment.status == "submitted":
             return _already_submitted(session, assignment,
                                       payload.get("submission_id") if isinstance(payload, dict) else None)
-        study_row = session.get_one(Study, assignment.study_id)
-        ensure_may_work(session, study_row, annotator_id)
+        refuse_unless_may_work(study_row, bool(revoked))
         config = study_row.config
         item_ids = session.scalars(select(AssignmentItem.item_id)
                                    .where(AssignmentItem.assignment_id == assignment_id)
@@ -163,24 +214,15 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
 
     try:
         with unit_of_work(engine) as session:
-            assignment = _own_assignment(session, assignment_id, annotator_id, study, for_update=True)
-            if assignment.status == "submitted":
-                return _already_submitted(session, assignment, submission.submission_id)
-            ensure_may_work(session, session.get_one(Study, assignment.study_id), annotator_id)
-            expires_at = as_utc(assignment.expires_at)
-            late = assignment.status == "expired" or (expires_at is not None and expires_at < now)
-            assignment.status, assignment.submission_id = "submitted", submission.submission_id
-            assignment.submitted_at, assignment.late = now, late
-            assignment.comment = submission.comment or None  # an empty comment is no comment
-            for link in session.scalars(select(AssignmentItem).where(AssignmentItem.assignment_id == assignment_id)):
-                link.seconds_on_item = submission.ratings[link.item_id].seconds
-            session.add_all(
-                Rating(assignment_id=assignment_id, item_id=item_id, annotator_id=annotator_id, criterion=criterion,
-                       score=score, submitted_at=now, submission_id=submission.submission_id)
-                for item_id, rating in submission.ratings.items() for criterion, score in rating.scores.items()
-            )
-            session.flush()
-            return _receipt(assignment, sum(len(rating.scores) for rating in submission.ratings.values()))
+            late = _mark_submitted(session, assignment_id, annotator_id, submission, now)
+            if late is None:  # submitted, closed or revoked meanwhile: say which
+                assignment = _own_assignment(session, assignment_id, annotator_id, study)
+                if assignment.status == "submitted":
+                    return _already_submitted(session, assignment, submission.submission_id)
+                ensure_may_work(session, session.get_one(Study, assignment.study_id), annotator_id)
+                raise Conflict(f"assignment {assignment_id} cannot be submitted now ({assignment.status}): try again")
+            stored = _store_ratings(session, assignment_id, annotator_id, submission, now)
+            return _receipt(assignment_id, submission.submission_id, late, now, stored)
     except IntegrityError:
         # A concurrent identical submission won the race: answer as for a retry.
         with Session(engine) as session:

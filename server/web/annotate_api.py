@@ -13,7 +13,7 @@ from pathlib import Path
 from flask import Blueprint, current_app, jsonify, request, send_from_directory
 from werkzeug.exceptions import BadRequest, NotFound, Unauthorized, UnsupportedMediaType
 
-from server.annotation.handout import assignment_payload, next_assignment
+from server.annotation.handout import next_assignment_payload
 from server.annotation.submission_schema import submission_schema
 from server.annotation.submit import submit_assignment
 from server.web import openapi
@@ -66,11 +66,11 @@ def task_assets(filename: str):
 @blueprint.get("/api/annotate/next")
 def next_for_me():
     annotator_id, study = current_annotator()
-    assignment_id = next_assignment(_engine(), study, annotator_id)
-    if assignment_id is None:
+    assignment = next_assignment_payload(_engine(), study, annotator_id)
+    if assignment is None:
         return {"assignment": None,
                 "message": "There is no assignment left for you in this study. Thank you for your help!"}
-    return {"assignment": assignment_payload(_engine(), assignment_id)}
+    return {"assignment": assignment}
 
 
 @blueprint.post("/api/assignments/<int:assignment_id>/submit")

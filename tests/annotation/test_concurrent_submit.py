@@ -3,9 +3,11 @@ and PostgreSQL: one set of ratings is stored, the same submission gets the same 
 conflict. Which path answers the loser is forced, not left to luck:
 
 - both pass the first check, then run their transactions one after the other: the loser is answered by the
-  re-check inside its transaction, before it writes anything;
-- both pass the re-check too (SQLite only: on PostgreSQL the row lock keeps the second out until the first has
-  committed, which the last tests pin): the loser is answered from the unique constraint it runs into.
+  re-check inside its transaction (the storing UPDATE's WHERE), before it writes anything;
+- the first is inside its storing transaction when the second tries: the second waits (SQLite: one write
+  transaction at a time, BEGIN IMMEDIATE; PostgreSQL: the first's row lock) and is then answered without writing.
+The unique constraints stay as the last line: a submission id reused for another assignment is answered from
+the constraint it runs into.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from server.store.queries import now_utc
 from tests.annotation.conftest import new_submission_id
 
 CRITERIA = ("empathy", "relevance", "fluency")
-ON_SQLITE = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 WAIT = 10  # seconds any thread waits for another before the test fails (never reached when all is well)
 
 
@@ -108,19 +109,15 @@ def _after_validation(monkeypatch, hold):
 
 
 def _inside_the_transaction(monkeypatch, hold):
-    """Run `hold(thread name)` inside the storing transaction, right after the re-check (ensure_may_work is
-    called once before validation and once after the re-check)."""
-    ensure = submit_module.ensure_may_work
-    calls: dict[str, int] = defaultdict(int)
+    """Run `hold(thread name)` inside the storing transaction, after the UPDATE that marked the assignment
+    submitted and before the ratings are written (only a thread whose UPDATE went through gets there)."""
+    store = submit_module._store_ratings
 
-    def ensure_then_hold(session, study, annotator_id):
-        ensure(session, study, annotator_id)
-        name = threading.current_thread().name
-        calls[name] += 1
-        if calls[name] == 2:
-            hold(name)
+    def hold_then_store(session, *args, **kwargs):
+        hold(threading.current_thread().name)
+        return store(session, *args, **kwargs)
 
-    monkeypatch.setattr(submit_module, "ensure_may_work", ensure_then_hold)
+    monkeypatch.setattr(submit_module, "_store_ratings", hold_then_store)
 
 
 def _one_after_the_other(monkeypatch, first_done: threading.Event):
@@ -168,24 +165,6 @@ def test_the_loser_of_a_race_is_answered_by_the_re_check_without_writing(study_e
     assert results["second"] == results["first"] and results["first"]["status"] == "stored"
     assert inserts.by_thread["first"] > 0 and inserts.by_thread["second"] == 0
     assert _stored(study_engine, assignment_id)[0] == [3] * (3 * len(payload["ratings"]))
-
-
-@ON_SQLITE
-def test_the_loser_past_the_re_check_is_answered_from_the_unique_constraint(study_engine, alice, monkeypatch,
-                                                                            inserts):
-    # SQLite has no row lock, so both read the assignment as open inside their transactions; the second insert
-    # then fails on the ratings' unique key.
-    assert study_engine.dialect.name == "sqlite"
-    annotator_id, assignment_id = alice
-    payload = _payload(study_engine, assignment_id, new_submission_id(), 5)
-    both_rechecked = threading.Barrier(2, timeout=WAIT)
-    _inside_the_transaction(monkeypatch, lambda name: both_rechecked.wait())
-    results = _together({name: lambda: submit_assignment(study_engine, assignment_id, annotator_id, payload)
-                         for name in ("first", "second")})
-    assert results["first"] == results["second"], results
-    assert inserts.by_thread["first"] > 0 and inserts.by_thread["second"] > 0  # both really tried
-    scores, submission_id, _ = _stored(study_engine, assignment_id)
-    assert scores == [5] * (3 * len(payload["ratings"])) and submission_id == payload["submission_id"]
 
 
 # --- two different submissions --------------------------------------------------------------------------
@@ -236,32 +215,13 @@ def test_a_different_submission_that_lost_the_race_is_refused_by_the_re_check_wi
     assert inserts.by_thread["second"] == 0
 
 
-@ON_SQLITE
-def test_a_different_submission_past_the_re_check_is_refused_from_the_unique_constraint(study_engine, alice,
-                                                                                       monkeypatch):
-    assert study_engine.dialect.name == "sqlite"
-    annotator_id, assignment_id = alice
-    payloads = {"first": _payload(study_engine, assignment_id, new_submission_id(), 2),
-                "second": _payload(study_engine, assignment_id, new_submission_id(), 3)}
-    both_rechecked = threading.Barrier(2, timeout=WAIT)
-    _inside_the_transaction(monkeypatch, lambda name: both_rechecked.wait())
-    results = _together({name: (lambda p=p: submit_assignment(study_engine, assignment_id, annotator_id, p))
-                         for name, p in payloads.items()})
-    _one_stored_one_refused(results, study_engine, assignment_id, payloads)
+# --- one storing transaction at a time ------------------------------------------------------------------
 
 
-# --- PostgreSQL's row lock ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("store_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
-def test_on_postgresql_the_row_lock_holds_the_second_submission_until_the_first_commits(
-        study_engine, alice, monkeypatch, inserts):
-    # The first to lock the assignment holds it while it waits here for the second, which never comes: the
-    # second is waiting for the lock. When the wait times out the first commits; the second then reads the
-    # assignment as submitted and is answered without writing.
-    assert study_engine.dialect.name == "postgresql"
-    annotator_id, assignment_id = alice
-    payload = _payload(study_engine, assignment_id, new_submission_id(), 4)
+def _second_waits_for_the_first(monkeypatch) -> list[str]:
+    """The first thread inside its storing transaction waits there for the second, which never comes: the second
+    is waiting for the write lock (SQLite) or the row lock (PostgreSQL). When the wait times out the first
+    commits. Returns the names of the threads that got inside, in order."""
     inside = threading.Barrier(2, timeout=2)
     arrived: list[str] = []
 
@@ -273,11 +233,30 @@ def test_on_postgresql_the_row_lock_holds_the_second_submission_until_the_first_
             pass
 
     _inside_the_transaction(monkeypatch, hold)
+    return arrived
+
+
+def test_the_second_submission_waits_for_the_first_storing_transaction_and_writes_nothing(
+        study_engine, alice, monkeypatch, inserts):
+    annotator_id, assignment_id = alice
+    payload = _payload(study_engine, assignment_id, new_submission_id(), 4)
+    arrived = _second_waits_for_the_first(monkeypatch)
     results = _together({name: lambda: submit_assignment(study_engine, assignment_id, annotator_id, payload)
                          for name in ("first", "second")})
     assert results["first"] == results["second"] and results["first"]["status"] == "stored"
-    assert len(arrived) == 1 or inserts.by_thread[arrived[1]] == 0
-    assert sum(1 for count in inserts.by_thread.values() if count) == 1
+    assert len(arrived) == 1 and [name for name, count in inserts.by_thread.items() if count] == arrived
+    assert _stored(study_engine, assignment_id)[0] == [4] * (3 * len(payload["ratings"]))
+
+
+def test_a_different_second_submission_waits_for_the_first_and_is_refused(study_engine, alice, monkeypatch):
+    annotator_id, assignment_id = alice
+    payloads = {"first": _payload(study_engine, assignment_id, new_submission_id(), 2),
+                "second": _payload(study_engine, assignment_id, new_submission_id(), 3)}
+    arrived = _second_waits_for_the_first(monkeypatch)
+    results = _together({name: (lambda p=p: submit_assignment(study_engine, assignment_id, annotator_id, p))
+                         for name, p in payloads.items()})
+    winner, _ = _one_stored_one_refused(results, study_engine, assignment_id, payloads)
+    assert arrived == [winner]
 
 
 # --- an integrity error that is no race -----------------------------------------------------------------

@@ -227,7 +227,7 @@ def test_expiring_an_assignment_no_longer_active_does_nothing(study_engine, rate
     submit_assignment(study_engine, mine, rater, {"submission_id": new_submission_id(), "ratings": [
         {"item_id": item, "scores": {"empathy": 3, "relevance": 3, "fluency": 3}} for item in items]})
     with unit_of_work(study_engine) as session:
-        assert handout._expire(session, session.get(Assignment, mine)) is False
+        assert handout._expire_all(session, [mine], now_utc()) == set()
     with Session(study_engine) as session:
         assert session.get(Assignment, mine).status == "submitted"
         assert session.scalar(select(Assignment.id).where(Assignment.replaces_id == mine)) is None
@@ -253,15 +253,15 @@ def test_the_task_page_lists_items_by_their_stored_position(study_engine, rater)
 def test_a_claim_the_database_refuses_is_tried_again(study_engine, rater, monkeypatch):
     # The database refuses a claim when the same rater's other claim won (one active assignment, one seen row per
     # context); the next attempt reads the winner back or claims anew, never gives up at the first refusal.
-    original, refusals = handout.claim, []
+    original, refusals = handout._record_seen, []
 
-    def refuse_once(session, assignment_id, annotator_id, **kwargs):
+    def refuse_once(session, assignment_id, annotator_id, now):
         if not refusals:
             refusals.append(assignment_id)
             raise IntegrityError("INSERT INTO seen_context ...", {}, Exception("duplicate key"))
-        return original(session, assignment_id, annotator_id, **kwargs)
+        return original(session, assignment_id, annotator_id, now)
 
-    monkeypatch.setattr(handout, "claim", refuse_once)
+    monkeypatch.setattr(handout, "_record_seen", refuse_once)
     assignment_id = next_assignment(study_engine, "pilot", rater)
     assert refusals and assignment_id is not None
     assert _assignment(study_engine, assignment_id)[0].annotator_id == rater

@@ -237,7 +237,7 @@ def test_a_second_tab_asking_while_the_first_tabs_claim_is_uncommitted_waits_and
         for assignment_id in open_ids[1:]:
             session.get_one(Assignment, assignment_id).status = "expired"
     me = annotator_id(engine, "ada")
-    real_claim = handout.claim
+    real_record_seen = handout._record_seen
     tab_b_done = threading.Event()
     answers: dict[str, object] = {}
 
@@ -245,14 +245,13 @@ def test_a_second_tab_asking_while_the_first_tabs_claim_is_uncommitted_waits_and
         answers["b"] = next_assignment(engine, "pilot", me)
         tab_b_done.set()
 
-    def slow_claim(*args, **kwargs):
-        claimed = real_claim(*args, **kwargs)
-        if threading.current_thread().name == "tab-a" and claimed:
+    def slow_claim(*args, **kwargs):  # the claim's last step: A has claimed, not yet committed
+        real_record_seen(*args, **kwargs)
+        if threading.current_thread().name == "tab-a":
             threading.Thread(target=tab_b, name="tab-b").start()
             tab_b_done.wait(timeout=1.5)  # B either answers meanwhile (wrong) or waits for this commit
-        return claimed
 
-    monkeypatch.setattr(handout, "claim", slow_claim)
+    monkeypatch.setattr(handout, "_record_seen", slow_claim)
     tab_a = threading.Thread(target=lambda: answers.__setitem__("a", next_assignment(engine, "pilot", me)),
                              name="tab-a")
     tab_a.start()
