@@ -1,0 +1,219 @@
+"""Taking a pairwise (A/B) assignment's choices: validated in full, stored in one transaction, idempotent per
+submission id, under the same rules as a Likert submission (server.annotation.submit, whose helpers this uses).
+
+A payload is
+    {"submission_id": "3f2c…", "comment": "optional",
+     "judgments": [{"item_id": 12, "choices": {"empathy": "A", "relevance": "T", "fluency": "B"},
+                    "seconds": 9.5}, …]}
+with exactly one entry per pair of the assignment (`item_id` is the pair item the payload listed) and one choice
+per criterion of the study: "A" (the response shown on the left), "B" (the one on the right) or "T" (a tie, only
+when the study allows ties). They are stored as the screen side, 'left' / 'right' / 'tie', in `choice`; which
+system that means follows from the placement's `shown_left`, in the export. Sending the same submission again (a
+retry, a double click) stores nothing twice and answers the same; a different submission for an already submitted
+assignment is a conflict. A submission after the deadline is kept and flagged late.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import Double, Engine, case, func, insert, literal, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from server.annotation.handout import ensure_may_work, refuse_unless_may_work, revoked_clause
+from server.annotation.submission_schema import (
+    MAX_COMMENT,
+    MAX_SECONDS,
+    SUBMISSION_ID,
+    SUBMISSION_ID_RULE,
+    json_integer,
+    json_number,
+)
+from server.annotation.submit import ValidSubmission, _mark_submitted, _own_assignment, _refuse_unknown_fields
+from server.errors import BadInput, Conflict, NotFound
+from server.store.engine import unit_of_work
+from server.store.models import Assignment, AssignmentPair, Choice, Study
+from server.store.queries import as_utc, now_utc
+from server.store.storable import text_problem
+
+# Field name -> required. A field not listed is refused, so a misspelt "coment" is not silently dropped.
+PAIRWISE_SUBMISSION_FIELDS = {"submission_id": True, "judgments": True, "comment": False}
+JUDGMENT_FIELDS = {"item_id": True, "choices": True, "seconds": False}
+# What the rater answers (the labels on screen) -> what is stored (the screen side).
+SIDES = {"A": "left", "B": "right", "T": "tie"}
+TIE = "T"
+# Choices per INSERT: far below SQLite's 32,766 and PostgreSQL's 65,535 bound parameters (seven per choice).
+CHOICES_PER_INSERT = 2000
+
+
+class ExpectedChoices(NamedTuple):
+    """What one pairwise assignment's submission must contain: one entry per pair item, one choice per
+    criterion, a tie only when `ties`."""
+
+    item_ids: tuple[int, ...]
+    criteria: tuple[str, ...]
+    ties: bool
+
+
+class PairJudgment(NamedTuple):
+    sides: dict[str, str]  # criterion -> 'left' | 'right' | 'tie'
+    seconds: float | None
+
+
+class ValidPairwiseSubmission(NamedTuple):
+    submission_id: str
+    judgments: dict[int, PairJudgment]  # by pair item id, one per pair of the assignment
+    comment: str | None
+
+
+def validate_pairwise_submission(payload: Any, expected: ExpectedChoices) -> ValidPairwiseSubmission:
+    """Check a pairwise submission body; raises BadInput saying what was wrong, naming the entry, the item and
+    the criterion."""
+    if not isinstance(payload, dict):
+        raise BadInput("body must be a JSON object with submission_id and judgments")
+    _refuse_unknown_fields(payload, PAIRWISE_SUBMISSION_FIELDS, "")
+    submission_id = payload.get("submission_id")
+    if not isinstance(submission_id, str) or not SUBMISSION_ID.fullmatch(submission_id):
+        raise BadInput(f"submission_id must be {SUBMISSION_ID_RULE}")
+    comment = payload.get("comment")
+    if comment is not None and (not isinstance(comment, str) or len(comment) > MAX_COMMENT):
+        raise BadInput(f"comment must be a string of at most {MAX_COMMENT} characters")
+    if comment is not None and (problem := text_problem(comment)):
+        raise BadInput(f"comment {problem}")
+    judgments = payload.get("judgments")
+    if not isinstance(judgments, list):
+        raise BadInput("judgments must be a list with one entry per pair of the assignment")
+    allowed = "A, B or T (tie)" if expected.ties else "A or B (this study allows no tie)"
+    by_item: dict[int, PairJudgment] = {}
+    for i, entry in enumerate(judgments):
+        where = f"judgments[{i}]"
+        if not isinstance(entry, dict):
+            raise BadInput(f"{where} must be an object with item_id and choices")
+        _refuse_unknown_fields(entry, JUDGMENT_FIELDS, f"{where}: ")
+        item_id = json_integer(entry.get("item_id"))
+        if item_id is None:
+            raise BadInput(f"{where}.item_id must be an integer")
+        if item_id not in expected.item_ids:
+            raise BadInput(f"{where}: item {item_id} is not part of this assignment")
+        if item_id in by_item:
+            raise BadInput(f"{where}: item {item_id} is judged twice")
+        choices = entry.get("choices")
+        if not isinstance(choices, dict):
+            raise BadInput(f"{where}.choices must be an object with one choice per criterion")
+        missing = [c for c in expected.criteria if c not in choices]
+        if missing:
+            raise BadInput(f"{where}: item {item_id} has no choice for {missing[0]!r}")
+        extra = sorted(set(choices) - set(expected.criteria), key=str)
+        if extra:
+            raise BadInput(f"{where}: unknown criterion {extra[0]!r} for item {item_id}; "
+                           f"expected {', '.join(expected.criteria)}")
+        sides: dict[str, str] = {}
+        for criterion in expected.criteria:
+            answer = choices[criterion]
+            # isinstance first: a boolean or a number is no answer, and an unhashable value must not reach SIDES.
+            if not isinstance(answer, str) or answer not in SIDES:
+                raise BadInput(f"{where}: {criterion} choice {answer!r} for item {item_id} must be {allowed}")
+            if answer == TIE and not expected.ties:
+                raise BadInput(f"{where}: {criterion} choice 'T' (tie) for item {item_id} is not allowed in this "
+                               f"study; choose A or B")
+            sides[criterion] = SIDES[answer]
+        seconds = entry.get("seconds")
+        if seconds is not None:
+            seconds = json_number(seconds)
+            if seconds is None or not 0 <= seconds <= MAX_SECONDS:
+                raise BadInput(f"{where}.seconds must be a number from 0 to {MAX_SECONDS}")
+        by_item[item_id] = PairJudgment(sides, seconds)
+    missing_items = [item for item in expected.item_ids if item not in by_item]
+    if missing_items:
+        raise BadInput(f"item {missing_items[0]} of this assignment has no judgment "
+                       f"({len(missing_items)} of {len(expected.item_ids)} pairs missing)")
+    return ValidPairwiseSubmission(submission_id, by_item, comment)
+
+
+def _receipt(assignment_id: int, submission_id: str | None, late: bool, submitted_at: datetime | None,
+             n_choices: int) -> dict[str, Any]:
+    moment = as_utc(submitted_at)
+    return {"status": "stored", "assignment_id": assignment_id, "submission_id": submission_id, "choices": n_choices,
+            "late": bool(late), "submitted_at": moment.isoformat() if moment is not None else None}
+
+
+def _already_submitted(session: Session, assignment: Assignment, submission_id: object) -> dict[str, Any]:
+    if assignment.submission_id == submission_id:
+        count = session.scalar(select(func.count()).select_from(Choice).where(Choice.assignment_id == assignment.id))
+        return _receipt(assignment.id, assignment.submission_id, assignment.late, assignment.submitted_at, count or 0)
+    raise Conflict(f"assignment {assignment.id} was already submitted (with another submission id)")
+
+
+def _store_choices(session: Session, assignment_id: int, annotator_id: int, submission: ValidPairwiseSubmission,
+                   now: datetime) -> int:
+    """The time on each pair (one UPDATE) and every choice (one multi-row INSERT per CHOICES_PER_INSERT).
+    Returns how many choices were stored."""
+    timed = [(item_id, j.seconds) for item_id, j in submission.judgments.items() if j.seconds is not None]
+    if timed:
+        session.execute(
+            update(AssignmentPair).where(AssignmentPair.assignment_id == assignment_id,
+                                         AssignmentPair.pair_item_id.in_([item_id for item_id, _ in timed]))
+            .values(seconds_on_item=case(*((AssignmentPair.pair_item_id == item_id, literal(seconds, Double))
+                                           for item_id, seconds in timed)))
+            .execution_options(synchronize_session=False))
+    rows = [{"assignment_id": assignment_id, "pair_item_id": item_id, "annotator_id": annotator_id,
+             "criterion": criterion, "choice": side, "submitted_at": now, "submission_id": submission.submission_id}
+            for item_id, judgment in submission.judgments.items() for criterion, side in judgment.sides.items()]
+    for start in range(0, len(rows), CHOICES_PER_INSERT):
+        session.execute(insert(Choice).values(rows[start:start + CHOICES_PER_INSERT]))
+    return len(rows)
+
+
+def submit_pairwise(engine: Engine, assignment_id: int, annotator_id: int, payload: Any,
+                    *, study: str | None = None, now: datetime | None = None) -> dict[str, Any]:
+    """Validate and store a pairwise submission; returns the receipt (`choices`: how many were stored). Raises
+    BadInput subclasses (4xx), as submit.submit_assignment does and under its rules: an assignment of another
+    annotator or study, or none, is NotFound; a closed study or a revoked annotator Forbidden, checked again in
+    the storing UPDATE; the same submission again gets its receipt, another one a Conflict."""
+    now = now or now_utc()
+    with Session(engine) as session:
+        row = session.execute(select(Assignment, Study, revoked_clause(Study.id, annotator_id))
+                              .join(Study, Study.id == Assignment.study_id)
+                              .where(Assignment.id == assignment_id)).first()
+        if row is None or row[0].annotator_id != annotator_id or (study is not None and row[1].name != study):
+            raise NotFound(f"you have no assignment {assignment_id}")
+        assignment, study_row, revoked = row
+        config = study_row.config
+        if not config.is_pairwise:
+            raise BadInput(f"assignment {assignment_id} is of the Likert study {study_row.name!r}: send ratings")
+        if assignment.status == "submitted":
+            return _already_submitted(session, assignment,
+                                      payload.get("submission_id") if isinstance(payload, dict) else None)
+        refuse_unless_may_work(study_row, bool(revoked))
+        item_ids = session.scalars(select(AssignmentPair.pair_item_id)
+                                   .where(AssignmentPair.assignment_id == assignment_id)
+                                   .order_by(AssignmentPair.position)).all()
+    expected = ExpectedChoices(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
+                               ties=config.pairwise is None or config.pairwise.ties)
+    submission = validate_pairwise_submission(payload, expected)
+    # The marking UPDATE reads only the id and the comment of a submission.
+    marking = ValidSubmission(submission.submission_id, {}, submission.comment)
+
+    try:
+        with unit_of_work(engine) as session:
+            late = _mark_submitted(session, assignment_id, annotator_id, marking, now)
+            if late is None:  # submitted, closed or revoked meanwhile: say which
+                assignment = _own_assignment(session, assignment_id, annotator_id, study)
+                if assignment.status == "submitted":
+                    return _already_submitted(session, assignment, submission.submission_id)
+                ensure_may_work(session, session.get_one(Study, assignment.study_id), annotator_id)
+                raise Conflict(f"assignment {assignment_id} cannot be submitted now ({assignment.status}): try again")
+            stored = _store_choices(session, assignment_id, annotator_id, submission, now)
+            return _receipt(assignment_id, submission.submission_id, late, now, stored)
+    except IntegrityError:
+        # A concurrent identical submission won the race: answer as for a retry.
+        with Session(engine) as session:
+            assignment = _own_assignment(session, assignment_id, annotator_id, study)
+            if assignment.status == "submitted":
+                return _already_submitted(session, assignment, submission.submission_id)
+            holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
+            if session.scalar(holder) is not None:
+                raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
+                               f"assignment; send a new one") from None
+            raise
