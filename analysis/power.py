@@ -14,6 +14,7 @@ Variance components can be estimated from a pilot study (``components_from_pilot
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -365,22 +366,39 @@ def power_curves_figure(components: Components, *, effect: float, alpha: float =
 #
 # The report decides an A/B comparison by an exact two-sided sign test over contexts (analysis.pairwise): each
 # context counts once, for the system with more wins among its k judgments, and contexts with net zero are
-# left out. The planning inputs are the per-judgment rates: P(win | not tie) = p and the tie rate t. A
-# judgment is then a win with q_w = (1 - t) p, a loss with q_l = (1 - t)(1 - p), a tie with t; the k judgments
-# of a context are taken as independent draws with these rates (exact for k = 1; contexts that differ in which
-# system they favour make a context's judgments agree more, which makes per-context outcomes more decisive and
-# this plan conservative), so (wins, losses) of a context is multinomial and a context is won, lost or even with
-# probabilities pi_w, pi_l, pi_0. Over n contexts the decisive ones number M ~ Binomial(n, 1 - pi_0), and given
+# left out. The planning inputs are the per-judgment rates, P(win | not tie) = p and the tie rate t, so that a
+# judgment is a win with q_w = (1 - t) p, a loss with q_l = (1 - t)(1 - p), a tie with t.
+#
+# The k judgments of a context are not independent: every rater compares the same two responses, whose
+# quality differs by more or less than the systems' difference (analysis.simulate_pairwise draws exactly that).
+# In Thurstone's terms (case V), a judgment's perceived difference is delta_c + e, with delta_c ~ N(Delta, s)
+# shared by the context and e ~ N(0, 1 - s) the rater's own noise (unit total variance); a tie when it falls
+# within +-b. ``context_share`` is s, the share of the variance the context's judgments share. The marginal
+# rates fix Delta - b = z(q_w) and -b - Delta = z(q_l) (z the standard normal quantile), whatever s. Given
+# delta_c, a context's (wins, losses, ties) is multinomial with q_w(delta) = Phi((delta - b) / sqrt(1 - s)),
+# q_l(delta) = Phi((-b - delta) / sqrt(1 - s)); integrating over delta_c (Gauss-Hermite quadrature) gives the
+# probabilities pi_w, pi_l, pi_0 that a context is won, lost or even. With s = 0 they are those of k independent
+# judgments; with k = 1 they are the marginal rates, whatever s. A larger s makes extra judgments of a context
+# worth less: planning with s = 0 for k > 1 overstates the power (by a third at k = 3 in the simulation's
+# default design, s = 0.24).
+#
+# Contexts are independent, so over n contexts the decisive ones number M ~ Binomial(n, 1 - pi_0), and given
 # M = m the contexts won are Binomial(m, rho) with rho = pi_w / (pi_w + pi_l). The test rejects at level alpha
 # when x <= c_m or x >= m - c_m, c_m the largest c with 2 P(Binomial(m, 1/2) <= c) <= alpha, so the exact power
 # is sum_m P(M = m) [P(X <= c_m) + P(X >= m - c_m)] (the conditional-binomial power of the sign test; e.g.
 # Lehmann & Romano, Testing Statistical Hypotheses, 3.8). Being a discrete test, its power is a sawtooth in n,
 # not monotone: the plan reports the smallest n that reaches the target.
 
+#: The context share implied by analysis.simulate's default components (response_sd 0.4, noise_sd 0.7): the two
+#: responses' own effects, variance 2 x 0.98 x 0.4^2, over that plus two perception noises, 2 x 0.7^2.
+SIMULATION_CONTEXT_SHARE = round(2 * 0.98 * 0.4 ** 2 / (2 * 0.98 * 0.4 ** 2 + 2 * 0.7 ** 2), 2)
 
-def context_outcome_probabilities(*, p_win: float, tie_rate: float, k: int) -> tuple[float, float, float]:
-    """Probabilities that a context with ``k`` independent judgments (win (1 - t) p, loss (1 - t)(1 - p), tie
-    t) has more wins than losses, fewer, or as many (see the comment above).
+
+def context_outcome_probabilities(*, p_win: float, tie_rate: float, k: int,
+                                  context_share: float = 0.0) -> tuple[float, float, float]:
+    """Probabilities that a context with ``k`` judgments (marginally win (1 - t) p, loss (1 - t)(1 - p), tie
+    t) has more wins than losses, fewer, or as many, when the judgments of a context share ``context_share``
+    of the variance of their perceived difference (0: independent; the Thurstone model of the comment above).
 
     Returns
     -------
@@ -389,32 +407,65 @@ def context_outcome_probabilities(*, p_win: float, tie_rate: float, k: int) -> t
 
     Examples
     --------
-    With k = 1 they are the judgment rates; with k = 2 and no ties, even is 2 p (1 - p):
+    With k = 1 they are the judgment rates; with k = 2, independent judgments and no ties, even is 2 p (1 - p);
+    judgments that share their context agree more, so fewer contexts come out even:
 
-    >>> [round(v, 4) for v in context_outcome_probabilities(p_win=0.6, tie_rate=0.2, k=1)]
+    >>> [round(v, 4) for v in context_outcome_probabilities(p_win=0.6, tie_rate=0.2, k=1, context_share=0.3)]
     [0.48, 0.32, 0.2]
     >>> [round(v, 4) for v in context_outcome_probabilities(p_win=0.6, tie_rate=0.0, k=2)]
     [0.36, 0.16, 0.48]
+    >>> [round(v, 4) for v in context_outcome_probabilities(p_win=0.6, tie_rate=0.0, k=2, context_share=0.5)]
+    [0.4391, 0.2391, 0.3217]
     """
     _check_rates(p_win, tie_rate, k)
-    q_win, q_loss = (1 - tie_rate) * p_win, (1 - tie_rate) * (1 - p_win)
-    won = lost = 0.0
+    if not 0 <= context_share < 1:
+        raise ValueError(f"context_share must lie in [0, 1), got {context_share}")
+    q_win, q_loss, q_tie = _judgment_rates_by_context(p_win, tie_rate, context_share)
+    won = lost = np.zeros_like(q_win)
     for wins in range(k + 1):
         for losses in range(k + 1 - wins):
             if wins == losses:
                 continue
-            probability = float(stats.multinomial.pmf([wins, losses, k - wins - losses], k,
-                                                      [q_win, q_loss, tie_rate]))
+            ties = k - wins - losses
+            probability = (math.factorial(k) / (math.factorial(wins) * math.factorial(losses) * math.factorial(ties))
+                           * q_win ** wins * q_loss ** losses * q_tie ** ties)
             if wins > losses:
-                won += probability
+                won = won + probability
             else:
-                lost += probability
-    return won, lost, max(0.0, 1.0 - won - lost)
+                lost = lost + probability
+    weights = _QUADRATURE[1] if context_share > 0 else np.ones(1)
+    won_total, lost_total = float(np.dot(weights, won)), float(np.dot(weights, lost))
+    return won_total, lost_total, max(0.0, 1.0 - won_total - lost_total)
 
 
-def sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int, k: int, alpha: float = 0.05) -> float:
+def _judgment_rates_by_context(p_win: float, tie_rate: float, share: float) -> tuple[np.ndarray, ...]:
+    """Per quadrature node of delta_c: the win, loss and tie probabilities of one judgment (comment above)."""
+    q_win, q_loss = (1 - tie_rate) * p_win, (1 - tie_rate) * (1 - p_win)
+    if share == 0:
+        return np.array([q_win]), np.array([q_loss]), np.array([tie_rate])
+    if not 0 < p_win < 1:
+        raise ValueError(f"with context_share > 0, p_win must lie strictly between 0 and 1, got {p_win}")
+    z_win, z_loss = stats.norm.ppf(q_win), stats.norm.ppf(q_loss)
+    delta, band = (z_win - z_loss) / 2, -(z_win + z_loss) / 2
+    shared = delta + np.sqrt(share) * _QUADRATURE[0]
+    own = np.sqrt(1 - share)
+    wins, losses = stats.norm.cdf((shared - band) / own), stats.norm.cdf((-band - shared) / own)
+    return wins, losses, np.clip(1 - wins - losses, 0.0, 1.0)
+
+
+def _hermite_nodes(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Hermite nodes and weights for a standard normal expectation (numpy's hermegauss, normalised)."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(count)
+    return nodes, weights / weights.sum()
+
+
+_QUADRATURE = _hermite_nodes(60)
+
+
+def sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int, k: int, alpha: float = 0.05,
+                    context_share: float = 0.0) -> float:
     """Exact power of the report's per-context sign test (two-sided, level ``alpha``) over ``n_contexts``
-    contexts with ``k`` judgments each (the formula in the comment above).
+    contexts with ``k`` judgments each, sharing ``context_share`` of their variance (the comment above).
 
     Returns
     -------
@@ -433,13 +484,13 @@ def sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int, k: int, a
         raise ValueError(f"n_contexts must be at least 1, got {n_contexts}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie strictly between 0 and 1, got {alpha}")
-    won, lost, even = context_outcome_probabilities(p_win=p_win, tie_rate=tie_rate, k=k)
+    won, lost, even = context_outcome_probabilities(p_win=p_win, tie_rate=tie_rate, k=k, context_share=context_share)
     reject = _rejection_given_decisive(won, lost, n_contexts, alpha)
     return float(np.dot(stats.binom.pmf(np.arange(n_contexts + 1), n_contexts, 1.0 - even), reject))
 
 
 def sign_test_contexts(*, p_win: float, tie_rate: float, k: int, alpha: float = 0.05, power: float = 0.8,
-                       upper: int = 5000) -> int:
+                       context_share: float = 0.0, upper: int = 5000) -> int:
     """Smallest number of contexts whose exact sign-test power (``sign_test_power``) reaches ``power``.
 
     Returns
@@ -453,8 +504,10 @@ def sign_test_contexts(*, p_win: float, tie_rate: float, k: int, alpha: float = 
     12
     >>> sign_test_contexts(p_win=0.65, tie_rate=0.2, k=1), sign_test_contexts(p_win=0.65, tie_rate=0.2, k=3)
     (114, 50)
+    >>> sign_test_contexts(p_win=0.65, tie_rate=0.2, k=3, context_share=0.24)
+    66
     """
-    won, lost, even = context_outcome_probabilities(p_win=p_win, tie_rate=tie_rate, k=k)
+    won, lost, even = context_outcome_probabilities(p_win=p_win, tie_rate=tie_rate, k=k, context_share=context_share)
     reject = _rejection_given_decisive(won, lost, upper, alpha)
     m = np.arange(upper + 1)
     for n in range(1, upper + 1):
@@ -464,10 +517,11 @@ def sign_test_contexts(*, p_win: float, tie_rate: float, k: int, alpha: float = 
 
 
 def simulated_sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int, k: int, alpha: float = 0.05,
-                              replicates: int = 2000, seed: int = 0) -> float:
-    """Share of simulated A/B comparisons (judgments drawn with the rates of ``context_outcome_probabilities``)
-    in which the per-context sign test (net wins, even contexts left out, scipy's ``binomtest``) rejects: a
-    check of ``sign_test_power`` by brute force.
+                              context_share: float = 0.0, replicates: int = 2000, seed: int = 0) -> float:
+    """Share of simulated A/B comparisons in which the per-context sign test (net wins, even contexts left
+    out, scipy's ``binomtest``) rejects: a check of ``sign_test_power`` by brute force. Judgments are drawn
+    as in the comment above: independently with the marginal rates when ``context_share`` is 0, else as
+    perceived differences delta_c + e with delta_c drawn once per context.
 
     Returns
     -------
@@ -481,9 +535,16 @@ def simulated_sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int,
     """
     _check_rates(p_win, tie_rate, k)
     rng = np.random.default_rng(seed)
-    q = [(1 - tie_rate) * p_win, (1 - tie_rate) * (1 - p_win), tie_rate]
-    draws = rng.multinomial(k, q, size=(replicates, n_contexts))
-    net = draws[..., 0] - draws[..., 1]
+    q_win, q_loss = (1 - tie_rate) * p_win, (1 - tie_rate) * (1 - p_win)
+    if context_share == 0:
+        draws = rng.multinomial(k, [q_win, q_loss, tie_rate], size=(replicates, n_contexts))
+        net = draws[..., 0] - draws[..., 1]
+    else:
+        z_win, z_loss = stats.norm.ppf(q_win), stats.norm.ppf(q_loss)
+        delta, band = (z_win - z_loss) / 2, -(z_win + z_loss) / 2
+        shared = rng.normal(delta, np.sqrt(context_share), size=(replicates, n_contexts, 1))
+        perceived = shared + rng.normal(0.0, np.sqrt(1 - context_share), size=(replicates, n_contexts, k))
+        net = (perceived > band).sum(axis=-1) - (perceived < -band).sum(axis=-1)
     won, lost = (net > 0).sum(axis=1), (net < 0).sum(axis=1)
     outcomes, counts = np.unique(np.stack([won, lost], axis=1), axis=0, return_counts=True)
     rejected = sum(int(count) for (w, lo), count in zip(outcomes, counts, strict=True)
@@ -491,8 +552,8 @@ def simulated_sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int,
     return rejected / replicates
 
 
-def pairwise_plan_table(*, p_win: float, tie_rate: float, alpha: float = 0.05, ks=(1, 3, 5),
-                        contexts=(50, 100, 200, 400), pairs: int = 1, pairs_per_assignment: int = 10,
+def pairwise_plan_table(*, p_win: float, tie_rate: float, alpha: float = 0.05, context_share: float = 0.0,
+                        ks=(1, 3, 5), contexts=(50, 100, 200, 400), pairs: int = 1, pairs_per_assignment: int = 10,
                         reward: float | None = None, fee: float = 0.2) -> pd.DataFrame:
     """Exact sign-test power and cost of pairwise designs: one row per (k, contexts).
 
@@ -521,7 +582,8 @@ def pairwise_plan_table(*, p_win: float, tie_rate: float, alpha: float = 0.05, k
         for n in contexts:
             assignments = int(np.ceil(n * pairs * k / pairs_per_assignment))
             rows.append({"k": k, "contexts": n, "judgments": n * pairs * k,
-                         "power": sign_test_power(p_win=p_win, tie_rate=tie_rate, n_contexts=n, k=k, alpha=alpha),
+                         "power": sign_test_power(p_win=p_win, tie_rate=tie_rate, n_contexts=n, k=k, alpha=alpha,
+                                                  context_share=context_share),
                          "assignments": assignments,
                          "cost": None if reward is None else round(assignments * reward * (1 + fee), 2)})
     return pd.DataFrame(rows)

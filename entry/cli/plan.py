@@ -43,11 +43,15 @@ def _ints(text: str) -> list[int]:
               help="With --pairwise: P(the better system wins | not a tie), per judgment.")
 @click.option("--tie-rate", type=float, default=0.2, show_default=True,
               help="With --pairwise: share of judgments that are ties.")
+@click.option("--context-share", type=float, default=0.24, show_default=True,
+              help="With --pairwise: share of the judgments' variance a context's k judgments share (0: independent, "
+                   "optimistic for k > 1; 0.24 is what the simulation's default components imply).")
 @click.option("--pairs", default=1, show_default=True,
               help="With --pairwise: pairs of systems compared (for the cost; --items-per-assignment counts pairs).")
 @pass_cli
 def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts, systems,
-         items_per_assignment, reward, fee, replicates, plot, seed, pairwise, p_win, tie_rate, pairs) -> None:
+         items_per_assignment, reward, fee, replicates, plot, seed, pairwise, p_win, tie_rate, context_share,
+         pairs) -> None:
     """Simulate designs to size a study: power to detect EFFECT on CRITERION, required contexts, cost.
 
     Power is that of the report's test (Wilcoxon signed-rank on item means, paired by context), estimated
@@ -55,12 +59,13 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
 
     With --pairwise: the exact power of the A/B report's test (a two-sided sign test over contexts, each
     context counted once for the system with more wins among its k judgments, even contexts left out) for a
-    given P-WIN and TIE-RATE, and the contexts it needs, per k judgments of each (context, pair).
+    given P-WIN and TIE-RATE, and the contexts it needs, per k judgments of each (context, pair); the k
+    judgments of a context share CONTEXT-SHARE of their variance (a Thurstone model; see analysis.power).
     """
     if pairwise:
-        _plan_pairwise(p_win=p_win, tie_rate=tie_rate, target_power=target_power, alpha=alpha, ks=_ints(ks),
-                       contexts=_ints(contexts), pairs=pairs, pairs_per_assignment=items_per_assignment,
-                       reward=reward, fee=fee)
+        _plan_pairwise(p_win=p_win, tie_rate=tie_rate, context_share=context_share, target_power=target_power,
+                       alpha=alpha, ks=_ints(ks), contexts=_ints(contexts), pairs=pairs,
+                       pairs_per_assignment=items_per_assignment, reward=reward, fee=fee)
         return
     from analysis.load import read_export, tidy_from_export
     from analysis.power import (
@@ -115,8 +120,8 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     click.echo(f"\nplot: {plot}")
 
 
-def _plan_pairwise(*, p_win: float, tie_rate: float, target_power: float, alpha: float, ks: list[int],
-                   contexts: list[int], pairs: int, pairs_per_assignment: int, reward: float | None,
+def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, target_power: float, alpha: float,
+                   ks: list[int], contexts: list[int], pairs: int, pairs_per_assignment: int, reward: float | None,
                    fee: float) -> None:
     from analysis.power import pairwise_plan_table, sign_test_contexts
 
@@ -124,21 +129,26 @@ def _plan_pairwise(*, p_win: float, tie_rate: float, target_power: float, alpha:
         raise click.BadParameter(f"{p_win} must lie strictly between 0 and 1", param_hint="--p-win")
     if not 0 <= tie_rate < 1:
         raise click.BadParameter(f"{tie_rate} must lie in [0, 1)", param_hint="--tie-rate")
+    if not 0 <= context_share < 1:
+        raise click.BadParameter(f"{context_share} must lie in [0, 1)", param_hint="--context-share")
     if pairs < 1 or pairs_per_assignment < 1:
         raise click.BadParameter("--pairs and --items-per-assignment must be at least 1", param_hint="--pairs")
     if not 0 < target_power < 1 or not 0 < alpha < 1:
         raise click.BadParameter("--power and --alpha must lie strictly between 0 and 1", param_hint="--power")
-    table = pairwise_plan_table(p_win=p_win, tie_rate=tie_rate, alpha=alpha, ks=ks, contexts=contexts, pairs=pairs,
-                                pairs_per_assignment=pairs_per_assignment, reward=reward, fee=fee)
-    click.echo(f"pairwise A/B: P(win | not tie) {p_win:g}, tie rate {tie_rate:g}, {pairs} pair(s); exact power of the "
-               f"two-sided sign test over contexts (net wins per context, even contexts left out), alpha {alpha:g}:")
+    table = pairwise_plan_table(p_win=p_win, tie_rate=tie_rate, alpha=alpha, context_share=context_share, ks=ks,
+                                contexts=contexts, pairs=pairs, pairs_per_assignment=pairs_per_assignment,
+                                reward=reward, fee=fee)
+    click.echo(f"pairwise A/B: P(win | not tie) {p_win:g}, tie rate {tie_rate:g}, context share {context_share:g}, "
+               f"{pairs} pair(s); exact power of the two-sided sign test over contexts (net wins per context, even "
+               f"contexts left out), alpha {alpha:g}:")
     click.echo(f"{'k':>3}{'contexts':>10}{'judgments':>11}{'power (exact)':>15}{'assignments':>13}{'cost':>10}")
     for row in table.itertuples():
         cost = "" if row.cost is None or pd.isna(row.cost) else f"{row.cost:.2f}"
         click.echo(f"{row.k:>3}{row.contexts:>10}{row.judgments:>11}{row.power:>15.3f}{row.assignments:>13}{cost:>10}")
-    click.echo(f"\ncontexts needed for power {target_power:g} (per pair; judgments of a context taken as independent):")
+    click.echo(f"\ncontexts needed for power {target_power:g} (per pair):")
     for k in ks:
-        needed = sign_test_contexts(p_win=p_win, tie_rate=tie_rate, k=k, alpha=alpha, power=target_power)
+        needed = sign_test_contexts(p_win=p_win, tie_rate=tie_rate, k=k, alpha=alpha, power=target_power,
+                                    context_share=context_share)
         assignments = -(-needed * pairs * k // pairs_per_assignment)
         cost = f", cost {assignments * reward * (1 + fee):.2f}" if reward is not None else ""
         click.echo(f"  k = {k}: {needed} contexts; {needed * pairs * k} judgments, {assignments} assignments{cost}")

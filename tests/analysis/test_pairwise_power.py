@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from analysis.power import (
+    SIMULATION_CONTEXT_SHARE,
     context_outcome_probabilities,
     sign_test_contexts,
     sign_test_power,
@@ -72,17 +73,52 @@ def test_plan_pairwise_prints_power_and_the_contexts_each_k_needs():
     result = CliRunner().invoke(cli, ["plan", "--pairwise", "--p-win", "0.65", "--tie-rate", "0.2", "--ks", "1,3",
                                       "--contexts", "50,100", "--pairs", "2", "--reward", "1"])
     assert result.exit_code == 0, result.output
-    power = sign_test_power(p_win=0.65, tie_rate=0.2, n_contexts=100, k=3)
+    share = SIMULATION_CONTEXT_SHARE  # the command's default
+    power = sign_test_power(p_win=0.65, tie_rate=0.2, n_contexts=100, k=3, context_share=share)
     assert f"{power:.3f}" in result.output
     for k in (1, 3):
-        needed = sign_test_contexts(p_win=0.65, tie_rate=0.2, k=k)
+        needed = sign_test_contexts(p_win=0.65, tie_rate=0.2, k=k, context_share=share)
         assert f"k = {k}: {needed} contexts; {needed * 2 * k} judgments" in result.output
     assert "plot:" not in result.output
+    independent = CliRunner().invoke(cli, ["plan", "--pairwise", "--context-share", "0", "--ks", "3"])
+    assert f"k = 3: {sign_test_contexts(p_win=0.65, tie_rate=0.2, k=3)} contexts" in independent.output
 
 
-@pytest.mark.parametrize(("option", "value"), [("--p-win", "1.5"), ("--tie-rate", "1"), ("--pairs", "0")])
+@pytest.mark.parametrize(("option", "value"), [("--p-win", "1.5"), ("--tie-rate", "1"), ("--pairs", "0"),
+                                               ("--context-share", "1")])
 def test_plan_pairwise_refuses_bad_input_naming_the_option(option, value):
     from entry.cli import cli
 
     result = CliRunner().invoke(cli, ["plan", "--pairwise", option, value])
     assert result.exit_code == 2 and option in result.output
+
+
+def test_judgments_sharing_their_context_agree_as_a_bivariate_normal_says():
+    """k = 2, no ties, share s: the two perceived differences are unit normals with mean z(p) and correlation
+    s, so P(context won) = P(both > 0), an orthant probability of the bivariate normal (scipy)."""
+    for share in (0.2, 0.5, 0.8):
+        z = stats.norm.ppf(0.6)
+        both = stats.multivariate_normal(mean=[0, 0], cov=[[1, share], [share, 1]])
+        won, lost, _ = context_outcome_probabilities(p_win=0.6, tie_rate=0.0, k=2, context_share=share)
+        assert won == pytest.approx(both.cdf([z, z]), abs=1e-6)
+        assert lost == pytest.approx(both.cdf([-z, -z]), abs=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.05, 0.95), st.floats(0.0, 0.6), st.floats(0.0, 0.9))
+def test_one_judgment_per_context_has_the_marginal_rates_whatever_the_share(p_win, tie_rate, share):
+    won, lost, even = context_outcome_probabilities(p_win=p_win, tie_rate=tie_rate, k=1, context_share=share)
+    assert (won, lost, even) == pytest.approx(((1 - tie_rate) * p_win, (1 - tie_rate) * (1 - p_win), tie_rate),
+                                              abs=1e-6)
+
+
+def test_with_a_shared_context_the_exact_power_matches_a_simulation_of_the_latent_model():
+    for k, share, n in ((3, 0.24, 60), (5, 0.5, 40)):
+        exact = sign_test_power(p_win=0.62, tie_rate=0.2, n_contexts=n, k=k, context_share=share)
+        simulated = simulated_sign_test_power(p_win=0.62, tie_rate=0.2, n_contexts=n, k=k, context_share=share,
+                                              replicates=2500, seed=k)
+        se = (exact * (1 - exact) / 2500) ** 0.5
+        assert abs(exact - simulated) < 4 * se + 1e-3, (k, share, exact, simulated)
+    # The more a context's judgments share, the less its extra judgments are worth.
+    powers = [sign_test_power(p_win=0.62, tie_rate=0.2, n_contexts=60, k=3, context_share=s) for s in (0, 0.3, 0.6)]
+    assert powers[0] > powers[1] > powers[2]
