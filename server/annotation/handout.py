@@ -44,11 +44,13 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    union,
     update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
+from server.annotation.pairwise_payload import pairwise_items, pairwise_payload
 from server.errors import Conflict, Forbidden, NotFound
 from server.store.engine import unit_of_work
 from server.store.models import (
@@ -56,7 +58,9 @@ from server.store.models import (
     Annotator,
     Assignment,
     AssignmentItem,
+    AssignmentPair,
     Context,
+    PairItem,
     Response,
     SeenContext,
     Study,
@@ -105,8 +109,8 @@ def ensure_may_work(session: Session, study: Study, annotator_id: int) -> None:
 
 
 def _expire_all(session: Session, assignment_ids: list[int], now: datetime) -> set[int]:
-    """Expire those of these assignments still active and put a copy of each, with the same items, in the pool:
-    three statements however many there are. Returns the ids this call expired."""
+    """Expire those of these assignments still active and put a copy of each, with the same items (or pairs, on
+    the same sides), in the pool: four statements however many there are. Returns the ids this call expired."""
     if not assignment_ids:
         return set()
     expired = set(session.scalars(
@@ -125,6 +129,11 @@ def _expire_all(session: Session, assignment_ids: list[int], now: datetime) -> s
         ["assignment_id", "item_id", "position"],
         select(copy.id, AssignmentItem.item_id, AssignmentItem.position)
         .join(AssignmentItem, AssignmentItem.assignment_id == copy.replaces_id)
+        .where(copy.replaces_id.in_(expired))))
+    session.execute(insert(AssignmentPair).from_select(  # a pairwise assignment's pairs, each on the same side
+        ["assignment_id", "pair_item_id", "position", "shown_left"],
+        select(copy.id, AssignmentPair.pair_item_id, AssignmentPair.position, AssignmentPair.shown_left)
+        .join(AssignmentPair, AssignmentPair.assignment_id == copy.replaces_id)
         .where(copy.replaces_id.in_(expired))))
     return expired
 
@@ -156,7 +165,7 @@ class Handed(NamedTuple):
     expires_at: datetime | None
 
 
-def _first_fitting(study_id: int, annotator_id: int) -> Select[int]:
+def _first_fitting(study_id: int, annotator_id: int, *, pairwise: bool = False) -> Select[int]:
     """The first open assignment of the study, in design order, holding no context this annotator has seen:
     walked by index (study, status, design order), stopping at the first that fits."""
     candidate = _CANDIDATE
@@ -167,6 +176,12 @@ def _first_fitting(study_id: int, annotator_id: int) -> Select[int]:
         .join(SeenContext, and_(SeenContext.context_id == Response.context_id, SeenContext.study_id == study_id,
                                 SeenContext.annotator_id == annotator_id))
         .where(AssignmentItem.assignment_id == candidate.id)
+    ) if not pairwise else (
+        select(AssignmentPair.id)
+        .join(PairItem, PairItem.id == AssignmentPair.pair_item_id)
+        .join(SeenContext, and_(SeenContext.context_id == PairItem.context_id, SeenContext.study_id == study_id,
+                                SeenContext.annotator_id == annotator_id))
+        .where(AssignmentPair.assignment_id == candidate.id)
     )
     # SKIP LOCKED (PostgreSQL): raters asking at once try different candidates instead of queueing on the first
     # one. SQLite has one writer at a time anyway and ignores it.
@@ -203,13 +218,13 @@ def _active_after_expiry(session: Session, study_id: int, annotator_id: int, now
 
 
 def _claim_first_fitting(session: Session, study_id: int, annotator_id: int, *, now: datetime,
-                         minutes: int | None) -> Handed | None:
+                         minutes: int | None, pairwise: bool = False) -> Handed | None:
     """Claim the first fitting open assignment (see _first_fitting) in one UPDATE whose WHERE chooses it, and
     write its seen rows; None when none fits."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
     claimed = session.scalar(
         update(Assignment)
-        .where(Assignment.id == _first_fitting(study_id, annotator_id).scalar_subquery(),
+        .where(Assignment.id == _first_fitting(study_id, annotator_id, pairwise=pairwise).scalar_subquery(),
                Assignment.status == "open")
         .values(status=ACTIVE, annotator_id=annotator_id, started_at=now, expires_at=expires_at)
         .returning(Assignment.id).execution_options(synchronize_session=False)
@@ -236,7 +251,7 @@ def _hand_out(engine: Engine, study_name: str, annotator_id: int, now: datetime)
             raise NotFound(f"no study named {study_name!r}")
         study, revoked, resumable_id, expires_at = row
         refuse_unless_may_work(study, bool(revoked))
-        minutes = study.config.design.assignment_minutes
+        minutes, pairwise = study.config.design.assignment_minutes, study.config.is_pairwise
     if resumable_id is not None:  # resuming work that is not overdue needs no turn
         return study, Handed(resumable_id, expires_at)
     for _ in range(MAX_CLAIM_ATTEMPTS):
@@ -246,7 +261,8 @@ def _hand_out(engine: Engine, study_name: str, annotator_id: int, now: datetime)
                 # Expiry, the active check and the claim in one turn: another tab cannot be expiring her
                 # assignment (and claiming the next) while this one reads it as still hers.
                 handed = (_active_after_expiry(session, study.id, annotator_id, now)
-                          or _claim_first_fitting(session, study.id, annotator_id, now=now, minutes=minutes))
+                          or _claim_first_fitting(session, study.id, annotator_id, now=now, minutes=minutes,
+                                                  pairwise=pairwise))
                 return None if handed is None else (study, handed)
         except IntegrityError:
             # This annotator's concurrent claim committed first (one active assignment per study, one seen row
@@ -272,21 +288,28 @@ def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, 
         return None
     study, (assignment_id, expires_at) = handed
     with Session(engine) as session:
+        if study.config.is_pairwise:
+            return pairwise_payload(study, assignment_id, ACTIVE, expires_at, pairwise_items(session, assignment_id))
         return _payload(study, assignment_id, ACTIVE, expires_at, _items(session, assignment_id))
 
 
 def _record_seen(session: Session, assignment_id: int, annotator_id: int, now: datetime) -> None:
-    """One seen_context row per context of the assignment, for this annotator: one INSERT ... SELECT.
+    """One seen_context row per context of the assignment, for this annotator: one INSERT ... SELECT of the
+    contexts of its items (Likert) and of its pairs (pairwise).
 
     Raises IntegrityError when she has already seen one of its contexts in the study."""
-    contexts = (
-        select(Assignment.study_id, literal(annotator_id, Integer), Response.context_id, Assignment.id,
-               literal(now, DateTime(timezone=True)))
+    seen = (Assignment.study_id, literal(annotator_id, Integer))
+    moment = literal(now, DateTime(timezone=True))
+    contexts = union(
+        select(*seen, Response.context_id, Assignment.id, moment)
         .join(AssignmentItem, AssignmentItem.assignment_id == Assignment.id)
         .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
         .join(Response, Response.id == StudyItem.response_id)
-        .where(Assignment.id == assignment_id)
-        .distinct()
+        .where(Assignment.id == assignment_id),
+        select(*seen, PairItem.context_id, Assignment.id, moment)
+        .join(AssignmentPair, AssignmentPair.assignment_id == Assignment.id)
+        .join(PairItem, PairItem.id == AssignmentPair.pair_item_id)
+        .where(Assignment.id == assignment_id),
     )
     session.execute(insert(SeenContext).from_select(
         ["study_id", "annotator_id", "context_id", "assignment_id", "seen_at"], contexts))
@@ -401,4 +424,6 @@ def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
         if row is None:
             raise NotFound(f"no assignment {assignment_id}")
         status, expires_at, study = row
+        if study.config.is_pairwise:
+            return pairwise_payload(study, assignment_id, status, expires_at, pairwise_items(session, assignment_id))
         return _payload(study, assignment_id, status, expires_at, _items(session, assignment_id))

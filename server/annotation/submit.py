@@ -200,6 +200,11 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
         if row is None or row[0].annotator_id != annotator_id or (study is not None and row[1].name != study):
             raise NotFound(f"you have no assignment {assignment_id}")
         assignment, study_row, revoked = row
+        if study_row.config.is_pairwise:  # choices between two responses, not ratings: its own rules
+            from server.annotation.pairwise_submit import submit_pairwise  # (it imports this module's helpers)
+
+            session.close()
+            return submit_pairwise(engine, assignment_id, annotator_id, payload, study=study, now=now)
         if assignment.status == "submitted":
             return _already_submitted(session, assignment,
                                       payload.get("submission_id") if isinstance(payload, dict) else None)
