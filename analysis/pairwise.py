@@ -34,8 +34,9 @@ SIGN_TEST_CAPTION = (
 
 POSITION_BIAS_CAPTION = (
     "Position bias: share of the non-tie choices that went to the left (A) response, with its exact "
-    "Clopper-Pearson interval and an exact two-sided binomial test of 1/2; control pairs left out. Left/right "
-    "order is counterbalanced, so a share away from 1/2 is a preference for a screen side, not a system."
+    "Clopper-Pearson interval and an exact two-sided binomial test of 1/2; over all criteria, each shown pair "
+    "counts once, for the side most of its criteria chose; control pairs left out. Left/right order is "
+    "counterbalanced, so a share away from 1/2 is a preference for a screen side, not a system."
 )
 
 
@@ -296,18 +297,19 @@ def choice_agreement(judgments: pd.DataFrame) -> pd.DataFrame:
 
 
 def position_bias(judgments: pd.DataFrame, *, ci_level: float = 0.95) -> pd.DataFrame:
-    """Preference for a screen side: per criterion and over all criteria ("all"), the share of the non-tie
-    choices that went to the left response, its exact Clopper-Pearson CI and the exact two-sided binomial
-    test of 1/2 (scipy's ``binomtest``). Control pairs are left out. See ``POSITION_BIAS_CAPTION``.
+    """Preference for a screen side: per criterion, the share of the non-tie choices that went to the left
+    response, its exact Clopper-Pearson CI and the exact two-sided binomial test of 1/2 (scipy's
+    ``binomtest``); control pairs left out. See ``POSITION_BIAS_CAPTION``.
 
-    The criteria of one pair are judged by the same person at once, so the "all" row counts each judgment
-    as a trial and its p is descriptive; the per-criterion rows are the tests.
+    The "all" row pools the criteria without counting a shown pair more than once (one rater judges all
+    criteria of a pair at once, so those choices are not independent): a shown pair counts as a left choice
+    when more of its criteria went left than right, as a right one when fewer, and not at all when as many.
 
     Returns
     -------
     bias : pandas.DataFrame
-        One row per criterion, then "all": ``criterion``, ``decisive`` (non-tie choices), ``left``,
-        ``share_left``, ``ci_low``, ``ci_high``, ``p``.
+        One row per criterion, then "all": ``criterion``, ``decisive`` (non-tie choices; for "all", shown
+        pairs leaning to a side), ``left``, ``share_left``, ``ci_low``, ``ci_high``, ``p``.
 
     Examples
     --------
@@ -319,10 +321,14 @@ def position_bias(judgments: pd.DataFrame, *, ci_level: float = 0.95) -> pd.Data
           all        10     8         0.8  0.4439   0.9748 0.1094
     """
     table = validate_judgments(judgments)
-    table = table.loc[~table["is_control"] & (table["choice"] != TIE)]
+    table = table.loc[~table["is_control"]]
+    side = np.where(table["choice"] == "left", 1, np.where(table["choice"] == "right", -1, 0))
+    lean = pd.Series(side, index=table.index).groupby(
+        [table["study"], table["assignment_id"], table["context_id"], table["pair"]]).sum()
+    per_pair = pd.DataFrame({"choice": np.where(lean > 0, "left", "right")})[lean.to_numpy() != 0]
+    decisive = table.loc[table["choice"] != TIE]
     rows = []
-    parts = [*table.groupby("criterion", sort=True), ("all", table)]
-    for criterion, part in parts:
+    for criterion, part in [*decisive.groupby("criterion", sort=True), ("all", per_pair)]:
         n, left = len(part), int((part["choice"] == "left").sum())
         row = {"criterion": criterion, "decisive": n, "left": left, "share_left": np.nan, "ci_low": np.nan,
                "ci_high": np.nan, "p": np.nan}

@@ -184,7 +184,7 @@ def test_controls_are_scored_on_their_target_only_and_kept_out_of_the_comparison
     counts = ab_counts(judgments).set_index("criterion")
     assert counts["judgments"].tolist() == [2, 2]
     assert set(counts["system_b"]) == {"moel"}
-    assert position_bias(judgments).set_index("criterion").loc["all", "decisive"] == 4
+    assert position_bias(judgments).set_index("criterion").loc["all", "decisive"] == 2  # two real pairs shown
 
 
 def test_a_control_pair_with_no_known_control_side_is_refused_naming_the_row():
@@ -231,3 +231,16 @@ def test_a_linked_likert_study_sits_beside_the_ab_table_with_its_means_by_hand()
     assert table["same_direction"] is not None and not table["same_direction"]
     with pytest.raises(ValueError, match="'score'"):
         likert_beside_ab(ratings.drop(columns="score"), _frame(judgment_rows(MOEL_GOLD)))
+
+
+def test_over_all_criteria_a_shown_pair_counts_once_for_the_side_most_criteria_chose():
+    rows = (judgment_rows([(1, "gold", "moel", "left")], criteria=("empathy", "fluency", "relevance"))
+            # context 2: left on empathy, right on fluency -> no lean; context 3: left, tie -> left
+            + judgment_rows([(2, "gold", "moel", "left")], criteria=("empathy",))
+            + judgment_rows([(2, "gold", "moel", "right")], criteria=("fluency",))
+            + judgment_rows([(3, "gold", "moel", "left")], criteria=("empathy",))
+            + judgment_rows([(3, "gold", "moel", "tie")], criteria=("fluency",)))
+    bias = position_bias(_frame(rows)).set_index("criterion")
+    assert bias.loc["empathy", ["decisive", "left"]].tolist() == [3, 3]
+    assert bias.loc["fluency", ["decisive", "left"]].tolist() == [2, 1]
+    assert bias.loc["all", ["decisive", "left"]].tolist() == [2, 2]
