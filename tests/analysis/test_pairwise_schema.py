@@ -82,7 +82,7 @@ def test_the_schema_imports_neither_pandas_nor_numpy():
 
 
 PAIRWISE_MODULES = ["analysis.pairwise_schema", "analysis.pairwise", "analysis.bradley_terry",
-                    "analysis.simulate_pairwise"]
+                    "analysis.simulate_pairwise", "analysis.pairwise_report"]
 
 
 @pytest.mark.parametrize("module_name", PAIRWISE_MODULES)
