@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.annotation.annotators import invite
 from server.annotation.handout import assignment_payload, expire_overdue, next_assignment, next_assignment_payload
+from server.store.engine import counting_statements
 from server.store.models import Assignment, AssignmentPair, Choice, SeenContext
 from server.store.queries import now_utc
 from server.web import create_app
@@ -94,3 +96,31 @@ def test_the_api_hands_out_pairs_and_takes_choices_through_the_one_submit_route(
     assert len(choices) == 3 * len(page["items"]) == first.get_json()["choices"] and set(choices) == {"right"}
     wrong = client.post(url, json={"submission_id": new_submission_id(), "ratings": []}, headers=headers)
     assert wrong.status_code in (400, 409)
+
+
+@pytest.mark.parametrize("per_assignment", [2, 8])
+def test_pairwise_next_and_submit_cost_the_likert_budget_whatever_the_pairs(sample_engine, per_assignment):
+    """At most six SQL statements for claiming, resuming, submitting and resubmitting, as for a Likert study
+    (tests/annotation/test_statement_counts.py), the same with 2 or 8 pairs per assignment."""
+    make_ab_study(sample_engine, count=16, per_assignment=per_assignment)
+    app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True})
+    engine, client = app.extensions["empeval.engine"], app.test_client()
+    _, token = invite(sample_engine, "counted", "ab")
+    headers = {"Authorization": f"Bearer {token}"}
+    with counting_statements(engine) as claiming:
+        claimed = client.get("/api/annotate/next", headers=headers).get_json()["assignment"]
+    with counting_statements(engine) as resuming:
+        assert client.get("/api/annotate/next", headers=headers).get_json()["assignment"] == claimed
+    body = {"submission_id": new_submission_id(), "judgments": [
+        {"item_id": item["item_id"], "choices": {c: "A" for c in AB_CRITERIA}, "seconds": 2.0}
+        for item in claimed["items"]]}
+    url = f"/api/assignments/{claimed['assignment_id']}/submit"
+    with counting_statements(engine) as submitting:
+        receipt = client.post(url, json=body, headers=headers)
+    with counting_statements(engine) as resubmitting:
+        again = client.post(url, json=body, headers=headers)
+    assert len(claimed["items"]) >= per_assignment - 1 and receipt.status_code == 200
+    assert again.get_json() == receipt.get_json() and receipt.get_json()["choices"] == 3 * len(claimed["items"])
+    counts = {"claim": len(claiming), "resume": len(resuming), "submit": len(submitting),
+              "resubmit": len(resubmitting)}
+    assert max(counts.values()) <= 6, (counts, submitting.statements)
