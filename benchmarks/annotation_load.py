@@ -1,89 +1,350 @@
-"""Load benchmark of the annotation path: N concurrent annotators against gunicorn on 127.0.0.1.
+"""The annotation API at scale (issue 12, goal 2), on SQLite and PostgreSQL. Prints goal, measured value and ratio:
 
-Each simulated annotator asks for its next assignment and submits it, until the study runs out of work
-or the time limit is reached. Prints submissions/s, p50/p99 latency of both calls, acknowledged vs stored
-ratings (they must be equal), and the same server's throughput on a trivial endpoint (/healthz) at the
-same concurrency as the ceiling, with the ratio.
+1. SQL statements of `next` (a claim, a resume) and `submit`, counted at the engine (goal: at most 6 each, with
+   3 or 30 items per assignment; BEGIN, COMMIT and PRAGMA not counted);
+2. `next` per call (median of --calls claims, each undone untimed so every call meets the same store) on studies
+   of 100 to 100,000 assignments, half of them submitted, some in progress, the callers with history (goal: the
+   largest within 1.3x of the smallest);
+3. N concurrent simulated annotators (next, then submit, in a loop) against gunicorn on 127.0.0.1, against the
+   same server's trivial endpoint (/healthz: a constant JSON answer, no database) at the same concurrency
+   (goal: at least 0.5 of its requests/s), with submissions/s, p50/p99, acknowledged vs stored ratings and the
+   CPU the load client and the server used (a client that used its CPU to the full measured itself).
 
-    .venv/bin/python benchmarks/annotation_load.py --annotators 16 --workers 2 --contexts 200
+The studies of part 2 and 3 are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
+10 items per assignment, k = 3, items shuffled per round; synthetic two-turn dialogues, one per context.
+
+    .venv/bin/python benchmarks/annotation_load.py                       # both stores, every part
+    .venv/bin/python benchmarks/annotation_load.py --stores sqlite --sizes 100,1000 --seconds 10
+
+PostgreSQL: --postgres-url (an admin URL; a database per study is created and dropped), else a throwaway cluster
+on 127.0.0.1 as the tests start one (needs the PostgreSQL server binaries).
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
+import multiprocessing
 import os
 import random
+import resource
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
-
-import requests
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from sqlalchemy import Engine, func, select  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
+
 from server.annotation.annotators import invite  # noqa: E402
-from server.datasets.ed_csv import parse_ed_csv  # noqa: E402
-from server.datasets.importer import import_dialogues  # noqa: E402
+from server.annotation.handout import next_assignment_payload, release  # noqa: E402
+from server.annotation.submit import submit_assignment  # noqa: E402
 from server.store import make_engine, unit_of_work, upgrade  # noqa: E402
-from server.store.models import Context, Dialogue, Rating, Response, System  # noqa: E402
-from tasks.study_create import create_study  # noqa: E402
+from server.store.engine import counting_statements  # noqa: E402
+from server.store.models import Rating, Study, System  # noqa: E402
 from tasks.study_file import parse_study  # noqa: E402
+
+ITEMS_PER_ASSIGNMENT = 10
+K = 3
+SYSTEMS = 4
+STATEMENT_GOAL = 6
+SCALING_GOAL = 1.3
+THROUGHPUT_GOAL = 0.5
+CRITERIA = ("empathy", "relevance", "fluency")
+
+
+# --- stores -------------------------------------------------------------------------------------------------
+
+
+class Stores:
+    """Fresh databases on demand: SQLite files in a scratch folder, PostgreSQL databases on one server."""
+
+    def __init__(self, scratch: Path, postgres_admin_url: str | None):
+        self.scratch, self.postgres_admin_url = scratch, postgres_admin_url
+        self._created: list[str] = []
+
+    def new(self, store: str, name: str) -> str:
+        if store == "sqlite":
+            return f"sqlite:///{self.scratch / name}.db"
+        assert self.postgres_admin_url is not None
+        admin = make_engine(self.postgres_admin_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        admin.dispose()
+        self._created.append(name)
+        return self.postgres_admin_url.rsplit("/", 1)[0] + f"/{name}"
+
+    def drop_all(self) -> None:
+        if not self._created:
+            return
+        admin = make_engine(self.postgres_admin_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            for name in self._created:
+                connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@contextmanager
+def postgres_admin(url: str | None, wanted: bool) -> Iterator[str | None]:
+    """The admin URL given, else a throwaway cluster's (the tests' PostgresServer), else None."""
+    if url or not wanted:
+        yield url
+        return
+    from tests.conftest import PostgresServer, _postgres_bin
+
+    bindir = _postgres_bin()
+    if bindir is None:
+        print("PostgreSQL: server binaries not found, skipped (give --postgres-url)")
+        yield None
+        return
+    server = PostgresServer(bindir)
+    server.start()
+    try:
+        yield server.admin_url
+    finally:
+        server.stop()
+
+
+# --- a synthetic study, bulk-written -----------------------------------------------------------------------
+
+
+def _bulk(engine: Engine, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Write rows fast: COPY on PostgreSQL, one executemany on SQLite (datetimes as SQLAlchemy stores them)."""
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        if engine.dialect.name == "postgresql":
+            with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            def plain(value: Any) -> Any:
+                if isinstance(value, datetime):
+                    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+                return value
+
+            cursor.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                               ([plain(v) for v in row] for row in rows))
+        raw.commit()
+    finally:
+        raw.close()
+
+
+class Built:
+    def __init__(self, study: str, assignments: int, callers: list[int]):
+        self.study, self.assignments, self.callers = study, assignments, callers
+
+
+def build_study(url: str, assignments: int, *, done: float, active: int, callers: int, seed: int = 1) -> Built:
+    """A study of `assignments` assignments (10 items each, k = 3, items shuffled per round), the first `done` of
+    them in design order submitted (by raters with up to two assignments each, seen rows written), `active` more
+    in progress, and `callers` raters who each submitted two of the done ones (their history)."""
+    rng = random.Random(seed)
+    engine = make_engine(url)
+    upgrade(engine)
+    now = datetime.now(UTC)
+    n_items = -(-assignments * ITEMS_PER_ASSIGNMENT // K)
+    n_contexts = -(-n_items // SYSTEMS)
+    n_items = n_contexts * SYSTEMS
+    with unit_of_work(engine) as session:
+        spec = parse_study({"name": "scale", "seed": seed, "contexts": {"count": 1},
+                            "systems": {"names": [f"system-{s}" for s in range(SYSTEMS)]},
+                            "design": {"ratings_per_response": K, "items_per_assignment": ITEMS_PER_ASSIGNMENT,
+                                       "assignment_minutes": 600}})
+        session.add_all(System(id=s + 1, name=f"system-{s}", kind="bench", version="1", parameters={})
+                        for s in range(SYSTEMS))
+        session.add(Study(id=1, name="scale", config=spec, seed=seed, status="open"))
+    _bulk(engine, "dataset", ["id", "name", "source", "license", "created_at"], [(1, "bench", "", "", now)])
+    _bulk(engine, "dialogue", ["id", "dataset_id", "conv_id", "split", "emotion", "situation", "content_hash"],
+          ((c, 1, f"bench:{c}", "test", "content", None, "x") for c in range(1, n_contexts + 1)))
+    _bulk(engine, "turn", ["id", "dialogue_id", "idx", "role", "text"],
+          ((2 * c - 1 + i, c, 1 + i, ("speaker", "listener")[i], f"turn {i + 1} of dialogue {c}")
+           for c in range(1, n_contexts + 1) for i in range(2)))
+    _bulk(engine, "context", ["id", "dialogue_id", "n_turns", "reference_turn_id"],
+          ((c, c, 1, 2 * c) for c in range(1, n_contexts + 1)))
+    _bulk(engine, "response", ["id", "context_id", "system_id", "text", "provenance", "created_at", "latency_ms"],
+          ((i, (i - 1) // SYSTEMS + 1, (i - 1) % SYSTEMS + 1, f"response {i}", "{}", now, 0.0)
+           for i in range(1, n_items + 1)))
+    _bulk(engine, "study_item", ["id", "study_id", "response_id", "is_control", "control_target", "design"],
+          ((i, 1, i, False, None, "{}") for i in range(1, n_items + 1)))
+
+    plan: list[tuple[int, list[int]]] = []  # (round, item ids) in design order
+    for round_ in range(K):
+        order = list(range(1, n_items + 1))
+        rng.shuffle(order)
+        plan += [(round_, order[i:i + ITEMS_PER_ASSIGNMENT]) for i in range(0, n_items, ITEMS_PER_ASSIGNMENT)]
+    plan = plan[:assignments]
+
+    def context_of(item: int) -> int:
+        return (item - 1) // SYSTEMS + 1
+
+    # Who holds what: the done ones by raters with up to two assignments each (never a context twice), the first
+    # `callers` of those raters being the ones the timing asks for; then `active` ones in progress.
+    holder: dict[int, tuple[int, str]] = {}
+    seen: list[tuple[int, int, int]] = []  # (annotator, context, assignment)
+    annotator, held, contexts_seen = 0, 2, set()
+    n_done = int(assignments * done)
+    for index in range(n_done):
+        contexts = {context_of(i) for i in plan[index][1]}
+        if held == 2 or contexts & contexts_seen:
+            annotator, held, contexts_seen = annotator + 1, 0, set()
+        holder[index] = (annotator, "submitted")
+        held += 1
+        contexts_seen |= contexts
+        seen += [(annotator, c, index + 1) for c in contexts]
+    for index in range(n_done, min(assignments, n_done + active)):
+        annotator += 1
+        holder[index] = (annotator, "assigned")
+        seen += [(annotator, c, index + 1) for c in {context_of(i) for i in plan[index][1]}]
+    # The callers: raters with history for whom some open assignment still fits (in a small study most do not).
+    history: dict[int, set[int]] = {}
+    for who, context, _ in seen:
+        history.setdefault(who, set()).add(context)
+    open_contexts = [{context_of(i) for i in plan[index][1]} for index in range(len(plan)) if index not in holder]
+    busy = {who for who, status in holder.values() if status == "assigned"}
+    caller_ids = []
+    for who in range(1, annotator + 1):
+        if len(caller_ids) == callers:
+            break
+        if who not in busy and any(not (c & history[who]) for c in open_contexts):
+            caller_ids.append(who)
+    _bulk(engine, "annotator", ["id", "provider", "pseudonym", "display_name", "created_at", "revoked_at"],
+          ((a, "bench", f"rater-{a}", f"rater-{a}", now, None) for a in range(1, annotator + 1)))
+    far = datetime(2100, 1, 1, tzinfo=UTC)
+
+    def assignment_row(index: int) -> tuple:
+        round_, _ = plan[index]
+        who, status = holder.get(index, (None, "open"))
+        return (index + 1, 1, who, status, now, now if who else None, far if status == "assigned" else None,
+                now if status == "submitted" else None, f"bench-{index + 1}" if status == "submitted" else None,
+                round_, index, None, False, None)
+
+    _bulk(engine, "assignment", ["id", "study_id", "annotator_id", "status", "created_at", "started_at",
+                                 "expires_at", "submitted_at", "submission_id", "round", "design_index",
+                                 "replaces_id", "late", "comment"], (assignment_row(i) for i in range(len(plan))))
+    _bulk(engine, "assignment_item", ["id", "assignment_id", "item_id", "position", "seconds_on_item"],
+          ((index * ITEMS_PER_ASSIGNMENT + position + 1, index + 1, item, position, None)
+           for index, (_, items) in enumerate(plan) for position, item in enumerate(items)))
+    _bulk(engine, "seen_context", ["id", "study_id", "annotator_id", "context_id", "assignment_id", "seen_at"],
+          ((n + 1, 1, a, c, s, now) for n, (a, c, s) in enumerate(seen)))
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as connection:  # ids were given: move each sequence past them
+            for table in ("dataset", "dialogue", "turn", "context", "system", "response", "study", "study_item",
+                          "annotator", "assignment", "assignment_item", "seen_context"):
+                connection.exec_driver_sql(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                                           f"(SELECT max(id) FROM {table}))")
+            connection.exec_driver_sql("ANALYZE")  # what autovacuum would do after a load this size
+    engine.dispose()
+    return Built("scale", len(plan), caller_ids)
+
+
+# --- 1. statements per call ----------------------------------------------------------------------------------
+
+
+def _ratings(payload: dict) -> dict:
+    return {"submission_id": uuid.uuid4().hex,
+            "ratings": [{"item_id": item["item_id"], "scores": dict.fromkeys(CRITERIA, 4), "seconds": 3.0}
+                        for item in payload["items"]]}
+
+
+def statement_counts(url: str) -> dict[str, int]:
+    """Statements of one claim, one resume and one submit by a rater with history, the most over 3 and 30 items
+    per assignment (studies built with create_study, as the tests do)."""
+    from server.datasets.ed_csv import parse_ed_csv
+    from server.datasets.importer import import_dialogues
+    from tests.annotation.conftest import add_responses, make_study
+    from tests.conftest import SAMPLE_ED
+
+    worst: dict[str, int] = {}
+    for items in (3, 30):
+        engine = make_engine(url.replace(".db", f"-{items}.db") if url.startswith("sqlite") else url)
+        upgrade(engine)
+        if items == 3 or url.startswith("sqlite"):
+            import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+            add_responses(engine, ["s1", "s2", "s3"], 300)
+        make_study(engine, name=f"count-{items}", count=300, k=3, per_assignment=items, systems=["s1", "s2", "s3"],
+                   controls=[])
+        rater, _ = invite(engine, f"counted-{items}", f"count-{items}")
+        first = next_assignment_payload(engine, f"count-{items}", rater.id)
+        submit_assignment(engine, first["assignment_id"], rater.id, _ratings(first))
+        with counting_statements(engine) as claim:
+            claimed = next_assignment_payload(engine, f"count-{items}", rater.id)
+        with counting_statements(engine) as resume:
+            next_assignment_payload(engine, f"count-{items}", rater.id)
+        with counting_statements(engine) as submit:
+            submit_assignment(engine, claimed["assignment_id"], rater.id, _ratings(claimed))
+        for call, count in (("next (claim)", claim), ("next (resume)", resume), ("submit", submit)):
+            worst[call] = max(worst.get(call, 0), len(count))
+        engine.dispose()
+    return worst
+
+
+# --- 2. next at scale ----------------------------------------------------------------------------------------
+
+
+def time_next(studies: dict[int, tuple[str, Built]], calls: int) -> dict[int, tuple[float, float]]:
+    """Median wall and CPU seconds (of this process: on SQLite that is all the work, the database being a library)
+    of `calls` claims per study by raters with history, each undone (untimed) before the next. The studies take
+    turns call by call, so that the machine's load weighs on each alike."""
+    engines = {size: make_engine(url) for size, (url, _) in studies.items()}
+    times: dict[int, list[tuple[float, float]]] = {size: [] for size in studies}
+    for n in range(calls):
+        for size, (_, built) in studies.items():
+            caller = built.callers[n % len(built.callers)]
+            start, cpu = time.perf_counter(), time.process_time()
+            payload = next_assignment_payload(engines[size], built.study, caller)
+            times[size].append((time.perf_counter() - start, time.process_time() - cpu))
+            if payload is None or not payload["items"]:
+                raise SystemExit(f"rater {caller} got nothing at {built.assignments} assignments: too small a study")
+            with unit_of_work(engines[size]) as session:
+                assert release(session, payload["assignment_id"], caller)
+    for engine in engines.values():
+        engine.dispose()
+    return {size: (statistics.median(w for w, _ in values), statistics.median(c for _, c in values))
+            for size, values in times.items()}
+
+
+def full_scans(url: str, built: Built) -> list[str]:
+    """The lines of the database's plan of the claim's candidate choice that read a whole table (SQLite: SCAN
+    without an index; PostgreSQL: Seq Scan): what `next` must not do at any size."""
+    from server.annotation.handout import _first_fitting
+
+    engine = make_engine(url)
+    query = _first_fitting(1, built.callers[0])
+    sql = str(query.compile(engine, compile_kwargs={"literal_binds": True}))
+    with engine.connect() as connection:
+        if engine.dialect.name == "sqlite":
+            plan = [row[-1] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql)]
+            bad = [line for line in plan if line.startswith("SCAN") and "INDEX" not in line]
+        else:
+            plan = [row[0] for row in connection.exec_driver_sql("EXPLAIN " + sql)]
+            bad = [line.strip() for line in plan if "Seq Scan" in line]
+    engine.dispose()
+    return bad
+
+
+# --- 3. throughput against gunicorn --------------------------------------------------------------------------
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def build_store(url: str, contexts: int, systems: int, k: int) -> None:
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(
-        engine, parse_ed_csv(REPO / "server/data/ed_sample/test.csv", "test"), dataset="empatheticdialogues"
-    )
-    names = [f"system-{i}" for i in range(systems)]
-    with unit_of_work(engine) as session:
-        ids = session.scalars(
-            select(Context.id).join(Dialogue).where(Dialogue.split == "test").order_by(Context.id).limit(contexts)
-        ).all()
-        for name in names:
-            system = System(name=name, kind="bench", version="1", parameters={})
-            session.add(system)
-            session.flush()
-            session.add_all(
-                Response(
-                    context_id=c,
-                    system_id=system.id,
-                    text=f"{name} says something kind.",
-                    provenance={},
-                    latency_ms=0.0,
-                )
-                for c in ids
-            )
-    create_study(
-        engine,
-        parse_study(
-            {
-                "name": "load",
-                "seed": 1,
-                "contexts": {"count": len(ids)},
-                "systems": {"names": names},
-                "design": {"ratings_per_response": k, "items_per_assignment": 10},
-            }
-        ),
-    )
-    engine.dispose()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -93,151 +354,224 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def annotator_loop(base: str, token: str, deadline: float, stats: dict, lock: threading.Lock) -> None:
-    session = requests.Session()
-    headers = {"Authorization": f"Bearer {token}"}
-    rng = random.Random(token)
-    while time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        body = session.get(f"{base}/api/annotate/next", headers=headers, timeout=30).json()
-        t1 = time.perf_counter()
-        assignment = body.get("assignment")
-        with lock:
-            stats["next_ms"].append((t1 - t0) * 1000)
-        if assignment is None:
-            return
-        ratings = [
-            {
-                "item_id": i["item_id"],
-                "scores": {c["key"]: rng.randint(1, 5) for c in assignment["criteria"]},
-                "seconds": 5.0,
-            }
-            for i in assignment["items"]
-        ]
-        payload = {"submission_id": uuid.uuid4().hex, "ratings": ratings}
-        t2 = time.perf_counter()
-        answer = session.post(
-            f"{base}/api/assignments/{assignment['assignment_id']}/submit", json=payload, headers=headers, timeout=30
-        )
-        t3 = time.perf_counter()
-        with lock:
-            stats["submit_ms"].append((t3 - t2) * 1000)
-            if answer.status_code == 200:
-                stats["acknowledged"] += answer.json()["ratings"]
-                stats["submissions"] += 1
-            else:
-                stats["errors"].append(answer.status_code)
-
-
-def ceiling(base: str, concurrency: int, seconds: float) -> float:
-    """Requests/s of GET /healthz at the same concurrency: what the server does with no real work."""
-    count = [0]
+def _client_process(port: int, tokens: list[str], mode: str, deadline: float, queue: Any) -> None:
+    """One load-client process: a thread per token, each with its own keep-alive connection (http.client: the
+    lightest client at hand, so that the client costs little CPU)."""
+    results: list[dict] = []
     lock = threading.Lock()
-    deadline = time.perf_counter() + seconds
 
-    def loop():
-        s = requests.Session()
-        while time.perf_counter() < deadline:
-            s.get(f"{base}/healthz", timeout=30)
-            with lock:
-                count[0] += 1
+    def rater(token: str) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        mine = {"next_ms": [], "submit_ms": [], "requests": 0, "submissions": 0, "acknowledged": 0, "errors": []}
 
+        def call(method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+            connection.request(method, path, body=body, headers=headers)
+            answer = connection.getresponse()
+            return answer.status, answer.read()
+
+        while time.time() < deadline:
+            if mode == "trivial":
+                call("GET", "/healthz")
+                mine["requests"] += 1
+                continue
+            t0 = time.perf_counter()
+            status, body = call("GET", "/api/annotate/next")
+            mine["next_ms"].append((time.perf_counter() - t0) * 1000)
+            mine["requests"] += 1
+            assignment = json.loads(body).get("assignment") if status == 200 else None
+            if assignment is None:
+                mine["errors"].append(status if status != 200 else "none left")
+                break
+            payload = json.dumps(_ratings(assignment)).encode()
+            t1 = time.perf_counter()
+            status, body = call("POST", f"/api/assignments/{assignment['assignment_id']}/submit", payload)
+            mine["submit_ms"].append((time.perf_counter() - t1) * 1000)
+            mine["requests"] += 1
+            if status == 200:
+                mine["submissions"] += 1
+                mine["acknowledged"] += json.loads(body)["ratings"]
+            else:
+                mine["errors"].append(status)
+        connection.close()
+        with lock:
+            results.append(mine)
+
+    threads = [threading.Thread(target=rater, args=(token,)) for token in tokens]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    queue.put(results)
+
+
+def _server_cpu(pgid: int) -> float:
+    """CPU seconds used so far by the processes of the server's process group (gunicorn master and workers)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+def load_phase(port: int, pgid: int, tokens: list[str], mode: str, seconds: float, processes: int) -> dict:
+    """Run the load client (`processes` processes sharing the tokens) for `seconds`; merged stats with the
+    client's and the server's CPU."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    deadline = time.time() + seconds
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_before = _server_cpu(pgid)
     start = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
-        for _ in range(concurrency):
-            pool.submit(loop)
-    return count[0] / (time.perf_counter() - start)
+    workers = [context.Process(target=_client_process, args=(port, tokens[i::processes], mode, deadline, queue))
+               for i in range(processes)]
+    for worker in workers:
+        worker.start()
+    merged: dict[str, Any] = {"next_ms": [], "submit_ms": [], "requests": 0, "submissions": 0, "acknowledged": 0,
+                              "errors": []}
+    for _ in workers:
+        for mine in queue.get():
+            for key, value in mine.items():
+                merged[key] += value
+    for worker in workers:
+        worker.join()
+    merged["elapsed"] = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    merged["client_cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    merged["server_cpu"] = _server_cpu(pgid) - server_before
+    return merged
+
+
+def throughput(url: str, args: argparse.Namespace) -> dict:
+    built = build_study(url, args.load_assignments, done=0.0, active=0, callers=0)
+    engine = make_engine(url)
+    tokens = [invite(engine, f"load-{i}", built.study)[1] for i in range(args.annotators)]
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "entry.cli", "serve", "--host", "127.0.0.1", "--port",
+         str(port), "--workers", str(args.workers)],
+        env={**os.environ, "EMPEVAL_DATABASE_URL": url}, cwd=REPO, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(150):
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+                connection.request("GET", "/healthz")
+                if connection.getresponse().status == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise SystemExit("the server did not start")
+        trivial = load_phase(port, server.pid, tokens, "trivial", args.trivial_seconds, args.client_processes)
+        api = load_phase(port, server.pid, tokens, "api", args.seconds, args.client_processes)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    with Session(engine) as session:
+        api["stored"] = session.scalar(select(func.count(Rating.id)))
+    engine.dispose()
+    return {"trivial": trivial, "api": api}
+
+
+# --- main ------------------------------------------------------------------------------------------------------
+
+
+def _check(goal_met: bool) -> str:
+    return "met" if goal_met else "NOT MET"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--annotators", type=int, default=16)
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    parser.add_argument("--contexts", type=int, default=200)
-    parser.add_argument("--systems", type=int, default=4)
-    parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=30.0, help="time limit of the rating phase")
-    parser.add_argument("--database-url", default=None, help="default: a fresh SQLite file")
+    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--parts", default="statements,scaling,throughput")
+    parser.add_argument("--sizes", default="100,1000,10000,100000", help="assignments per study (part 2)")
+    parser.add_argument("--calls", type=int, default=50, help="timed next calls per size (part 2)")
+    parser.add_argument("--annotators", type=int, default=32, help="concurrent annotators (part 3)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (4 threads each)")
+    parser.add_argument("--client-processes", type=int, default=2, help="load-client processes (part 3)")
+    parser.add_argument("--load-assignments", type=int, default=20000, help="assignments of the part 3 study")
+    parser.add_argument("--seconds", type=float, default=20.0, help="rating phase (part 3)")
+    parser.add_argument("--trivial-seconds", type=float, default=10.0, help="trivial endpoint phase (part 3)")
+    parser.add_argument("--postgres-url", default=None, help="a PostgreSQL admin URL (default: a throwaway cluster)")
     args = parser.parse_args()
+    stores = args.stores.split(",")
+    parts = args.parts.split(",")
+    sizes = [int(s) for s in args.sizes.split(",")]
 
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus: {os.cpu_count()}")
     scratch = Path(tempfile.mkdtemp(prefix="empeval-load-"))
-    url = args.database_url or f"sqlite:///{scratch / 'load.db'}"
-    build_store(url, args.contexts, args.systems, args.k)
-    engine = make_engine(url)
-    tokens = [invite(engine, f"bench-{i}", "load")[1] for i in range(args.annotators)]
-
-    port = free_port()
-    env = {**os.environ, "EMPEVAL_DATABASE_URL": url}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "entry.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(args.workers),
-        ],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                if requests.get(f"{base}/healthz", timeout=1).ok:
-                    break
-            except requests.ConnectionError:
-                time.sleep(0.2)
-        else:
-            raise SystemExit("the server did not start")
-        stats = {"next_ms": [], "submit_ms": [], "acknowledged": 0, "submissions": 0, "errors": []}
-        lock = threading.Lock()
-        start = time.perf_counter()
-        deadline = start + args.seconds
-        with ThreadPoolExecutor(args.annotators) as pool:
-            for token in tokens:
-                pool.submit(annotator_loop, base, token, deadline, stats, lock)
-        elapsed = time.perf_counter() - start
-        trivial = ceiling(base, args.annotators, min(10.0, args.seconds))
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-
-    with Session(engine) as session:
-        stored = session.scalar(select(func.count(Rating.id)))
-    requests_per_s = (len(stats["next_ms"]) + len(stats["submit_ms"])) / elapsed
-    print(
-        f"store: {url.split(':')[0]}, gunicorn workers: {args.workers}, annotators: {args.annotators}, "
-        f"{args.contexts} contexts x {args.systems} systems x k={args.k}"
-    )
-    print(
-        f"submissions: {stats['submissions']} in {elapsed:.1f} s = {stats['submissions'] / elapsed:.1f} submissions/s "
-        f"({stats['acknowledged'] / elapsed:.0f} ratings/s)"
-    )
-    print(
-        f"next assignment latency: p50 {percentile(stats['next_ms'], 0.5):.1f} ms, "
-        f"p99 {percentile(stats['next_ms'], 0.99):.1f} ms"
-    )
-    print(
-        f"submit latency:          p50 {percentile(stats['submit_ms'], 0.5):.1f} ms, "
-        f"p99 {percentile(stats['submit_ms'], 0.99):.1f} ms"
-    )
-    print(
-        f"ratings acknowledged: {stats['acknowledged']}, stored: {stored}, equal: {stats['acknowledged'] == stored}; "
-        f"errors: {len(stats['errors'])} {sorted(set(stats['errors']))}"
-    )
-    print(
-        f"API requests/s: {requests_per_s:.1f}; trivial endpoint ceiling: {trivial:.1f} req/s; "
-        f"ratio API/ceiling: {requests_per_s / trivial:.2f}"
-    )
-    engine.dispose()
+    with postgres_admin(args.postgres_url, "postgres" in stores) as admin_url:
+        databases = Stores(scratch, admin_url)
+        try:
+            for store in stores:
+                if store == "postgres" and admin_url is None:
+                    continue
+                print(f"\n=== {store} ===")
+                if "statements" in parts:
+                    counts = statement_counts(databases.new(store, "bench_counts"))
+                    for call, count in counts.items():
+                        print(f"statements per {call:<14} goal <= {STATEMENT_GOAL}, measured {count} "
+                              f"(max over 3 and 30 items), ratio {count / STATEMENT_GOAL:.2f}: "
+                              f"{_check(count <= STATEMENT_GOAL)}")
+                if "scaling" in parts:
+                    studies: dict[int, tuple[str, Built]] = {}
+                    for size in sizes:
+                        url = databases.new(store, f"bench_scale_{size}")
+                        started = time.perf_counter()
+                        studies[size] = (url, build_study(url, size, done=0.5, active=min(32, size // 10), callers=10))
+                        print(f"study of {size:,} assignments built in {time.perf_counter() - started:.0f} s; "
+                              f"plan of the candidate choice reads whole tables: "
+                              f"{full_scans(url, studies[size][1]) or 'no'}")
+                    medians = time_next(studies, args.calls)
+                    for size, (wall, cpu) in medians.items():
+                        print(f"next at {size:>7,} assignments (half submitted, <= 32 in progress, callers with "
+                              f"history): median of {args.calls}: {wall * 1000:6.2f} ms wall, {cpu * 1000:6.2f} ms CPU "
+                              f"of this process")
+                    for kind, which in (("wall", 0), ("CPU", 1)):
+                        if kind == "CPU" and store != "sqlite":
+                            continue  # the database's own work is in its server process
+                        values = {size: pair[which] for size, pair in medians.items()}
+                        ratio = values[sizes[-1]] / values[sizes[0]]
+                        spread = max(values.values()) / min(values.values())
+                        print(f"next ({kind} time), {sizes[-1]:,} vs {sizes[0]:,} assignments: "
+                              f"goal <= {SCALING_GOAL}x, "
+                              f"measured {ratio:.2f}x (max/min over all sizes {spread:.2f}x; calls interleaved across "
+                              f"sizes; load {os.getloadavg()[0]:.2f}): {_check(ratio <= SCALING_GOAL)}")
+                if "throughput" in parts:
+                    result = throughput(databases.new(store, "bench_load"), args)
+                    trivial, api = result["trivial"], result["api"]
+                    trivial_rps = trivial["requests"] / trivial["elapsed"]
+                    api_rps = api["requests"] / api["elapsed"]
+                    print(f"{args.annotators} annotators, gunicorn {args.workers} workers x 4 threads, "
+                          f"{args.client_processes} client processes, load {os.getloadavg()[0]:.2f}")
+                    for name, phase, rps in (("trivial /healthz", trivial, trivial_rps), ("next+submit", api, api_rps)):
+                        print(f"  {name:<17} {rps:7.1f} req/s; client CPU {phase['client_cpu'] / phase['elapsed']:.2f} "
+                              f"cores ({phase['client_cpu'] / max(phase['requests'], 1) * 1000:.2f} ms/request), "
+                              f"server CPU {phase['server_cpu'] / phase['elapsed']:.2f} cores")
+                    print(f"  submissions: {api['submissions']} in {api['elapsed']:.1f} s = "
+                          f"{api['submissions'] / api['elapsed']:.1f} submissions/s "
+                          f"({api['acknowledged'] / api['elapsed']:.0f} ratings/s)")
+                    print(f"  next   p50 {percentile(api['next_ms'], 0.5):7.1f} ms, "
+                          f"p99 {percentile(api['next_ms'], 0.99):7.1f} ms")
+                    print(f"  submit p50 {percentile(api['submit_ms'], 0.5):7.1f} ms, "
+                          f"p99 {percentile(api['submit_ms'], 0.99):7.1f} ms")
+                    print(f"  ratings acknowledged {api['acknowledged']}, stored {api['stored']}, equal: "
+                          f"{api['acknowledged'] == api['stored']}; errors: {len(api['errors'])} "
+                          f"{sorted(set(map(str, api['errors'])))}")
+                    ratio = api_rps / trivial_rps
+                    print(f"throughput vs trivial endpoint: goal >= {THROUGHPUT_GOAL}, measured {ratio:.2f}: "
+                          f"{_check(ratio >= THROUGHPUT_GOAL)}")
+        finally:
+            databases.drop_all()
+    print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
