@@ -25,8 +25,12 @@ from server.annotation.handout import ensure_may_work, refuse_unless_may_work, r
 from server.annotation.submission_schema import (
     MAX_COMMENT,
     MAX_SECONDS,
+    STORABLE_TEXT_PATTERN,
+    STORABLE_TEXT_RULE,
     SUBMISSION_ID,
+    SUBMISSION_ID_PATTERN,
     SUBMISSION_ID_RULE,
+    _closed_object,
     json_integer,
     json_number,
 )
@@ -129,6 +133,43 @@ def validate_pairwise_submission(payload: Any, expected: ExpectedChoices) -> Val
         raise BadInput(f"item {missing_items[0]} of this assignment has no judgment "
                        f"({len(missing_items)} of {len(expected.item_ids)} pairs missing)")
     return ValidPairwiseSubmission(submission_id, by_item, comment)
+
+
+def pairwise_submission_schema(expected: ExpectedChoices | None = None) -> dict[str, Any]:
+    """The JSON schema (draft 2020-12) of a pairwise submission body, from the same declarations the validator
+    reads (tests/annotation/test_pairwise_submit.py fails when the two disagree): for one assignment when `expected`
+    is given, else the generic one (any pair ids and criteria, answers A, B or T)."""
+    answers = list(SIDES) if expected is None or expected.ties else [a for a in SIDES if a != TIE]
+    answer = {"enum": answers, "description": "A (the response shown left), B (right) or T (tie, if the study "
+                                              "allows ties)"}
+    if expected is None:
+        item_id: dict[str, Any] = {"type": "integer", "description": "a pair of this assignment"}
+        choices: dict[str, Any] = {"type": "object", "additionalProperties": answer,
+                                   "description": "one answer per criterion of the study (the assignment says which)"}
+    else:
+        item_id = {"enum": list(expected.item_ids)}
+        choices = {"type": "object", "required": list(expected.criteria), "additionalProperties": False,
+                   "properties": {criterion: answer for criterion in expected.criteria}}
+    entry = _closed_object(JUDGMENT_FIELDS, {
+        "item_id": item_id,
+        "choices": choices,
+        "seconds": {"type": ["number", "null"], "minimum": 0, "maximum": MAX_SECONDS,
+                    "description": "seconds spent on the pair"},
+    })
+    judgments: dict[str, Any] = {"type": "array", "items": entry,
+                                 "description": "exactly one entry per pair of the assignment"}
+    if expected is not None:
+        judgments.update(minItems=len(expected.item_ids), maxItems=len(expected.item_ids))
+        judgments["allOf"] = [{"contains": {"required": ["item_id"], "properties": {"item_id": {"const": item}}},
+                               "minContains": 1, "maxContains": 1}
+                              for item in expected.item_ids]
+    return _closed_object(PAIRWISE_SUBMISSION_FIELDS, {
+        "submission_id": {"type": "string", "pattern": SUBMISSION_ID_PATTERN,
+                          "description": f"{SUBMISSION_ID_RULE}, the same for every retry of one submission"},
+        "comment": {"type": ["string", "null"], "maxLength": MAX_COMMENT, "pattern": STORABLE_TEXT_PATTERN,
+                    "description": STORABLE_TEXT_RULE},
+        "judgments": judgments,
+    })
 
 
 def _receipt(assignment_id: int, submission_id: str | None, late: bool, submitted_at: datetime | None,

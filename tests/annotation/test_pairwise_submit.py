@@ -8,18 +8,26 @@ import re
 from datetime import timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.annotation.annotators import invite
 from server.annotation.handout import StudyClosed, close_study
-from server.annotation.pairwise_submit import ExpectedChoices, submit_pairwise, validate_pairwise_submission
+from server.annotation.pairwise_submit import (
+    ExpectedChoices,
+    pairwise_submission_schema,
+    submit_pairwise,
+    validate_pairwise_submission,
+)
 from server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS
 from server.errors import BadInput, Conflict, NotFound
 from server.store.models import Assignment, AssignmentPair, Choice
 from server.store.queries import now_utc
 from tests.annotation.conftest import make_study
+from tests.annotation.json_bodies import bodies, fits, shown, why_not
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, assignment_ids, give, make_ab_study, placements
 
 EXPECTED = ExpectedChoices(item_ids=(12, 7, 30), criteria=AB_CRITERIA, ties=True)
@@ -119,6 +127,50 @@ def test_a_b_and_t_become_left_right_and_tie():
     valid = validate_pairwise_submission(_body(), EXPECTED)
     assert valid.judgments[12].sides == {"empathy": "left", "relevance": "right", "fluency": "tie"}
     assert valid.judgments[30].seconds == 9.5 and valid.comment == "fine"
+
+
+def verdict(body, expected: ExpectedChoices) -> str | None:
+    try:
+        validate_pairwise_submission(body, expected)
+    except BadInput as error:
+        return error.message
+    return None
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_the_generated_schema_refuses_each_body_the_validator_refuses(case):
+    body, _ = REFUSALS[case]
+    assert not fits(pairwise_submission_schema(EXPECTED), body)
+
+
+def test_the_generated_schema_accepts_a_whole_submission_and_refuses_a_tie_where_none_is_allowed():
+    import jsonschema_rs
+
+    for expected in (None, EXPECTED, EXPECTED._replace(ties=False)):
+        assert jsonschema_rs.meta.is_valid(pairwise_submission_schema(expected))
+    assert fits(pairwise_submission_schema(EXPECTED), _body()) and fits(pairwise_submission_schema(), _body())
+    assert not fits(pairwise_submission_schema(EXPECTED._replace(ties=False)), _body())
+
+
+@pytest.mark.parametrize("ties", [True, False], ids=["ties", "no-ties"])
+def test_validator_and_generated_schema_agree_on_generated_bodies(ties):
+    """Bodies fitting the assignment's schema, bodies mutated not to, and bodies fitting only the generic schema:
+    the validator accepts exactly those the assignment's schema admits."""
+    expected = EXPECTED._replace(ties=ties)
+    schema, generic = pairwise_submission_schema(expected), pairwise_submission_schema()
+
+    @given(body=st.one_of(bodies(schema), bodies(schema, fitting=False), bodies(generic)))
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def agree(body):
+        refusal = verdict(body, expected)
+        if fits(schema, body):
+            assert refusal is None, f"the schema admits this body but the validator says: {refusal}\n{shown(body)}"
+            assert fits(generic, body), why_not(generic, body)
+        else:
+            assert refusal is not None, (f"the validator accepts a body the schema refuses "
+                                         f"({why_not(schema, body)})\n{shown(body)}")
+
+    agree()
 
 
 # --- against the store -------------------------------------------------------------------------------------------
