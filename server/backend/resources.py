@@ -5,11 +5,14 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
 from server.backend.contexts import ED_DATASET
+
+if TYPE_CHECKING:
+    from server.backend.encoder import EncoderSettings
 
 CACHE_DIR_ENV = "EMPEVAL_CACHE_DIR"
 
@@ -25,7 +28,8 @@ class BackendResources:
     """Built once per process (CLI command or web app) and handed to every system the registry builds.
 
     `shared` holds expensive objects (encoder, candidate pools, classifier) built lazily under `lock`,
-    so two systems or two requests never build the same index twice.
+    so two systems or two requests never build the same index twice. `encoder_settings` (precision,
+    threads, batch size) default to the EMPEVAL_ENCODER_* environment variables (see `encoder.py`).
     """
 
     engine: Engine | None = None
@@ -34,6 +38,7 @@ class BackendResources:
     show_progress: bool = True
     shared: dict[str, Any] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    encoder_settings: EncoderSettings | None = None
 
     def get_or_build(self, key: str, build):
         with self.lock:
@@ -42,6 +47,10 @@ class BackendResources:
             return self.shared[key]
 
     def encoder(self):
-        from server.backend.encoder import SentenceEncoder
-        return self.get_or_build("encoder", lambda: SentenceEncoder(cache_dir=self.cache_dir,
-                                                                     show_progress=self.show_progress))
+        from server.backend.encoder import EncoderSettings, SentenceEncoder
+
+        def build():
+            settings = self.encoder_settings or EncoderSettings.from_environment()
+            return SentenceEncoder(cache_dir=self.cache_dir, show_progress=self.show_progress, settings=settings)
+
+        return self.get_or_build("encoder", build)

@@ -1,0 +1,204 @@
+"""The sentence encoder's precision, threads and cache, on the real packaged MiniLM (no mocks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from server.backend import encoder as encoder_module
+from server.backend.contexts import load_contexts, load_listener_turns
+from server.backend.encoder import (
+    BATCH_SIZE_ENV,
+    PRECISION_ENV,
+    THREADS_ENV,
+    EncoderConfigError,
+    EncoderSettings,
+    SentenceEncoder,
+    cpu_flags,
+    resolve_precision,
+    usable_cpus,
+)
+from server.backend.resources import BackendResources
+from server.backend.retrieval import RetrievalModel, history_text
+from server.errors import BadInput
+from server.store.engine import unit_of_work
+
+from .conftest import REPO
+
+AMX = frozenset({"avx512f", "amx_tile", "amx_bf16"})
+AVX512_BF16 = frozenset({"avx512f", "avx512_bf16"})
+AVX2_ONLY = frozenset({"avx", "avx2", "fma"})
+
+
+@pytest.fixture(scope="module")
+def encoders(tmp_path_factory) -> dict[str, SentenceEncoder]:
+    """One bf16 and one fp32 encoder on one cache folder, one thread each (no probe), small batches."""
+    cache = tmp_path_factory.mktemp("encoder-cache")
+    return {precision: SentenceEncoder(cache_dir=cache, show_progress=False,
+                                       settings=EncoderSettings(precision=precision, threads=1, batch_size=16))
+            for precision in ("bf16", "fp32")}
+
+
+@pytest.fixture(scope="module")
+def sample_texts(sample_engine) -> tuple[list[str], list[str]]:
+    """(queries, candidates): 64 sample test contexts as retrieval encodes them, 256 train listener turns."""
+    with unit_of_work(sample_engine) as session:
+        queries = [history_text(c) for c in load_contexts(session, split="test", limit=64)]
+        candidates = [row[1] for row in load_listener_turns(session, dataset="empatheticdialogues", split="train")]
+    return queries, candidates[::12][:256]
+
+
+def test_auto_precision_is_bf16_only_where_the_cpu_has_bf16_instructions():
+    assert resolve_precision("auto", AMX) == "bf16"
+    assert resolve_precision("auto", AVX512_BF16) == "bf16"
+    assert resolve_precision("auto", AVX2_ONLY) == "fp32"
+    assert resolve_precision("auto", frozenset()) == "fp32"
+
+
+def test_an_explicit_precision_overrides_what_the_cpu_suggests():
+    assert resolve_precision("fp32", AMX) == "fp32"
+    assert resolve_precision("bf16", AVX2_ONLY) == "bf16"  # slow there, but what was asked for
+    with pytest.raises(EncoderConfigError, match="'fp16' is not one of auto, bf16, fp32"):
+        resolve_precision("fp16", AMX)
+
+
+def test_cpu_flags_are_read_from_the_flags_line(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu avx2 amx_bf16 amx_tile\n\n"
+                       "processor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(cpuinfo) == {"fpu", "avx2", "amx_bf16", "amx_tile"}
+    assert cpu_flags(tmp_path / "missing") == frozenset()
+
+
+def test_settings_come_from_the_environment_with_auto_defaults():
+    assert EncoderSettings.from_environment({}) == EncoderSettings("auto", None, 64)
+    assert EncoderSettings.from_environment({PRECISION_ENV: "", THREADS_ENV: " ", BATCH_SIZE_ENV: ""}) == \
+        EncoderSettings("auto", None, 64)
+    configured = EncoderSettings.from_environment({PRECISION_ENV: "FP32", THREADS_ENV: "3", BATCH_SIZE_ENV: "128"})
+    assert configured == EncoderSettings("fp32", 3, 128)
+    assert EncoderSettings.from_environment({THREADS_ENV: "auto"}).threads is None
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    (PRECISION_ENV, "half", "EMPEVAL_ENCODER_PRECISION='half': expected one of auto, bf16, fp32"),
+    (THREADS_ENV, "0", "EMPEVAL_ENCODER_THREADS='0': expected a positive integer or auto"),
+    (THREADS_ENV, "two", "EMPEVAL_ENCODER_THREADS='two': expected a positive integer or auto"),
+    (BATCH_SIZE_ENV, "-8", "EMPEVAL_ENCODER_BATCH_SIZE='-8': expected a positive integer"),
+])
+def test_bad_settings_name_the_variable_and_the_value(variable, value, message):
+    with pytest.raises(EncoderConfigError) as raised:
+        EncoderSettings.from_environment({variable: value})
+    assert str(raised.value) == message
+    assert isinstance(raised.value, BadInput) and raised.value.exit_code == 2
+
+
+def test_bad_settings_in_code_are_refused_too():
+    with pytest.raises(EncoderConfigError, match="threads must be a positive integer"):
+        EncoderSettings(threads=0)
+    with pytest.raises(EncoderConfigError, match="batch size must be a positive integer"):
+        EncoderSettings(batch_size=0)
+
+
+def test_backend_resources_read_the_settings_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(PRECISION_ENV, "fp32")
+    monkeypatch.setenv(THREADS_ENV, "1")
+    monkeypatch.setenv(BATCH_SIZE_ENV, "8")
+    encoder = BackendResources(cache_dir=tmp_path).encoder()
+    assert (encoder.precision, encoder.threads, encoder.batch_size) == ("fp32", 1, 8)
+    given = BackendResources(cache_dir=tmp_path, encoder_settings=EncoderSettings("bf16", 2, 4)).encoder()
+    assert (given.precision, given.threads, given.batch_size) == ("bf16", 2, 4)
+
+
+def test_the_precision_is_part_of_the_model_id_and_the_cache_key(encoders):
+    bf16, fp32 = encoders["bf16"], encoders["fp32"]
+    assert bf16.model_id == f"{fp32.model_id}+bf16"
+    texts = ["I passed my driving test today!", "My dog died last week."]
+    assert bf16.cache_path(texts, label="x") != fp32.cache_path(texts, label="x")
+    assert "-bf16-" in bf16.cache_path(texts, label="x").name and "-fp32-" in fp32.cache_path(texts, label="x").name
+
+
+def test_cached_embeddings_of_one_precision_are_never_served_for_the_other(encoders):
+    bf16, fp32 = encoders["bf16"], encoders["fp32"]
+    texts = ["I finally got the job I wanted.", "Someone broke into my car last night.", "I miss my grandmother."]
+    from_bf16 = bf16.encode_cached(texts, label="separate")
+    from_fp32 = fp32.encode_cached(texts, label="separate")
+    assert not np.array_equal(from_bf16, from_fp32)  # bf16 really ran in bf16
+    np.testing.assert_array_equal(from_fp32, fp32.encode(texts))
+    np.testing.assert_array_equal(bf16.encode_cached(texts, label="separate"), from_bf16)  # read back, same file
+    assert len(list((bf16.cache_dir / "embeddings").glob("separate-*.npy"))) == 2
+
+
+def test_bf16_embeddings_agree_with_fp32_on_a_real_sample(encoders, sample_texts):
+    queries, candidates = sample_texts
+    embeddings = {precision: (encoder.encode(queries), encoder.encode(candidates))
+                  for precision, encoder in encoders.items()}
+    (q16, c16), (q32, c32) = embeddings["bf16"], embeddings["fp32"]
+    for low, full in ((q16, q32), (c16, c32)):
+        assert low.dtype == np.float32
+        np.testing.assert_allclose(np.linalg.norm(low, axis=1), 1.0, atol=1e-5)
+        assert (low * full).sum(axis=1).min() > 0.999  # measured 0.9999 on full ED
+    same_nearest = np.mean((q16 @ c16.T).argmax(axis=1) == (q32 @ c32.T).argmax(axis=1))
+    assert same_nearest >= 0.95  # 98% on the full ED test set against 40,254 candidates
+
+
+def test_rows_come_back_in_the_callers_order_with_repeated_texts_encoded_once(encoders):
+    fp32 = encoders["fp32"]
+    texts = ["Short.", "A much longer sentence about the exam that I am really nervous about.", "Short.", "Medium one."]
+    calls = []
+    hook = fp32.model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        together = fp32.encode(texts)
+    finally:
+        hook.remove()
+    alone = np.stack([fp32.encode([text])[0] for text in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)  # each row is its own text's embedding
+    np.testing.assert_array_equal(together[0], together[2])
+    assert len(calls) == 1  # three distinct texts fit one batch of 16
+
+
+def test_encoding_runs_with_the_configured_threads_and_precision_and_restores_torch_threads(encoders, tmp_path):
+    seen: list[tuple[int, bool]] = []
+    two = SentenceEncoder(cache_dir=tmp_path, show_progress=False, settings=EncoderSettings("bf16", 2, 16))
+    for encoder in (encoders["bf16"], encoders["fp32"], two):
+        hook = encoder.model.register_forward_pre_hook(
+            lambda module, args: seen.append((torch.get_num_threads(), torch.is_autocast_enabled("cpu"))))
+        before = torch.get_num_threads()
+        try:
+            encoder.encode(["How are you feeling today?"])
+        finally:
+            hook.remove()
+        assert torch.get_num_threads() == before
+    assert seen == [(1, True), (1, False), (2, True)]
+
+
+def test_auto_threads_are_measured_on_the_first_call_with_two_batches(tmp_path, sample_texts):
+    encoder = SentenceEncoder(cache_dir=tmp_path, show_progress=False, settings=EncoderSettings("bf16", None, 8))
+    candidates = list(dict.fromkeys(sample_texts[1]))  # distinct texts: repeats are encoded once
+    encoder.encode(candidates[:15])  # fewer than two batches: not measured, one thread
+    assert encoder.threads is None and encoder.thread_probe == {}
+    encoder.encode(candidates[:16])
+    options = {1, usable_cpus()}
+    assert encoder.threads in options
+    if len(options) > 1:
+        assert set(encoder.thread_probe) == options and min(encoder.thread_probe.values()) > 0
+        faster = max(encoder.thread_probe, key=encoder.thread_probe.__getitem__)
+        assert encoder.threads == faster or encoder.threads == 1  # many threads must win by a margin
+
+
+def test_retrieval_versions_differ_by_precision(sample_engine, tmp_path):
+    versions = {}
+    for precision in ("bf16", "fp32"):
+        resources = BackendResources(engine=sample_engine, cache_dir=tmp_path, show_progress=False,
+                                     encoder_settings=EncoderSettings(precision, 1, 16))
+        versions[precision] = RetrievalModel("retrieval", {}, resources).data_version()
+    assert versions["bf16"] != versions["fp32"] and "+bf16-cands" in versions["bf16"]
+
+
+def test_the_encoder_settings_are_documented():
+    readme = (REPO / "README.md").read_text()
+    metrics = (REPO / "server" / "backend" / "METRICS.md").read_text()
+    for variable in (PRECISION_ENV, THREADS_ENV, BATCH_SIZE_ENV):
+        assert variable in readme, f"README.md does not document {variable}"
+        assert variable in (encoder_module.__doc__ or ""), f"encoder.py's docstring does not document {variable}"
+    assert "benchmarks/backend.py" in readme and "benchmarks/backend.py" in metrics
