@@ -26,7 +26,7 @@ from server.annotation.handout import (
 from server.annotation.submit import submit_assignment
 from server.errors import NotFound
 from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem, Context, Response, SeenContext, StudyItem
+from server.store.models import Assignment, AssignmentItem, Context, Response, SeenContext, Study, StudyItem
 from server.store.queries import as_utc, now_utc
 from tests.annotation.conftest import make_study, new_submission_id
 
@@ -265,3 +265,44 @@ def test_a_claim_the_database_refuses_is_tried_again(study_engine, rater, monkey
     assignment_id = next_assignment(study_engine, "pilot", rater)
     assert refusals and assignment_id is not None
     assert _assignment(study_engine, assignment_id)[0].annotator_id == rater
+
+
+def test_may_work_checks_the_study_and_both_kinds_of_revocation_for_this_rater_only(study_engine, rater):
+    other, _ = invite(study_engine, "gita", "pilot")
+    make_study(study_engine, name="second", seed=5)
+
+    def check(study_name, annotator_id):
+        with Session(study_engine) as session:
+            handout.ensure_may_work(session, session.scalar(select(Study).where(Study.name == study_name)),
+                                    annotator_id)
+
+    check("pilot", rater)  # nothing to refuse
+    revoke(study_engine, "frank", study="second")
+    check("pilot", rater)  # revoked in another study only
+    with pytest.raises(AccessRevoked, match="'second' was revoked"):
+        check("second", rater)
+    check("second", other.id)  # her revocation, not his
+    revoke(study_engine, "frank")
+    with pytest.raises(AccessRevoked, match="'pilot' was revoked"):
+        check("pilot", rater)
+    check("pilot", other.id)
+    close_study(study_engine, "pilot")
+    with pytest.raises(StudyClosed, match="'pilot' is closed"):
+        check("pilot", other.id)
+
+
+def test_expire_overdue_expires_only_active_assignments_past_their_deadline_and_copies_each(study_engine, rater):
+    start = now_utc()
+    mine = next_assignment(study_engine, "pilot", rater, now=start)
+    other, _ = invite(study_engine, "hugo", "pilot")
+    his = next_assignment(study_engine, "pilot", other.id, now=start + timedelta(minutes=10))
+    with unit_of_work(study_engine) as session:
+        study_id = session.get_one(Assignment, mine).study_id
+        assert handout.expire_overdue(session, study_id, start + timedelta(minutes=30)) == 0  # due, not past
+        assert handout.expire_overdue(session, study_id, start + timedelta(minutes=35)) == 1
+    assert _assignment(study_engine, mine)[0].status == "expired"
+    assert _assignment(study_engine, his)[0].status == "assigned"
+    with Session(study_engine) as session:
+        copy = session.scalar(select(Assignment).where(Assignment.replaces_id == mine))
+        assert copy.status == "open" and copy.annotator_id is None
+    assert _assignment(study_engine, copy.id)[1] == _assignment(study_engine, mine)[1]
