@@ -1,6 +1,5 @@
 """A pairwise (A/B) study's choices as the judgment table: one row per judgment and criterion, in the columns of
-the contract analysis.pairwise_schema defines (JUDGMENT_COLUMNS there; the copy below is held equal to it by
-tests/annotation/test_pairwise_export.py until this module may import the contract itself).
+the contract analysis.pairwise_schema defines (JUDGMENT_COLUMNS, imported from there: defined once).
 
 Each stored choice is a screen side ('left', 'right' or 'tie'); the row names both systems as they were shown
 (the placement's `shown_left` says which response of the pair was on the left, labelled A) and the system
@@ -15,14 +14,10 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, aliased
 
+from analysis.pairwise_schema import JUDGMENT_COLUMNS
 from server.store.models import Annotator, Assignment, AssignmentPair, Choice, PairItem, Response, System
 from server.store.queries import study_by_name
 
-# analysis.pairwise_schema.JUDGMENT_COLUMNS, in its order.
-JUDGMENT_COLUMNS: tuple[str, ...] = (
-    "study", "assignment_id", "annotator", "context_id", "criterion", "pair", "system_left", "system_right",
-    "choice", "preferred", "position", "is_control", "control_target", "late",
-)
 TIE = "tie"
 PAIR_SEPARATOR = "|"
 

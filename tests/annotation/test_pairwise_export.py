@@ -17,16 +17,11 @@ from analysis.pairwise_schema import JUDGMENT_COLUMNS, validate_judgments
 from entry.cli import cli
 from server.annotation.annotators import invite
 from server.annotation.export import export_rows
-from server.annotation.pairwise_export import JUDGMENT_COLUMNS as EXPORTED_COLUMNS
 from server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
 from server.store.models import Assignment, AssignmentPair, Choice, PairItem
 from server.store.queries import now_utc
 from tests.annotation.conftest import make_study
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, assignment_ids, give, make_ab_study, placements
-
-
-def test_the_exported_columns_are_the_contracts_in_its_order():
-    assert EXPORTED_COLUMNS == JUDGMENT_COLUMNS
 
 
 @pytest.fixture
