@@ -1,33 +1,58 @@
-"""`empeval report STUDY`: the analysis report (Markdown + self-contained HTML) of a study in the store."""
+"""`empeval report STUDY`: the analysis report (Markdown + self-contained HTML) of a study in the store, Likert or
+pairwise (A/B), or of an export file."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+import pandas as pd
 
 from entry.cli.common import CliContext, pass_cli
-from entry.reporting import write_export_report, write_study_report
+from entry.reporting import likert_summary_lines, pairwise_summary_lines, write_export_report, write_study_report
 
 
 @click.command()
 @click.argument("study")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for report.md, report.html, figures and tables (default: reports/STUDY).")
-@click.option("--keep-flagged", is_flag=True, help="Do not exclude raters flagged by the quality checks.")
+@click.option("--keep-flagged", is_flag=True,
+              help="Do not exclude raters flagged by the quality checks (of a pairwise study: of its linked "
+                   "Likert study, whose means go beside the A/B table).")
 @click.option("--without-late", is_flag=True, help="Leave out assignments submitted after they had expired.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap resampling.")
 @click.option("--export", "export_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Report on this export file (CSV/JSONL from `empeval export`) instead of the store.")
+              help="Report on this export file (CSV/JSONL from `empeval export`, ratings or a pairwise study's "
+                   "judgments) instead of the store.")
+@click.option("--likert-export", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="With --export of a pairwise study: the linked Likert study's export, shown beside the A/B table.")
 @pass_cli
 def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int,
-           export_file: Path | None) -> None:
-    """Write the analysis report of STUDY: paper-style table, agreement, significance, rater quality."""
+           export_file: Path | None, likert_export: Path | None) -> None:
+    """Write the analysis report of STUDY: for a Likert study the paper-style table, agreement, significance,
+    rater quality; for a pairwise (A/B) study the Win / Lose / Tie table with its per-context test, the linked
+    Likert study's means beside it, the ranking, agreement, position bias and control pairs."""
     out_dir = out_dir or Path("reports") / study
+    if likert_export is not None and export_file is None:
+        raise click.UsageError("--likert-export goes with --export (a study in the store names its linked study)")
     if export_file is not None:
         paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
-                                    exclude_flagged=not keep_flagged, seed=seed)
+                                    exclude_flagged=not keep_flagged, seed=seed, likert_export=likert_export)
     else:
         paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
                                    exclude_flagged=not keep_flagged, seed=seed)
+    for line in summary_lines(paths):
+        click.echo(line)
     click.echo(f"report: {paths['html']}")
     click.echo(f"markdown: {paths['markdown']}")
+
+
+def summary_lines(paths: dict[str, Path]) -> list[str]:
+    """A few lines about a written report, read back from its tables: the A/B table of a pairwise report, the
+    system means of a Likert one."""
+    if "table_ab_table" in paths:
+        return ["A/B (win / lose / tie % of the judgments; * significant after Holm):",
+                *pairwise_summary_lines(pd.read_csv(paths["table_ab_table"]))]
+    if "table_system_means" in paths:
+        return ["mean score per system (best first):",
+                *likert_summary_lines(pd.read_csv(paths["table_system_means"]))]
+    return []
