@@ -148,7 +148,7 @@ def system_means(
                 {"criterion": criterion, "system": system, "mean": float(scores.mean()), "ci_low": low,
                  "ci_high": high, "sd_items": float(scores.std(ddof=1)) if scores.size > 1 else np.nan,
                  "n_items": int(scores.size), "n_ratings": int(part["n_ratings"].sum()),
-                 "n_annotators": int(raters.get((criterion, system), 0))}
+                 "n_annotators": int(raters[(criterion, system)])}
             )
     return pd.DataFrame(rows)
 
