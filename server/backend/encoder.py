@@ -7,9 +7,10 @@ How it runs on a CPU (`EncoderSettings`, each overridable by an environment vari
   autocast (`torch.autocast("cpu", dtype=torch.bfloat16)`: the linear layers and attention in bf16 from the
   fp32 weights, which stay as they are) when the CPU has bf16 instructions (`amx_bf16` or `avx512_bf16`
   among its flags) and oneDNN is available, plain fp32 elsewhere, where bf16 would be emulated and slower.
-  Embeddings are always returned as float32, normalised in float32. On the full ED test set bf16 picks the same nearest
-  candidate as fp32 for 98% of contexts (see METRICS.md), not 100%, so the precision is part of the
-  embedding cache key and of the encoder's `model_id` (the version of every retrieval response).
+  Embeddings are always returned as float32, normalised in float32. bf16 picks the same nearest candidate as
+  fp32 for most contexts, not all (99.3% of the bundled sample's test contexts; see METRICS.md), so the
+  precision is part of the embedding cache key and of the encoder's `model_id` (the version of every
+  retrieval response).
 - **threads** (`EMPEVAL_ENCODER_THREADS` = auto | N): the torch intra-op threads used while encoding (set
   for the call, restored afterwards). `auto` measures: on the first call with at least two batches of texts it
   times one batch with 1 thread and with one per usable core and keeps the faster (one thread
