@@ -1,0 +1,68 @@
+"""What tasks.pairwise_design promises beyond the properties of test_pairwise_design.py: a seed's design is the
+same in every version (a study recreated from its seed gets the judgments it was run with), the opponents
+option, the refusals' messages, and the pair as the judgment table names it."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tasks.pairwise_design import PlacedPair, balanced_colouring, plan_pairwise, side_surplus
+
+
+def test_a_seed_gives_the_same_design_in_every_version():
+    plan = plan_pairwise([1, 2, 3, 4], [("moel", "gold"), ("moel", "mime")], judgments_per_pair=2,
+                         items_per_assignment=3, control_rate=0.34, controls={"control-generic": [1, 2, 3, 4]},
+                         seed=7)
+    c = "control-generic"
+    assert [(a.round, a.index, [(i.context, i.left, i.right, i.control) for i in a.items]) for a in plan] == [
+        (0, 0, [(3, "moel", "mime", None), (2, "moel", c, c), (1, "gold", "moel", None)]),
+        (0, 1, [(4, c, "gold", c), (1, "mime", "moel", None), (3, "moel", "gold", None)]),
+        (0, 2, [(1, c, "mime", c), (2, "moel", "gold", None), (4, "mime", "moel", None)]),
+        (0, 3, [(2, "mime", "moel", None), (4, "moel", "gold", None), (1, c, "moel", c)]),
+        (1, 4, [(4, "gold", c, c), (3, "mime", "moel", None), (2, "gold", "moel", None)]),
+        (1, 5, [(3, "gold", "moel", None), (2, "moel", "mime", None), (1, "mime", c, c)]),
+        (1, 6, [(1, "moel", "gold", None), (2, c, "moel", c), (4, "moel", "mime", None)]),
+        (1, 7, [(1, "moel", "mime", None), (3, "gold", c, c), (4, "gold", "moel", None)]),
+    ]
+    assert plan[0].contexts == {1, 2, 3}
+
+
+def test_controls_meet_only_the_opponents_named():
+    plan = plan_pairwise(list(range(12)), [("moel", "gold"), ("moel", "mime")], judgments_per_pair=2,
+                         items_per_assignment=4, control_rate=0.25, controls={"control-generic": list(range(12))},
+                         opponents=["mime", "gold"], seed=3)
+    opponents = [next(s for s in item.systems if s != item.control) for a in plan for item in a.items if item.control]
+    assert opponents and set(opponents) == {"mime", "gold"}
+    assert abs(opponents.count("mime") - opponents.count("gold")) <= 1
+
+
+def test_each_control_kind_rotates_over_the_opponents_on_its_own():
+    """Two control kinds: each one's opponents take turns (within one of each other), counted per kind."""
+    plan = plan_pairwise(list(range(30)), [("moel", "gold"), ("moel", "mime")], judgments_per_pair=2,
+                         items_per_assignment=5, control_rate=0.4,
+                         controls={"control-generic": list(range(30)), "control-scrambled": list(range(30))}, seed=2)
+    for kind in ("control-generic", "control-scrambled"):
+        opponents = [next(s for s in item.systems if s != kind) for a in plan for item in a.items
+                     if item.control == kind]
+        counts = [opponents.count(system) for system in ("gold", "mime", "moel")]
+        assert min(counts) >= 1 and max(counts) - min(counts) <= 1, (kind, counts)
+
+
+def test_a_context_listed_twice_is_refused():
+    with pytest.raises(ValueError, match="a context is listed twice"):
+        plan_pairwise([1, 2, 1], [("moel", "gold")], judgments_per_pair=1, items_per_assignment=2, seed=0)
+
+
+def test_a_placed_pair_names_its_systems_sorted_whatever_the_sides():
+    item = PlacedPair(context=1, left="moel", right="gold")
+    assert item.systems == ("gold", "moel") and item.label == "gold|moel"
+    assert side_surplus([item, PlacedPair(context=2, left="gold", right="moel"),
+                         PlacedPair(context=3, left="gold", right="moel")]) == {"gold|moel": 1}
+
+
+def test_the_colouring_of_one_edge_or_none():
+    assert balanced_colouring([], random.Random(0)) == []
+    assert len(balanced_colouring([("x", 1)], random.Random(0))) == 1
+    # two parallel placements of one cell in one assignment: one of each colour
+    assert sorted(balanced_colouring([("x", 1), ("x", 1)], random.Random(0))) == [False, True]
