@@ -6,6 +6,11 @@ Rules, each kept by the database and not by Python alone:
 - nobody is shown a context twice in a study (so a response's k ratings come from k distinct people): a claim
   writes one seen_context row per context of the assignment, unique per (study, annotator, context), in the
   claim's own transaction;
+- nor across linked studies: a claim in a study whose `compare_with` names study X writes each seen row twice,
+  under its own study and under X, so the same unique key refuses a context she saw in either, even for two
+  claims at once; its candidate must fit the seen rows of both. X's own claims need nothing more: their X rows
+  are what the linked study checks, and the linked study's X rows are what X checks. (Studies naming the same X
+  thus never share a context for one annotator either; a study linked to X is not linked to the one X names.)
 - each assignment goes to one annotator: a claim is an `UPDATE ... WHERE status = 'open'` (`claim`, also used
   when crowd work is ingested);
 - assignments are handed out in design order (design_index).
@@ -14,8 +19,9 @@ seen) in the same transaction as the claim and its seen rows. One annotator's cl
 locks her annotator row), so a second tab waits for the first and then resumes its assignment; should two
 claims of hers still meet (crowd ingest, a direct `claim`), one fails on the index or on the seen key.
 An assignment not submitted by its deadline expires and a copy with the same items goes back to the pool; the
-rater keeps her seen rows (she did see those contexts). A closed study hands out nothing; a revoked annotator
-gets nothing (both Forbidden, with a message saying so).
+rater keeps her seen rows, in both linked studies (she did see those contexts); revoking her keeps them too. Only
+`release` (a claim whose work was never stored) removes them, all of them: they are found by the assignment. A
+closed study hands out nothing; a revoked annotator gets nothing (both Forbidden, with a message saying so).
 
 Cost, whatever the size of the study or of an assignment (tests/annotation/test_statement_counts.py): resuming
 is two statements (who she is and where she stands in one, the items with their turns in the other), claiming
@@ -30,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
+    CompoundSelect,
     CursorResult,
     DateTime,
     Engine,
@@ -44,6 +51,7 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    true,
     union,
     update,
 )
@@ -165,21 +173,38 @@ class Handed(NamedTuple):
     expires_at: datetime | None
 
 
+# The study row as Core table aliases: the link is read in SQL from the stored configuration's compare_with, so
+# every claim (local, crowd ingest, a direct `claim`) writes the linked study's seen rows without being told to.
+_OWN_STUDY, _LINKED_STUDY = Study.__table__.alias("own_study"), Study.__table__.alias("linked_study")
+
+
+def _studies_seen_in(study_id: Any) -> CompoundSelect[Any]:
+    """SQL: the ids of this study (`study_id` a value or a scalar subquery) and of the study its compare_with
+    names."""
+    linked = (select(_LINKED_STUDY.c.id)
+              .join(_OWN_STUDY, _LINKED_STUDY.c.name == _OWN_STUDY.c.config["compare_with"].as_string())
+              .where(_OWN_STUDY.c.id == study_id))
+    own = literal(study_id, Integer) if isinstance(study_id, int) else study_id
+    return select(own.label("study_id")).union_all(linked)
+
+
 def _first_fitting(study_id: int, annotator_id: int, *, pairwise: bool = False) -> Select[int]:
-    """The first open assignment of the study, in design order, holding no context this annotator has seen:
-    walked by index (study, status, design order), stopping at the first that fits."""
+    """The first open assignment of the study, in design order, holding no context this annotator has seen (in
+    this study or in the one its compare_with names): walked by index (study, status, design order), stopping at
+    the first that fits."""
     candidate = _CANDIDATE
+    seen_here = SeenContext.study_id.in_(_studies_seen_in(study_id))
     seen_in_it = (
         select(AssignmentItem.id)
         .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
         .join(Response, Response.id == StudyItem.response_id)
-        .join(SeenContext, and_(SeenContext.context_id == Response.context_id, SeenContext.study_id == study_id,
+        .join(SeenContext, and_(SeenContext.context_id == Response.context_id, seen_here,
                                 SeenContext.annotator_id == annotator_id))
         .where(AssignmentItem.assignment_id == candidate.id)
     ) if not pairwise else (
         select(AssignmentPair.id)
         .join(PairItem, PairItem.id == AssignmentPair.pair_item_id)
-        .join(SeenContext, and_(SeenContext.context_id == PairItem.context_id, SeenContext.study_id == study_id,
+        .join(SeenContext, and_(SeenContext.context_id == PairItem.context_id, seen_here,
                                 SeenContext.annotator_id == annotator_id))
         .where(AssignmentPair.assignment_id == candidate.id)
     )
@@ -220,7 +245,7 @@ def _active_after_expiry(session: Session, study_id: int, annotator_id: int, now
 def _claim_first_fitting(session: Session, study_id: int, annotator_id: int, *, now: datetime,
                          minutes: int | None, pairwise: bool = False) -> Handed | None:
     """Claim the first fitting open assignment (see _first_fitting) in one UPDATE whose WHERE chooses it, and
-    write its seen rows; None when none fits."""
+    write its seen rows (under the linked study too); None when none fits."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
     claimed = session.scalar(
         update(Assignment)
@@ -293,36 +318,43 @@ def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, 
         return _payload(study, assignment_id, ACTIVE, expires_at, _items(session, assignment_id))
 
 
-def _record_seen(session: Session, assignment_id: int, annotator_id: int, now: datetime) -> None:
-    """One seen_context row per context of the assignment, for this annotator: one INSERT ... SELECT of the
-    contexts of its items (Likert) and of its pairs (pairwise).
+def _contexts_of(assignment_id: int) -> Any:
+    """SQL: the distinct contexts of an assignment, of its items (Likert) and of its pairs (pairwise)."""
+    return union(
+        select(Response.context_id.label("context_id"))
+        .join(StudyItem, StudyItem.response_id == Response.id)
+        .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
+        .where(AssignmentItem.assignment_id == assignment_id),
+        select(PairItem.context_id)
+        .join(AssignmentPair, AssignmentPair.pair_item_id == PairItem.id)
+        .where(AssignmentPair.assignment_id == assignment_id),
+    ).subquery("contexts")
 
-    Raises IntegrityError when she has already seen one of its contexts in the study."""
-    seen = (Assignment.study_id, literal(annotator_id, Integer))
-    moment = literal(now, DateTime(timezone=True))
-    contexts = union(
-        select(*seen, Response.context_id, Assignment.id, moment)
-        .join(AssignmentItem, AssignmentItem.assignment_id == Assignment.id)
-        .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
-        .join(Response, Response.id == StudyItem.response_id)
-        .where(Assignment.id == assignment_id),
-        select(*seen, PairItem.context_id, Assignment.id, moment)
-        .join(AssignmentPair, AssignmentPair.assignment_id == Assignment.id)
-        .join(PairItem, PairItem.id == AssignmentPair.pair_item_id)
-        .where(Assignment.id == assignment_id),
-    )
+
+def _record_seen(session: Session, assignment_id: int, annotator_id: int, now: datetime) -> None:
+    """One seen_context row per context of the assignment, for this annotator, under its study and under the study
+    its compare_with names, if any: one INSERT ... SELECT.
+
+    Raises IntegrityError when she has already seen one of its contexts in the study or in the linked one."""
+    own_study = select(Assignment.study_id).where(Assignment.id == assignment_id).scalar_subquery()
+    studies = _studies_seen_in(own_study).subquery("studies")
+    contexts = _contexts_of(assignment_id)
     session.execute(insert(SeenContext).from_select(
-        ["study_id", "annotator_id", "context_id", "assignment_id", "seen_at"], contexts))
+        ["study_id", "annotator_id", "context_id", "assignment_id", "seen_at"],
+        select(studies.c.study_id, literal(annotator_id, Integer), contexts.c.context_id,
+               literal(assignment_id, Integer), literal(now, DateTime(timezone=True)))
+        .select_from(studies).join(contexts, true())))
 
 
 def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datetime, minutes: int | None) -> bool:
     """Give an open assignment to the annotator: one `UPDATE ... WHERE status = 'open'`, so of two claims at
-    once exactly one wins, and in the same transaction one seen_context row per context of the assignment.
+    once exactly one wins, and in the same transaction one seen_context row per context of the assignment (under
+    its study and under the study its `compare_with` names).
     True when this call claimed it. The assignment expires `minutes` after `now`; None means no local deadline
     (crowd work is timed by the platform, not here).
 
     Raises IntegrityError, spoiling the caller's transaction, when the annotator already holds another active
-    assignment of the study or has already seen one of its contexts there."""
+    assignment of the study or has already seen one of its contexts there or in the linked study."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
     claimed = session.execute(
         update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open")
@@ -335,23 +367,24 @@ def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datet
 
 
 def contexts_seen_before(session: Session, assignment_id: int, annotator_id: int) -> list[tuple[int, int]]:
-    """(context id, assignment id) for each context of this assignment that the annotator was shown in another
-    assignment of its study: claiming it would fail on the seen key. Empty when she may take it."""
+    """(context id, assignment id) for each context of this assignment (of its items or of its pairs) that the
+    annotator was shown in another assignment of its study or of the study linked to it (by either's
+    compare_with): claiming it would fail on the seen key. Empty when she may take it."""
+    own_study = select(Assignment.study_id).where(Assignment.id == assignment_id).scalar_subquery()
+    contexts = _contexts_of(assignment_id)
     return [(context_id, seen_in) for context_id, seen_in in session.execute(
         select(SeenContext.context_id, SeenContext.assignment_id).distinct()
-        .join(Response, Response.context_id == SeenContext.context_id)
-        .join(StudyItem, and_(StudyItem.response_id == Response.id, StudyItem.study_id == SeenContext.study_id))
-        .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
-        .where(AssignmentItem.assignment_id == assignment_id, SeenContext.annotator_id == annotator_id,
-               SeenContext.assignment_id != assignment_id)
-        .order_by(SeenContext.context_id)
+        .where(SeenContext.context_id.in_(select(contexts.c.context_id)),
+               SeenContext.study_id.in_(_studies_seen_in(own_study)),
+               SeenContext.annotator_id == annotator_id, SeenContext.assignment_id != assignment_id)
+        .order_by(SeenContext.context_id, SeenContext.assignment_id)
     ).all()]
 
 
 def release(session: Session, assignment_id: int, annotator_id: int) -> bool:
     """Undo a claim whose work was not stored: the assignment goes back to the pool as it was, if this
-    annotator still holds it unsubmitted, and the seen rows its claim wrote go with it. True when it was
-    released."""
+    annotator still holds it unsubmitted, and the seen rows its claim wrote go with it (those under a linked
+    study too: every row names the assignment whose claim wrote it). True when it was released."""
     released = session.execute(
         update(Assignment).where(Assignment.id == assignment_id, Assignment.status == ACTIVE,
                                  Assignment.annotator_id == annotator_id)
