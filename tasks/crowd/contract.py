@@ -18,7 +18,10 @@ silence.
 
 Controls are scored with the rule of analysis.quality.control_results: a control passes when its score on
 the criterion it targets is below the worker's mean on that criterion over the real items of the same
-assignment (tests/crowd/test_contract.py checks the two agree).
+assignment (tests/crowd/test_contract.py checks the two agree). A pairwise (A/B) unit's control pair is scored
+with the rule of analysis.pairwise.control_scores: it passes when the worker chose the real response on the
+criterion the control targets (a tie or the control fails); `shown_as` says under which label, A or B, the
+control response was shown.
 
 Self-checks (run `python tasks/crowd/contract.py` under either interpreter):
 
@@ -41,6 +44,12 @@ Self-checks (run `python tasks/crowd/contract.py` under either interpreter):
 >>> score = score_controls(outputs, [Control(item_id=9, target="empathy")])
 >>> score, score.ok(min_pass_rate=0.5)
 (ControlScore(n=1, passed=1), True)
+>>> judged = {"judgments": [{"item_id": 5, "choices": {"empathy": "A"}}, {"item_id": 6, "choices": {"empathy": "T"}},
+...                         {"item_id": 7, "choices": {"empathy": "A"}}]}
+>>> score_controls(judged, [Control(item_id=5, target="empathy", shown_as="B"),
+...                         Control(item_id=6, target="empathy", shown_as="B"),
+...                         Control(item_id=7, target="empathy", shown_as="A")])
+ControlScore(n=3, passed=1)
 """
 import dataclasses
 import json
@@ -79,6 +88,11 @@ STATES = LIVE_STATES + FINAL_STATES
 DEFAULT_TAGS = ("empathy", "dialogue", "rating", "conversation", "research")
 DEFAULT_DESCRIPTION = ("Read short conversations in which someone shares an experience, and rate one reply in "
                        "each for empathy, relevance and fluency (1-5).")
+# A pairwise (A/B) job's title and description: what the HIT listing and the preview page say instead.
+PAIRWISE_TITLE = "Compare two replies in conversations about feelings"
+PAIRWISE_DESCRIPTION = ("Read short conversations in which someone shares an experience, and choose the better of "
+                        "two replies in each for empathy, relevance and fluency (A, B or a tie).")
+PAIRWISE_TAGS = ("empathy", "dialogue", "comparison", "conversation", "research")
 
 
 class ContractError(ValueError):
@@ -89,10 +103,16 @@ class ContractError(ValueError):
 
 @dataclass
 class Control:
-    """A control item of a unit and the criterion it is built to fail."""
+    """A control item of a unit and the criterion it is built to fail; for a pairwise unit's control pair,
+    `shown_as` is the label ("A" or "B") under which the control response is shown (None: a Likert control)."""
 
     item_id: int
     target: str
+    shown_as: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.shown_as not in (None, "A", "B"):
+            raise ContractError(f"shown_as: {self.shown_as!r} is not A or B")
 
 
 @dataclass
@@ -380,9 +400,28 @@ def control_outcomes(outputs: dict[str, Any], controls: list[Control]) -> dict[i
     return outcomes
 
 
+def pairwise_control_outcomes(outputs: dict[str, Any], controls: list[Control]) -> dict[int, bool]:
+    """For each control pair the worker judged on its target criterion: did she choose the real response (the
+    label the control is not shown under)? A tie or the control fails: the rule of
+    analysis.pairwise.control_scores. A control pair without an A / B / T choice on its target is left out."""
+    judgments = outputs.get("judgments") if isinstance(outputs, dict) else None
+    choices_by_item: dict[Any, dict[str, Any]] = {}
+    for judgment in judgments if isinstance(judgments, list) else []:
+        if isinstance(judgment, dict) and isinstance(judgment.get("choices"), dict):
+            choices_by_item[judgment.get("item_id")] = judgment["choices"]
+    outcomes: dict[int, bool] = {}
+    for control in controls:
+        choice = choices_by_item.get(control.item_id, {}).get(control.target)
+        if choice in ("A", "B", "T"):
+            outcomes[control.item_id] = choice == ("B" if control.shown_as == "A" else "A")
+    return outcomes
+
+
 def score_controls(outputs: dict[str, Any], controls: list[Control]) -> ControlScore:
-    """The unit's controls scored (see control_outcomes)."""
-    outcomes = control_outcomes(outputs, controls)
+    """The unit's controls scored (see control_outcomes, and pairwise_control_outcomes for control pairs)."""
+    pairwise = [c for c in controls if c.shown_as is not None]
+    outcomes = {**control_outcomes(outputs, [c for c in controls if c.shown_as is None]),
+                **pairwise_control_outcomes(outputs, pairwise)}
     return ControlScore(n=len(outcomes), passed=sum(outcomes.values()))
 
 

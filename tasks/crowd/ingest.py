@@ -2,14 +2,15 @@
 
 Each line's Mephisto worker becomes an Annotator(provider, pseudonym_for(secret, provider, worker_name)), so
 the raw worker id never reaches SQL; the line's assignment (one of the study's planned assignments) is
-claimed for that annotator with hand-out's own claim and its ratings go through server.annotation's
-submit_assignment with the line's stable submission id. Re-ingesting the same file, or a file that grew
-while the run is live, stores nothing twice.
+claimed for that annotator with hand-out's own claim and its ratings (or, for a pairwise study, its judgments)
+go through server.annotation's submit_assignment with the line's stable submission id. Re-ingesting the same
+file, or a file that grew while the run is live, stores nothing twice.
 
 A line is checked in full before its assignment is claimed (it belongs to the job's study, its assignment
-is one of that study's, its ratings pass the submission rules, the study is not closed, the worker is not
-revoked and has not been shown any of its contexts in another assignment of the study), so a bad line never
-leaves an assignment claimed with nothing stored. Every rejected line is reported as `file:line: reason`.
+is one of that study's, its ratings or judgments pass the submission rules, the study is not closed, the worker
+is not revoked and has not been shown any of its contexts in another assignment of the study or of the study
+linked to it by compare_with), so a bad line never leaves an assignment claimed with nothing stored. Every
+rejected line is reported as `file:line: reason`.
 
 The claim writes the worker's seen_context rows, as a local claim does, so the database refuses a second
 rating of a context by the same worker even when two ingests race: the losing line is reported, never stored.
@@ -37,12 +38,13 @@ from server.annotation.handout import (
     ensure_may_work,
     release,
 )
+from server.annotation.pairwise_submit import ExpectedChoices, validate_pairwise_submission
 from server.annotation.secrets import secret_key
 from server.annotation.submission_schema import ExpectedRatings
 from server.annotation.submit import submit_assignment, validate_submission
 from server.errors import BadInput, Conflict, EmpevalError
 from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem, Study
+from server.store.models import Assignment, AssignmentItem, AssignmentPair, Study
 from server.store.queries import STUDY_CLOSED, active_assignment, now_utc, study_by_name
 from server.store.storable import MAX_ROW_ID
 from tasks.crowd import contract
@@ -110,9 +112,6 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
     if record.study != study:
         raise LineRejected("other study", f"{where} is a result of study {record.study!r}, not of this job's "
                                           f"study {study!r}")
-    payload = {"submission_id": record.submission_id, "ratings": record.outputs.get("ratings")}
-    if record.outputs.get("comment"):
-        payload["comment"] = record.outputs["comment"]
     with Session(engine) as session:
         # An id beyond the store's integer keys is nobody's assignment; asking the database would overflow.
         holdable = 0 < record.assignment_id <= MAX_ROW_ID
@@ -130,12 +129,28 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
         if study_row.status == STUDY_CLOSED:
             raise LineRejected("refused", f"{where}: study {study!r} is closed and takes no more ratings")
         config = study_row.config
-        item_ids = session.scalars(select(AssignmentItem.item_id)
-                                   .where(AssignmentItem.assignment_id == record.assignment_id)
-                                   .order_by(AssignmentItem.position)).all()
+        if config.is_pairwise:
+            pair_ids = session.scalars(select(AssignmentPair.pair_item_id)
+                                       .where(AssignmentPair.assignment_id == record.assignment_id)
+                                       .order_by(AssignmentPair.position)).all()
+        else:
+            item_ids = session.scalars(select(AssignmentItem.item_id)
+                                       .where(AssignmentItem.assignment_id == record.assignment_id)
+                                       .order_by(AssignmentItem.position)).all()
+    # What the task page sent (tasks/webapp: TaskApp posts ratings, PairwiseTask judgments), as the API takes it.
+    answers = "judgments" if config.is_pairwise else "ratings"
+    payload = {"submission_id": record.submission_id, answers: record.outputs.get(answers)}
+    if record.outputs.get("comment"):
+        payload["comment"] = record.outputs["comment"]
     try:
-        validate_submission(payload, ExpectedRatings(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
-                                                     low=config.scale.min, high=config.scale.max))
+        if config.is_pairwise:
+            validate_pairwise_submission(payload, ExpectedChoices(
+                item_ids=tuple(pair_ids), criteria=tuple(config.criterion_keys),
+                ties=config.pairwise is None or config.pairwise.ties))
+        else:
+            validate_submission(payload, ExpectedRatings(item_ids=tuple(item_ids),
+                                                         criteria=tuple(config.criterion_keys),
+                                                         low=config.scale.min, high=config.scale.max))
     except EmpevalError as error:
         raise LineRejected("invalid", f"{where}: {error.message}") from None
 
@@ -180,7 +195,8 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
 
 def _refuse_seen_contexts(session: Session, record: CrowdResult, where: str, annotator_id: int, study: str) -> None:
     """LineRejected("seen context") when the worker was shown a context of this line's assignment in another
-    assignment of the study: a rater rates a context once per study, on the crowd as locally."""
+    assignment of the study (or of the study linked to it): a rater rates a context once per study, on the crowd
+    as locally."""
     seen = contexts_seen_before(session, record.assignment_id, annotator_id)
     if seen:
         listed = ", ".join(f"context {context} (in assignment {shown_in})" for context, shown_in in seen)

@@ -16,15 +16,16 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from server.annotation.handout import assignment_payload
 from server.errors import BadInput
-from server.store.models import Assignment, AssignmentItem, Response, StudyItem
+from server.store.models import Assignment, AssignmentItem, AssignmentPair, PairItem, Response, StudyItem
 from server.store.queries import STUDY_CLOSED, study_by_name
-from server.store.study_config import Pay
+from server.store.study_config import Pay, StudyConfig
 from tasks.crowd import contract
 from tasks.crowd.contract import Control, CrowdJob, CrowdUnit, JobStatus
 from tasks.ui import MEPHISTO_BUNDLE
@@ -83,6 +84,19 @@ def open_assignments(session: Session, study_id: int) -> list[int]:
 
 
 def unit_line(engine: Engine, session: Session, assignment_id: int) -> CrowdUnit:
+    """The assignment as one crowd unit: its contexts, its controls and what the task page shows."""
+    pairs = session.execute(
+        select(PairItem.id, PairItem.context_id, PairItem.is_control, PairItem.control_target, PairItem.control_side,
+               AssignmentPair.shown_left)
+        .join(AssignmentPair, AssignmentPair.pair_item_id == PairItem.id)
+        .where(AssignmentPair.assignment_id == assignment_id)
+    ).all()
+    if pairs:  # a pairwise assignment: the control response is shown as A when its side is the one shown left
+        return CrowdUnit(assignment_id=assignment_id,
+                         context_ids=sorted({context_id for _, context_id, *_ in pairs}),
+                         controls=[Control(item_id=item_id, target=target, shown_as="A" if side == left else "B")
+                                   for item_id, _, is_control, target, side, left in pairs if is_control],
+                         payload=assignment_payload(engine, assignment_id))
     rows = session.execute(
         select(StudyItem.id, StudyItem.is_control, StudyItem.control_target, Response.context_id)
         .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
@@ -164,12 +178,22 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
         port=port, public_url=public_url, timeout_seconds=timeout_seconds, bundle=str(BUNDLE), aws_profile=aws_profile,
         onboarding=json.loads(ONBOARDING.read_text(encoding="utf-8")) if onboarding else None,
         min_control_pass_rate=min_control_pass_rate, seen_contexts=seen_contexts(study_name),
-        **({"title": config.title} if config.title else {}),
+        **_listing(config),
     )
     job_dir.mkdir(parents=True)
     contract.write_job(job_dir, job)
     contract.write_items(job_dir, lines)
     return job_dir, cost
+
+
+def _listing(config: StudyConfig) -> dict[str, Any]:
+    """What the HIT listing and the preview page say, where it differs from the contract's Likert defaults: a
+    pairwise study asks for A/B choices, not ratings; the study's own title comes first."""
+    listing: dict[str, Any] = ({"title": contract.PAIRWISE_TITLE, "description": contract.PAIRWISE_DESCRIPTION,
+                                "tags": list(contract.PAIRWISE_TAGS)} if config.is_pairwise else {})
+    if config.title:
+        listing["title"] = config.title
+    return listing
 
 
 def start_runner(job_dir: Path, *, env: dict[str, str] | None = None) -> subprocess.Popen:

@@ -262,6 +262,9 @@ def launch(job_dir: Path, *, prepare_operator: Callable[[Any], None] | None = No
                     worker_can_do_unit=run.worker_can_do_unit,
                     on_unit_submitted=run.on_unit_submitted,
                 )
+                # What the preview page says (the job's title and description: Likert ratings or A/B choices);
+                # Mephisto hands task_config to the page as taskConfig.
+                state.task_config = {"preview_title": job.title, "preview_text": job.description}
                 if job.onboarding:
                     # The browser gets the questions without their answers.
                     state.onboarding_data = {"instructions": job.onboarding.get("instructions", ""),

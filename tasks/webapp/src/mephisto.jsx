@@ -1,6 +1,6 @@
 // Mephisto host adapter: the task page is served by Mephisto's router (StaticReactBlueprint). The unit's
-// initialTaskData is {"payload": <the same shape as the local host's assignment>}; the ratings go back with
-// Mephisto's submit call and are stored as the agent's outputs. An onboarding agent gets the short
+// initialTaskData is {"payload": <the same shape as the local host's assignment>}; the ratings (or, on a pairwise
+// page, the judgments) go back with Mephisto's submit call and are stored as the agent's outputs. An onboarding agent gets the short
 // qualification test instead (its questions come without their answers; the runner checks them).
 import { useState } from "react";
 import { createRoot } from "react-dom/client";
@@ -46,14 +46,17 @@ function Onboarding({ data, onSubmit }) {
 
 function MephistoHost() {
   const { isLoading, isPreview, isOnboarding, initialTaskData, blockedReason, blockedExplanation, agentId,
-          handleSubmit } = useMephistoTask();
+          handleSubmit, taskConfig } = useMephistoTask();
   if (blockedReason) {
     return <main><p className="error" id="blocked" data-reason={blockedReason}>{blockedExplanation || blockedReason}</p></main>;
   }
   if (isPreview) {
-    return <main id="preview"><h1>Rate responses in conversations</h1>
-      <p>Read short conversations about personal experiences and rate one reply in each for empathy, relevance
-        and fluency on a 1-5 scale. Accept the task to begin.</p></main>;
+    // The job's own title and description (the runner passes them as task_config): a pairwise job asks for A/B
+    // choices, not ratings. The fixed text is for a runner that passes none.
+    const title = (taskConfig && taskConfig.preview_title) || "Rate responses in conversations";
+    const text = (taskConfig && taskConfig.preview_text) || ("Read short conversations about personal experiences "
+      + "and rate one reply in each for empathy, relevance and fluency on a 1-5 scale.");
+    return <main id="preview"><h1>{title}</h1><p>{text} Accept the task to begin.</p></main>;
   }
   if (isLoading || !initialTaskData) return <main><p id="loading">Loading...</p></main>;
   if (isOnboarding) return <Onboarding data={initialTaskData} onSubmit={handleSubmit} />;
