@@ -241,7 +241,9 @@ def test_the_second_submission_waits_for_the_first_storing_transaction_and_write
     annotator_id, assignment_id = alice
     payload = _payload(study_engine, assignment_id, new_submission_id(), 4)
     arrived = _second_waits_for_the_first(monkeypatch)
-    results = _together({name: lambda: submit_assignment(study_engine, assignment_id, annotator_id, payload)
+    # As the API calls it, with the invite's study: the second is answered from the assignment it then reads.
+    results = _together({name: lambda: submit_assignment(study_engine, assignment_id, annotator_id, payload,
+                                                         study="pilot")
                          for name in ("first", "second")})
     assert results["first"] == results["second"] and results["first"]["status"] == "stored"
     assert len(arrived) == 1 and [name for name, count in inserts.by_thread.items() if count] == arrived
