@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 
 import requests
 
+from server.errors import EmpevalError
+
 CRITERIA = ("empathy", "relevance", "fluency")
 
 # Latent means per system and criterion. Loosely in the range the ED papers report for human ratings
@@ -155,8 +157,9 @@ class SimulationResult:
     choices: int = 0  # A/B choices stored (a pairwise study)
 
 
-class UnknownItem(KeyError):
-    """The app handed out an item the simulation has no truth for."""
+class UnknownItem(EmpevalError):
+    """The app handed out an item the simulation has no truth for (recorded as the rater's error, never raised
+    out of the crowd run)."""
 
 
 # What a simulated rater sends for one assignment: (rater, their random stream, the assignment's payload) ->

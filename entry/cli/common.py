@@ -14,6 +14,7 @@ import click
 from sqlalchemy import Engine
 
 from analysis.load import ExportError
+from analysis.pairwise_schema import JudgmentError
 from entry.storage import storage_failure
 from server.errors import BadInput, Conflict, EmpevalError, Unavailable
 from server.store import open_store
@@ -26,7 +27,8 @@ EXIT_NETWORK = Unavailable.exit_code
 
 # Errors from modules that import nothing of ours (analysis; the crowd contract, which the crowd virtualenv
 # loads by path with the standard library only), by the exit code they mean.
-FOREIGN_EXIT_CODES: dict[type[Exception], int] = {ExportError: EXIT_BAD_INPUT, ContractError: EXIT_BAD_INPUT}
+FOREIGN_EXIT_CODES: dict[type[Exception], int] = {ExportError: EXIT_BAD_INPUT, JudgmentError: EXIT_BAD_INPUT,
+                                                  ContractError: EXIT_BAD_INPUT}
 
 
 def exit_code_of(error: BaseException) -> int | None:

@@ -29,12 +29,7 @@ def create(obj: CliContext, study_file: Path) -> None:
     spec = load_study_file(study_file)
     summary = create_study(obj.engine(), spec)
     click.echo(summary.describe())
-    if spec.is_pairwise:
-        # Until hand-out, the task page and submission know pair items, inviting raters would hand them nothing.
-        click.echo("the study and its assignments are stored; rating pairwise studies (hand-out, task page, "
-                   "submission) is not available yet")
-    else:
-        click.echo(f"next: `empeval annotators invite NAME --study {spec.name}`, then `empeval serve`")
+    click.echo(f"next: `empeval annotators invite NAME --study {spec.name}`, then `empeval serve`")
 
 
 @study.command("status")
