@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, Forbidden, TooManyRequests
 
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
 from server.store.models import Study
 from server.store.queries import assignment_counts, study_by_name
 from server.web import openapi
@@ -61,6 +62,9 @@ def study_progress(name: str) -> dict:
         statuses = assignment_counts(session, study.id)
         config = study.config
         status = study.status
+    if config.is_pairwise:
+        return _pairwise_progress(engine, name, status, statuses, config.pairwise.judgments_per_pair
+                                  if config.pairwise else None)
     rows = export_rows(engine, name)
     criteria = config.criterion_keys
     scale = (config.scale.min, config.scale.max)
@@ -80,6 +84,27 @@ def study_progress(name: str) -> dict:
         "ratings_per_annotator": dict(sorted(per_annotator.items())),
         "median_seconds_per_item": median(seconds) if seconds else None,
         "alpha_ordinal": {c: alpha_so_far(rows, c, scale) for c in criteria},
+    }
+
+
+def _pairwise_progress(engine, name: str, status: str, statuses: dict[str, int], k: int | None) -> dict:
+    """A pairwise study's progress, counted in judgments (one per pair an annotator compared, every criterion
+    answered) from its judgment table. The Likert keys the dashboard shows carry the pairwise counts (ratings:
+    judgments, items_rated: (context, pair) judged, k per pair); an ordinal alpha of A/B choices is not
+    defined, so none is given."""
+    rows = pairwise_export_rows(engine, name)
+    judgments = {(r["assignment_id"], r["context_id"], r["pair"]): r["annotator"] for r in rows}
+    per_annotator: dict[str, int] = defaultdict(int)
+    for annotator in judgments.values():
+        per_annotator[annotator] += 1
+    judged = {(context, pair) for _, context, pair in judgments}
+    return {
+        "study": name, "kind": "pairwise", "status": status, "assignments": statuses,
+        "judgments": len(judgments), "choices": len(rows), "pairs_judged": len(judged),
+        "judgments_per_pair": k, "judgments_per_annotator": dict(sorted(per_annotator.items())),
+        "items_rated": len(judged), "ratings": len(judgments), "ratings_per_response": k,
+        "ratings_per_annotator": dict(sorted(per_annotator.items())),
+        "median_seconds_per_item": None, "alpha_ordinal": {},
     }
 
 
@@ -141,6 +166,14 @@ def export(name: str):
     fmt = request.args.get("format", "csv")
     if fmt not in ("csv", "jsonl"):
         raise BadRequest(f"format must be csv or jsonl, got {fmt!r}")
+    with Session(_engine()) as session:
+        pairwise = study_by_name(session, name).config.is_pairwise
+    if pairwise:  # the judgment table (analysis.pairwise_schema), one row per choice and criterion
+        judgments = pairwise_export_rows(_engine(), name)
+        if fmt == "csv":
+            return Response(judgments_to_csv(judgments), mimetype="text/csv",
+                            headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
+        return Response(rows_to_jsonl(judgments), mimetype="application/x-ndjson")
     rows = export_rows(_engine(), name)
     if fmt == "csv":
         return Response(rows_to_csv(rows), mimetype="text/csv",
@@ -161,7 +194,8 @@ openapi.register_paths({
                       "401": {"description": "no token", **_ERR}, "403": {"description": "wrong token", **_ERR},
                       "404": {"description": "no such study", **_ERR}, **_LIMITED}}},
     "/api/studies/{name}/export": {"get": {
-        "summary": "All ratings of a study, one row per rating (tidy long CSV or JSONL)",
+        "summary": "All ratings of a study, one row per rating (tidy long CSV or JSONL); for a pairwise study "
+                   "its judgment table, one row per choice and criterion",
         "security": _ADMIN,
         "parameters": _NAME + [{"name": "format", "in": "query",
                                 "schema": {"type": "string", "enum": ["csv", "jsonl"]}}],
