@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from server.annotation.handout import assignment_payload
 from server.errors import BadInput
-from server.store.models import Assignment, AssignmentItem, AssignmentPair, PairItem, Response, StudyItem
+from server.store.models import Assignment, AssignmentItem, AssignmentPair, PairItem, Response, Study, StudyItem
 from server.store.queries import STUDY_CLOSED, study_by_name
 from server.store.study_config import Pay, StudyConfig
 from tasks.crowd import contract
@@ -110,11 +110,20 @@ def unit_line(engine: Engine, session: Session, assignment_id: int) -> CrowdUnit
                      payload=assignment_payload(engine, assignment_id))
 
 
-def seen_contexts(study: str) -> dict[str, list[int]]:
-    """Contexts each worker rated in earlier jobs of the study (from their results.jsonl and items.jsonl), so
-    the runner never hands a worker a context twice across jobs."""
+def linked_studies(session: Session, study: Study) -> list[str]:
+    """The studies linked to this one by compare_with, either way: the one it names and those naming it."""
+    named = [study.config.compare_with] if study.config.compare_with else []
+    naming = [other.name for other in session.scalars(select(Study).where(Study.id != study.id))
+              if other.config.compare_with == study.name]
+    return sorted(set(named + naming))
+
+
+def seen_contexts(study: str, *, linked: list[str] | tuple[str, ...] = ()) -> dict[str, list[int]]:
+    """Contexts each worker rated in earlier jobs of the study and of the studies linked to it (from their
+    results.jsonl and items.jsonl), so the runner never hands a worker a context twice across jobs, nor one she
+    judged in a linked study (ingest would refuse that work)."""
     seen: dict[str, set[int]] = {}
-    for job_dir in sorted((crowd_root() / study).glob("*/")):
+    for job_dir in sorted(p for name in (study, *linked) for p in (crowd_root() / name).glob("*/")):
         if not (job_dir / contract.RESULTS_FILE).exists() or not (job_dir / contract.ITEMS_FILE).exists():
             continue
         units = _contract(contract.read_items, job_dir)
@@ -157,6 +166,7 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
                              "so no crowd run is started for it")
         config = study.config
         assignment_ids = open_assignments(session, study.id)
+        linked = linked_studies(session, study)
         if units is not None:
             assignment_ids = assignment_ids[:units]
         if not assignment_ids:
@@ -177,7 +187,7 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
         assignment_duration_seconds=config.design.assignment_minutes * 60, lifetime_seconds=lifetime_seconds,
         port=port, public_url=public_url, timeout_seconds=timeout_seconds, bundle=str(BUNDLE), aws_profile=aws_profile,
         onboarding=json.loads(ONBOARDING.read_text(encoding="utf-8")) if onboarding else None,
-        min_control_pass_rate=min_control_pass_rate, seen_contexts=seen_contexts(study_name),
+        min_control_pass_rate=min_control_pass_rate, seen_contexts=seen_contexts(study_name, linked=linked),
         **_listing(config),
     )
     job_dir.mkdir(parents=True)

@@ -119,6 +119,21 @@ def test_a_worker_shown_a_context_in_the_linked_likert_study_is_refused_it_in_th
     assert f"(in assignment {likert_unit.assignment_id})" in report.problems[0]
 
 
+def test_a_crowd_job_knows_what_each_worker_saw_in_the_linked_studys_jobs(crowd_dir, ab_store):
+    # The runner keeps a worker from a unit whose context she judged in an earlier job of the study, or of a
+    # study linked to it either way (ingest would refuse that work: it would be paid for and lost).
+    likert_dir, _ = jobs.create_job(ab_store, "pilot", provider="mock")
+    likert_unit = next(iter(contract.read_items(likert_dir).values()))
+    write_results(likert_dir, fake_result(likert_unit, "w1", "job-likert", 1))
+    ab_dir, _ = jobs.create_job(ab_store, "ab", provider="mock")
+    assert contract.read_job(ab_dir).seen_contexts == {"w1": sorted(likert_unit.context_ids)}
+    ab_unit = next(iter(contract.read_items(ab_dir).values()))
+    write_results(ab_dir, ab_result(ab_unit, "w2", 1))
+    again, _ = jobs.create_job(ab_store, "pilot", provider="mock")  # and the other way: pilot is named by ab
+    assert contract.read_job(again).seen_contexts == {"w1": sorted(likert_unit.context_ids),
+                                                      "w2": sorted(ab_unit.context_ids)}
+
+
 def test_pairwise_controls_are_scored_as_the_analysis_scores_them():
     controls = [contract.Control(1, "empathy", "A"), contract.Control(2, "empathy", "B"),
                 contract.Control(3, "fluency", "A")]
