@@ -3,6 +3,8 @@ long cycles and single systems, starting points that change nothing, Davidson wi
 counts by hand, its columns, and its bootstrap options."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -141,3 +143,23 @@ def test_an_unrankable_system_has_no_rank_and_the_ranking_of_no_judgments_has_it
     empty = ranking(pd.DataFrame(judgment_rows([(1, "control-generic", "gold", "left")], is_control=True,
                                                control_target="empathy")), n_boot=10)
     assert empty.empty and list(empty.columns) == RANKING_COLUMNS
+
+
+def test_when_newton_does_not_converge_the_trust_region_finds_the_same_davidson_estimate(monkeypatch):
+    import analysis.bradley_terry as bradley_terry
+
+    wins = np.array([[0, 7, 3], [2, 0, 5], [4, 1, 0]], dtype=float)
+    ties = np.array([[0, 2, 1], [2, 0, 3], [1, 3, 0]], dtype=float)
+    theta, nu = fit_davidson(wins, ties)
+    monkeypatch.setattr(bradley_terry, "_newton", lambda *args, **kwargs: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the trust region uses the Hessian it is given: nothing to warn about
+        fallback, nu_fallback = bradley_terry.fit_davidson(wins, ties)
+    assert fallback == pytest.approx(theta, abs=1e-8) and nu_fallback == pytest.approx(nu, rel=1e-8)
+
+
+def test_the_criteria_come_in_sorted_order_whatever_the_order_of_the_rows():
+    specs = [(0, "gold", "moel", "left"), (1, "moel", "gold", "left"), (2, "gold", "moel", "tie")]
+    rows = [row for i, spec in enumerate(specs)
+            for row in judgment_rows([spec], annotator=f"a{i}", criteria=("fluency", "empathy"))]
+    assert ranking(pd.DataFrame(rows), n_boot=10)["criterion"].tolist() == ["empathy"] * 2 + ["fluency"] * 2

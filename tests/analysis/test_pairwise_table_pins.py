@@ -269,3 +269,37 @@ def test_pairwise_tables_pass_each_option_to_the_table_it_names():
     likert = _ratings({"moel": [4], "gold": [3]})
     with_likert = pairwise_tables(frame, focus="moel", n_boot=10, control_systems={"gold"}, likert=likert)
     pd.testing.assert_frame_equal(with_likert.likert, likert_beside_ab(likert, frame, focus="moel"))
+
+
+def test_tables_come_sorted_by_criterion_and_pair_whatever_the_order_of_the_rows():
+    rows = (judgment_rows([(0, "moel", "mime", "left")], criteria=("fluency", "empathy"))
+            + judgment_rows([(1, "moel", "gold", "right")], criteria=("fluency", "empathy")))
+    counts = ab_counts(_frame(rows))
+    assert counts[["criterion", "system_a", "system_b"]].values.tolist() == [
+        ["empathy", "gold", "moel"], ["empathy", "mime", "moel"], ["fluency", "gold", "moel"],
+        ["fluency", "mime", "moel"]]
+    assert position_bias(_frame(rows))["criterion"].tolist() == ["empathy", "fluency", "all"]
+    assert choice_agreement(_frame(rows))["criterion"].tolist() == ["empathy"] * 2 + ["fluency"] * 2
+
+
+def test_the_ab_table_decides_at_its_alpha_and_by_default_at_five_percent():
+    """moel 10-0 over gold (p = 2/1024) and 1-1 with mime (p = 1)."""
+    rows = (judgment_rows([(c, "moel", "gold", "left") for c in range(10)])
+            + judgment_rows([(0, "moel", "mime", "left"), (1, "moel", "mime", "right")]))
+    default = ab_table(_frame(rows), focus="moel").set_index("system_b")["significant"]
+    assert bool(default["gold"]) and not bool(default["mime"])
+    strict = ab_table(_frame(rows), focus="moel", alpha=0.001).set_index("system_b")["significant"]
+    assert not strict.any()
+
+
+def test_position_bias_without_decisive_choices_keeps_its_columns():
+    bias = position_bias(_frame(judgment_rows([(1, "gold", "moel", "tie")])))
+    assert list(bias.columns) == ["criterion", "decisive", "left", "share_left", "ci_low", "ci_high", "p"]
+    assert bias["criterion"].tolist() == ["all"] and bias[["share_left", "ci_low", "ci_high", "p"]].isna().all().all()
+
+
+def test_the_likert_side_by_side_of_a_focus_system_the_likert_study_did_not_rate():
+    table = likert_beside_ab(_ratings({"gold": [3]}), _frame(judgment_rows([(0, "moel", "gold", "left")])),
+                             focus="moel").iloc[0]
+    assert np.isnan(table["likert_mean_a"]) and table["likert_mean_b"] == 3.0 and np.isnan(table["likert_diff"])
+    assert table["likert_contexts"] == 0 and table["same_direction"] is None

@@ -49,9 +49,20 @@ def test_each_control_kind_rotates_over_the_opponents_on_its_own():
         assert min(counts) >= 1 and max(counts) - min(counts) <= 1, (kind, counts)
 
 
-def test_a_context_listed_twice_is_refused():
-    with pytest.raises(ValueError, match="a context is listed twice"):
-        plan_pairwise([1, 2, 1], [("moel", "gold")], judgments_per_pair=1, items_per_assignment=2, seed=0)
+@pytest.mark.parametrize(("contexts", "pairs", "says"), [
+    ([1, 2, 1], [("moel", "gold")], "a context is listed twice"),
+    ([1, 2], [("moel", "moel")], "a pair holds the same system twice"),
+    ([1, 2], [("moel", "gold"), ("gold", "moel")], "a pair is listed twice"),
+])
+def test_a_refusal_says_exactly_what_was_listed_wrong(contexts, pairs, says):
+    with pytest.raises(ValueError, match=f"^{says}$"):
+        plan_pairwise(contexts, pairs, judgments_per_pair=1, items_per_assignment=2, seed=0)
+
+
+def test_without_a_control_rate_the_controls_offered_are_not_used():
+    plan = plan_pairwise(list(range(6)), [("moel", "gold")], judgments_per_pair=2, items_per_assignment=3,
+                         controls={"control-generic": list(range(6))}, seed=0)
+    assert all(item.control is None for a in plan for item in a.items)
 
 
 def test_a_placed_pair_names_its_systems_sorted_whatever_the_sides():
