@@ -64,3 +64,12 @@ def test_the_progress_of_a_pairwise_study_counts_its_judgments(app, admin, judge
     client.post("/admin/session", data={"token": admin})
     page = client.get("/admin", headers={"Authorization": f"Bearer {admin}"})
     assert page.status_code == 200 and "ab" in page.text
+
+
+def test_the_dashboard_speaks_of_judgments_for_a_pairwise_study_and_of_ratings_for_a_likert_one(app, admin, judged):
+    page = app.test_client().get("/admin", headers={"Authorization": f"Bearer {admin}"}).get_data(as_text=True)
+    sections = {part.split("<", 1)[0].strip(): part for part in page.split("<h2>")[1:]}
+    ab, pilot = sections["ab"], sections["pilot"]
+    assert f"{judged} judgments of {judged * len(CRITERIA)} choices (k = 2 per pair)" in " ".join(ab.split())
+    assert "<th>judgments</th>" in ab and "ratings" not in ab and "alpha" not in ab
+    assert "items rated" in pilot and "<th>ratings</th>" in pilot and "alpha (ordinal)" in pilot
