@@ -229,12 +229,10 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
             stored = _store_ratings(session, assignment_id, annotator_id, submission, now)
             return _receipt(assignment_id, submission.submission_id, late, now, stored)
     except IntegrityError:
-        # A concurrent identical submission won the race: answer as for a retry.
+        # Not a second submission of this assignment (the UPDATE above lets one through, the other is answered
+        # by its fallback): a submission id is unique across assignments, and a client that reuses one is told
+        # so (not a 500); anything else the database refuses is raised.
         with Session(engine) as session:
-            assignment = _own_assignment(session, assignment_id, annotator_id, study)
-            if assignment.status == "submitted":
-                return _already_submitted(session, assignment, submission.submission_id)
-            # A submission id is unique across assignments: a client that reuses one is told so (not a 500).
             holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
             if session.scalar(holder) is not None:
                 raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
