@@ -14,6 +14,7 @@ from flask import Blueprint, current_app, jsonify, request, send_from_directory
 from werkzeug.exceptions import BadRequest, NotFound, Unauthorized, UnsupportedMediaType
 
 from server.annotation.handout import next_assignment_payload
+from server.annotation.pairwise_submit import pairwise_submission_schema
 from server.annotation.submission_schema import submission_schema
 from server.annotation.submit import submit_assignment
 from server.web import openapi
@@ -103,7 +104,8 @@ openapi.register_paths(
                           "401": {"description": "no token", **_ERR}, "403": {"description": "invalid token", **_ERR},
                           "404": {"description": "study gone", **_ERR}, **_LIMITED}}},
         "/api/assignments/{assignment_id}/submit": {"post": {
-            "summary": "Submit every rating of an assignment (idempotent per submission_id)",
+            "summary": "Submit every rating (Likert) or every A/B choice (pairwise) of an assignment (idempotent per "
+                       "submission_id)",
             "security": _BEARER,
             "parameters": [{"name": "assignment_id", "in": "path", "required": True, "schema": {"type": "integer"}}],
             "requestBody": {"required": True, **_json({"$ref": "#/components/schemas/Submission"})},
@@ -127,10 +129,16 @@ openapi.register_paths(
     {
         "NextAssignment": {"type": "object", "properties": {"assignment": {"type": ["object", "null"]},
                                                              "message": {"type": "string"}}},
-        # Generated from the rules submit.py validates with (server.annotation.submission_schema), not copied.
-        "Submission": submission_schema(),
+        # Generated from the rules the submits validate with (server.annotation.submission_schema for a Likert
+        # study, pairwise_submit for an A/B one), not copied; the assignment's study decides which applies.
+        "Submission": {"oneOf": [{"$ref": "#/components/schemas/LikertSubmission"},
+                                 {"$ref": "#/components/schemas/PairwiseSubmission"}]},
+        "LikertSubmission": submission_schema(),
+        "PairwiseSubmission": pairwise_submission_schema(),
         "Receipt": {"type": "object", "properties": {
             "status": {"type": "string"}, "assignment_id": {"type": "integer"}, "submission_id": {"type": "string"},
-            "ratings": {"type": "integer"}, "late": {"type": "boolean"}, "submitted_at": {"type": "string"}}},
+            "ratings": {"type": "integer", "description": "ratings stored (a Likert study)"},
+            "choices": {"type": "integer", "description": "A/B choices stored (a pairwise study)"},
+            "late": {"type": "boolean"}, "submitted_at": {"type": "string"}}},
     },
 )

@@ -50,9 +50,21 @@ def test_the_openapi_document_serves_the_generated_schema():
     import jsonschema_rs
 
     import server.web.annotate_api  # noqa: F401 (registers its paths and schemas)
+    from server.annotation.pairwise_submit import pairwise_submission_schema
     from server.web import openapi
 
-    assert openapi.document()["components"]["schemas"]["Submission"] == submission_schema()
+    schemas = openapi.document()["components"]["schemas"]
+    assert schemas["LikertSubmission"] == submission_schema()
+    assert schemas["PairwiseSubmission"] == pairwise_submission_schema()
+    assert schemas["Submission"] == {"oneOf": [{"$ref": "#/components/schemas/LikertSubmission"},
+                                               {"$ref": "#/components/schemas/PairwiseSubmission"}]}
+    # One body is never both: each kind requires its own list and refuses the other's.
+    likert = {"submission_id": "abcdefgh", "ratings": []}
+    pairwise = {"submission_id": "abcdefgh", "judgments": []}
+    assert jsonschema_rs.is_valid(submission_schema(), likert) and not jsonschema_rs.is_valid(
+        pairwise_submission_schema(), likert)
+    assert jsonschema_rs.is_valid(pairwise_submission_schema(), pairwise) and not jsonschema_rs.is_valid(
+        submission_schema(), pairwise)
     for expected in [None, *ASSIGNMENTS.values()]:
         assert jsonschema_rs.meta.is_valid(submission_schema(expected))
 
