@@ -253,11 +253,10 @@ def test_pairwise_tables_pass_each_option_to_the_table_it_names():
             # gold as the control side of a control pair: only control_systems= says so (by default it is refused)
             + judgment_rows([(30, "gold", "moel", "right")], is_control=True, control_target="empathy"))
     frame = _frame(rows)
-    options = dict(correction="bonferroni", alpha=0.2)
     tables = pairwise_tables(frame, focus="moel", include_late=False, n_boot=30, ci_level=0.8, seed=5,
-                             control_systems={"gold"}, **options)
+                             control_systems={"gold"}, correction="bonferroni", alpha=0.2)
     on_time = frame.loc[~frame["late"]]
-    pd.testing.assert_frame_equal(tables.ab, ab_table(on_time, focus="moel", **options))
+    pd.testing.assert_frame_equal(tables.ab, ab_table(on_time, focus="moel", correction="bonferroni", alpha=0.2))
     pd.testing.assert_frame_equal(tables.agreement, choice_agreement(on_time))
     pd.testing.assert_frame_equal(tables.position, position_bias(on_time, ci_level=0.8))
     pd.testing.assert_frame_equal(tables.controls, control_scores(on_time, control_systems={"gold"}))
