@@ -8,7 +8,7 @@ How it runs on a CPU (`EncoderSettings`, each overridable by an environment vari
   fp32 weights, which stay as they are) when the CPU has bf16 instructions (`amx_bf16` or `avx512_bf16`
   among its flags) and oneDNN is available, plain fp32 elsewhere, where bf16 would be emulated and slower.
   Embeddings are always returned as float32, normalised in float32. bf16 picks the same nearest candidate as
-  fp32 for most contexts, not all (99.3% of the bundled sample's test contexts; see METRICS.md), so the
+  fp32 for most contexts, not all (99.1% of the full ED test contexts; see METRICS.md), so the
   precision is part of the embedding cache key and of the encoder's `model_id` (the version of every
   retrieval response).
 - **threads** (`EMPEVAL_ENCODER_THREADS` = auto | N): the torch intra-op threads used while encoding (set
