@@ -19,6 +19,10 @@
     [pay]                            # for crowd runs; shown in the report's methods paragraph
     per_assignment = 0.60
     currency = "USD"
+    [recruitment]                    # optional: how raters are recruited; the report's methods paragraph says so
+    platform = "prolific"            # "local" (volunteers, the default), "prolific" or "mturk"
+    prolific_study_id = "5f0c..."    # Prolific's study id (24 hex characters): the study link only admits it
+    completion_code = "C1A2B3C4"     # given to a participant after a valid submit (letters and digits)
     [[criteria]]                     # optional: defaults to the paper's Empathy, Relevance, Fluency
     key = "empathy"; label = "Empathy"; question = "..."; definition = "..."
     [scale]                          # optional: defaults to 1-5 with every point labelled
@@ -60,6 +64,7 @@ from server.store.storable import text_problem
 from server.store.study_config import (
     DEFAULT_CRITERIA,
     DEFAULT_PAIRWISE_CRITERIA,
+    RECRUITMENT_PLATFORMS,
     STUDY_KINDS,
     ContextSelection,
     Criterion,
@@ -67,6 +72,7 @@ from server.store.study_config import (
     Pair,
     PairwiseSetup,
     Pay,
+    Recruitment,
     Scale,
     StudyConfig,
 )
@@ -74,6 +80,8 @@ from server.store.study_config import (
 # The study files that ship with empeval (the demo's among them).
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+PROLIFIC_ID_PATTERN = re.compile(r"[0-9a-f]{24}")  # Prolific's ids (study, participant, session)
+COMPLETION_CODE_PATTERN = re.compile(r"[A-Za-z0-9]{1,40}")
 
 
 class StudyFileError(BadInput):
@@ -146,7 +154,7 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     """Validate a parsed study file (see module docstring) and return the typed StudyConfig."""
     r = _Reader(source)
     known_top = {"name", "seed", "title", "instructions", "contexts", "systems", "design", "pay", "criteria", "scale",
-                 "kind", "compare_with"}
+                 "kind", "compare_with", "recruitment"}
     unknown = sorted(set(data) - known_top)
     if unknown:
         raise r.error(unknown[0], f"unknown field; expected one of {', '.join(sorted(known_top))}")
@@ -290,7 +298,38 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
                        instructions=data.get("instructions", "") if isinstance(data.get("instructions", ""), str)
                        else "",
                        control_targets={c: CONTROL_TARGETS[c] for c in controls},
-                       kind=kind, pairwise=setup, compare_with=compare_with)
+                       kind=kind, pairwise=setup, compare_with=compare_with, recruitment=_recruitment(r, data))
+
+
+def _recruitment(r: _Reader, data: dict) -> Recruitment:
+    """The [recruitment] section: the platform, and for Prolific the study id the link is bound to and the
+    completion code; the Prolific fields are refused on other platforms so a wrong platform is not missed."""
+    section = r.table(data, "recruitment", "recruitment", {"platform", "prolific_study_id", "completion_code"})
+    platform = r.string(section, "platform", "recruitment.platform", Recruitment.platform)
+    if platform not in RECRUITMENT_PLATFORMS:
+        raise r.error("recruitment.platform", f"unknown platform {platform!r}; expected one of "
+                      f"{', '.join(RECRUITMENT_PLATFORMS)}")
+    if platform != "prolific":
+        for key in ("prolific_study_id", "completion_code"):
+            if key in section:
+                raise r.error(f"recruitment.{key}", f'is for Prolific studies only (platform = "prolific"), '
+                              f"this study's platform is {platform!r}")
+        return Recruitment(platform=platform)
+    if "prolific_study_id" not in section:
+        raise r.error("recruitment.prolific_study_id", "is required on Prolific: copy the study id from the "
+                      "study's page on Prolific (24 characters 0-9, a-f)")
+    study_id = r.string(section, "prolific_study_id", "recruitment.prolific_study_id")
+    if not PROLIFIC_ID_PATTERN.fullmatch(study_id):
+        raise r.error("recruitment.prolific_study_id", f"{study_id!r} is not a Prolific study id: expected 24 "
+                      "lower-case hexadecimal characters (0-9, a-f)")
+    if "completion_code" not in section:
+        raise r.error("recruitment.completion_code", "is required on Prolific: copy the completion code from "
+                      "the study's page on Prolific")
+    code = r.string(section, "completion_code", "recruitment.completion_code")
+    if not COMPLETION_CODE_PATTERN.fullmatch(code):
+        raise r.error("recruitment.completion_code", f"{code!r} must be 1-40 letters or digits, as Prolific's "
+                      "completion codes are")
+    return Recruitment(platform=platform, prolific_study_id=study_id, completion_code=code)
 
 
 def _pairs(r: _Reader, s: dict, systems: tuple[str, ...]) -> tuple[Pair, ...]:

@@ -162,6 +162,20 @@ DEFAULT_PAIRWISE_CRITERIA = (
 )
 
 
+RECRUITMENT_PLATFORMS = ("local", "prolific", "mturk")
+
+
+@dataclass(frozen=True)
+class Recruitment:
+    """How raters were recruited: "local" volunteers (the default), "prolific" or "mturk". A Prolific study
+    names Prolific's study id (24 hex characters), which its study link is bound to, and the completion code
+    a participant is given after a valid submit."""
+
+    platform: str = "local"
+    prolific_study_id: str | None = None
+    completion_code: str | None = None
+
+
 @dataclass(frozen=True)
 class StudyConfig:
     """Everything a study is configured with; `control_targets` maps each control to the criterion it is
@@ -187,6 +201,7 @@ class StudyConfig:
     kind: str = "likert"
     pairwise: PairwiseSetup | None = None
     compare_with: str = ""
+    recruitment: Recruitment = field(default_factory=Recruitment)
 
     @property
     def criterion_keys(self) -> tuple[str, ...]:
@@ -197,8 +212,9 @@ class StudyConfig:
         return self.kind == "pairwise"
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON the store keeps (lists for tuples). The keys added with pairwise studies are written only
-        when they differ from their defaults, so a Likert study's stored JSON is what it always was."""
+        """The JSON the store keeps (lists for tuples). The keys added with pairwise studies (and the
+        recruitment section) are written only when they differ from their defaults, so a Likert study's stored
+        JSON is what it always was."""
         stored = _jsonable(asdict(self))
         for key, default in _LATER_KEYS.items():
             if stored[key] == default:
@@ -216,6 +232,7 @@ class StudyConfig:
         scale = reader.mapping(top.get("scale", {}), "scale")
         pay = reader.mapping(top.get("pay", {}) or {}, "pay")
         criteria = top.get("criteria")
+        recruitment = reader.mapping(top.get("recruitment", {}), "recruitment")
         d_design, d_scale, d_pay, d_contexts = Design(), Scale(), Pay(), ContextSelection()
         return cls(
             name=reader.text(top, "name", "name", ""),
@@ -250,11 +267,17 @@ class StudyConfig:
             kind=reader.text(top, "kind", "kind", "likert"),
             pairwise=None if top.get("pairwise") is None else reader.pairwise(top["pairwise"]),
             compare_with=reader.text(top, "compare_with", "compare_with", ""),
+            recruitment=Recruitment(
+                platform=reader.text(recruitment, "platform", "recruitment.platform", Recruitment.platform),
+                prolific_study_id=reader.optional_text(recruitment, "prolific_study_id",
+                                                       "recruitment.prolific_study_id"),
+                completion_code=reader.optional_text(recruitment, "completion_code", "recruitment.completion_code")),
         )
 
 
 # Keys StudyConfig gained after studies were first stored, with the defaults to_json leaves out.
-_LATER_KEYS: dict[str, Any] = {"kind": "likert", "pairwise": None, "compare_with": ""}
+_LATER_KEYS: dict[str, Any] = {"kind": "likert", "pairwise": None, "compare_with": "",
+                               "recruitment": asdict(Recruitment())}
 
 
 def _jsonable(value: Any) -> Any:
@@ -299,6 +322,12 @@ class _Reader:
             return default
         if not isinstance(value, str):
             raise self.fail(path, f"expected a string, got {value!r}")
+        return value
+
+    def optional_text(self, data: dict, key: str, path: str) -> str | None:
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise self.fail(path, f"expected a string or null, got {value!r}")
         return value
 
     def texts(self, data: dict, key: str, path: str, default: tuple[str, ...] = ()) -> tuple[str, ...]:
