@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from entry.cli.common import CliContext, pass_cli
+from entry.cli.common import (
+    CliContext,
+    checked_base_url,
+    invite_base_url,
+    pass_cli,
+    remember_base_url,
+    served_base_url,
+)
 from entry.cli.secret import CliContextWithSecret, pass_cli_with_secret
 from server.annotation.annotators import invite, revoke
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
@@ -23,11 +30,13 @@ def annotators() -> None:
 @click.argument("names", nargs=-1, required=True)
 @click.option("--study", required=True, help="The study they will rate.")
 @click.option("--days", default=30.0, show_default=True, help="Days until the link expires.")
-@click.option("--base-url", default="http://127.0.0.1:5000", show_default=True,
-              help="Where `empeval serve` is reachable.")
+@click.option("--base-url", default=None, callback=checked_base_url,
+              help="Where raters reach `empeval serve` (default: where the latest `empeval serve` of this store "
+                   "listens, or its --base-url; http://127.0.0.1:5000 before any).")
 @pass_cli
-def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: float, base_url: str) -> None:
+def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: float, base_url: str | None) -> None:
     """Print a signed, expiring invite link for each annotator NAME (created on first invite)."""
+    base_url = base_url or invite_base_url(obj.engine())
     for name in names:
         _, token = invite(obj.engine(), name, study, days=days)
         # The token after '#': browsers never send that part, so it reaches no server or proxy log.
@@ -80,7 +89,11 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=5000, show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=5000, show_default=True,
+              help="0: any free port (invite links then need --base-url).")
+@click.option("--base-url", default=None, callback=checked_base_url,
+              help="The public address raters reach this server at (behind a proxy or tunnel); invite links point "
+                   "there. Default: http://HOST:PORT.")
 @click.option("--workers", default=0, show_default=True,
               help="gunicorn worker processes for real use; 0 runs Flask's development server.")
 @click.option("--proxies", default=0, show_default=True,
@@ -88,16 +101,23 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
                    "failed token checks; Secure cookies behind HTTPS). Leave 0 without a proxy: clients could "
                    "forge them.")
 @pass_cli_with_secret
-def serve(obj: CliContextWithSecret, host: str, port: int, workers: int, proxies: int) -> None:
-    """Run the app: annotation pages, JSON API, admin dashboard."""
+def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None, workers: int, proxies: int) -> None:
+    """Run the app: annotation pages, JSON API, admin dashboard. Invite links printed from now on point at it."""
     from entry.wiring import app_config
     from server.web import create_app
 
-    obj.engine()  # migrate the store first
-    # No token on screen: terminals are scrolled back, shared and logged. The researcher asks for it.
-    click.echo(f"admin dashboard: http://{host}:{port}/admin (sign in with the token `empeval admin-token` prints)",
-               err=True)
-    config = app_config(obj.url, secret_file=obj.secret_file, PROXIES=proxies)
+    engine = obj.engine()  # migrate the store first
+    if base_url or port:  # port 0 is chosen when the server binds: no address to record
+        base_url = base_url or served_base_url(host, port)
+        remember_base_url(engine, base_url)
+        # No token on screen: terminals are scrolled back, shared and logged. The researcher asks for it.
+        click.echo(f"admin dashboard: {base_url}/admin (sign in with the token `empeval admin-token` prints)",
+                   err=True)
+        click.echo(f"invite links (`empeval annotators invite`) now point at {base_url}", err=True)
+        if host in ("", "0.0.0.0", "::") and "127.0.0.1" in base_url:
+            click.echo("listening on every interface: give --base-url with the address raters reach, or their "
+                       "links point at this machine's 127.0.0.1", err=True)
+    config = app_config(obj.url, secret_file=obj.secret_file, PROXIES=proxies, BASE_URL=base_url)
     if workers <= 0:
         create_app(config).run(host=host, port=port, debug=False, use_reloader=False, threaded=True)
         return

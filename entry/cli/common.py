@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import click
 from sqlalchemy import Engine
@@ -18,8 +19,13 @@ from analysis.pairwise_schema import JudgmentError
 from entry.storage import storage_failure
 from server.errors import BadInput, Conflict, EmpevalError, Unavailable
 from server.store import open_store
-from server.store.engine import database_url
+from server.store.engine import database_url, unit_of_work
+from server.store.models import AppSetting
 from tasks.crowd.contract import ContractError
+
+# Where invite links point when no `empeval serve` of this store has said where it listens.
+DEFAULT_BASE_URL = "http://127.0.0.1:5000"
+SERVED_AT_SETTING = "served_at"  # the app_setting row `empeval serve` keeps its address in
 
 EXIT_BAD_INPUT = BadInput.exit_code
 EXIT_CONFLICT = Conflict.exit_code
@@ -63,6 +69,42 @@ class CliContext:
 
 
 pass_cli = click.make_pass_decorator(CliContext)
+
+
+def served_base_url(host: str, port: int) -> str:
+    """The address a browser on this machine reaches `empeval serve --host HOST --port PORT` at: a wildcard
+    host (every interface) is reached at 127.0.0.1, an IPv6 address in brackets."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def checked_base_url(ctx: click.Context | None, param: click.Parameter | None, value: str | None) -> str | None:
+    """A `--base-url` callback: the URL without a trailing slash, or a usage error (exit 2) unless it is an
+    http(s) address with a host and no query or fragment."""
+    if value is None:
+        return None
+    parsed = urlsplit(value.strip())
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query or parsed.fragment:
+        raise click.BadParameter(f"{value!r} is not an http(s) address such as https://eval.example.org or "
+                                 "http://127.0.0.1:8000 (no query, no #)", ctx=ctx, param=param)
+    return value.strip().rstrip("/")
+
+
+def remember_base_url(engine: Engine, base_url: str) -> None:
+    """Record where `empeval serve` serves this store, for the invite links printed later (in one transaction)."""
+    with unit_of_work(engine) as session:
+        session.merge(AppSetting(key=SERVED_AT_SETTING, value=base_url.rstrip("/")))
+
+
+def invite_base_url(engine: Engine) -> str:
+    """Where invite links point: the address the latest `empeval serve` of this store recorded, else
+    DEFAULT_BASE_URL."""
+    with unit_of_work(engine) as session:
+        setting = session.get(AppSetting, SERVED_AT_SETTING)
+        return setting.value if setting is not None else DEFAULT_BASE_URL
 
 
 def fail(message: str, code: int) -> NoReturn:

@@ -5,7 +5,7 @@ import logging
 import re
 from typing import Any
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -91,6 +91,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     @app.get("/healthz")
     def healthz():
         return {"status": "ok"}
+
+    @app.get("/")
+    def home():
+        # Whoever types the server's bare address: the researcher is led to the dashboard; a rater is told to open
+        # her link again (it carries her token, which nothing here could give her).
+        return render_template("home.html")
 
     app.register_blueprint(openapi.blueprint)
     app.register_blueprint(annotate_api.blueprint)
