@@ -18,6 +18,7 @@ from entry.cli.db import db
 from entry.cli.demo import demo
 from entry.cli.plan import plan
 from entry.cli.report import report
+from entry.cli.researcher import annotators_forget, annotators_list, assignments, study_list
 from entry.cli.secret import CliContextWithSecret, secret
 from entry.cli.study import study
 
@@ -36,8 +37,12 @@ def cli(ctx: click.Context, database_url: str | None, secret_file: Path | None) 
     ctx.obj = CliContextWithSecret(database_url=database_url, secret_file=secret_file)
 
 
+# The researcher's bookkeeping commands join the groups they belong to (entry.cli.researcher).
+study.add_command(study_list)
+annotators.add_command(annotators_list)
+annotators.add_command(annotators_forget)
 for command in (db, data, annotators, serve, export, admin_token_command, secret, generate, metrics, systems, report,
-                plan, study, crowd, demo):
+                plan, study, crowd, demo, assignments):
     cli.add_command(command)
 
 

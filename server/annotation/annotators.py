@@ -1,19 +1,20 @@
-"""Annotators (local and crowd), the invite links of local ones, and revoking an annotator."""
+"""Annotators (local and crowd), the invite links of local ones, revoking an annotator, and who works on a study."""
 from __future__ import annotations
 
 import hashlib
 from datetime import datetime
 from typing import NamedTuple
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.annotation.handout import expire_active_of
 from server.annotation.secrets import make_invite, secret_key
+from server.annotation.study_log import WITHDRAWAL
 from server.errors import NotFound
 from server.store.engine import unit_of_work
-from server.store.models import Annotator, StudyRevocation
+from server.store.models import ACTIVE, Annotator, Assignment, StudyLogEntry, StudyRevocation
 from server.store.queries import now_utc, study_by_name
 from server.store.storable import column_length, require_storable
 
@@ -86,3 +87,42 @@ def revoke(engine: Engine, name: str, *, study: str | None = None, provider: str
                 session.add(StudyRevocation(study_id=study_id, annotator_id=annotator.id, revoked_at=now))
             expired = expire_active_of(session, annotator.id, study_id=study_id)
         return Revocation(annotator.id, already, expired)
+
+
+class RosterLine(NamedTuple):
+    """One annotator of a study as `empeval annotators list` shows her."""
+
+    annotator_id: int
+    pseudonym: str
+    provider: str
+    name: str | None  # the name she was invited under (None for crowd workers and withdrawn participants)
+    done: int  # assignments submitted
+    in_progress: int | None  # the id of the assignment she holds now, if any
+    revoked: bool  # in this study or in every study
+    withdrawn: bool  # `empeval annotators forget` took her out of this study
+
+
+def study_roster(engine: Engine, study: str) -> list[RosterLine]:
+    """Everyone handed an assignment of the study, or revoked in it, by pseudonym: one statement (NotFound when
+    there is no such study)."""
+    with Session(engine) as session:
+        study_id = study_by_name(session, study).id
+        in_study = or_(Annotator.id.in_(select(Assignment.annotator_id).where(Assignment.study_id == study_id)),
+                       Annotator.id.in_(select(StudyRevocation.annotator_id)
+                                        .where(StudyRevocation.study_id == study_id)))
+        done = (select(func.count()).where(Assignment.study_id == study_id, Assignment.annotator_id == Annotator.id,
+                                           Assignment.status == "submitted").scalar_subquery())
+        active = (select(Assignment.id).where(Assignment.study_id == study_id, Assignment.annotator_id == Annotator.id,
+                                              Assignment.status == ACTIVE).limit(1).scalar_subquery())
+        revoked_here = (select(StudyRevocation.annotator_id).where(StudyRevocation.study_id == study_id,
+                                                                   StudyRevocation.annotator_id == Annotator.id)
+                        .exists())
+        withdrawn = (select(StudyLogEntry.id).where(StudyLogEntry.study_id == study_id,
+                                                    StudyLogEntry.annotator_id == Annotator.id,
+                                                    StudyLogEntry.event == WITHDRAWAL).exists())
+        rows = session.execute(
+            select(Annotator.id, Annotator.pseudonym, Annotator.provider, Annotator.display_name, done, active,
+                   or_(Annotator.revoked_at.is_not(None), revoked_here), withdrawn)
+            .where(in_study).order_by(Annotator.pseudonym)).all()
+        return [RosterLine(row[0], row[1], row[2], row[3], int(row[4]), row[5], bool(row[6]), bool(row[7]))
+                for row in rows]

@@ -244,6 +244,20 @@ class StudyRevocation(Base):
     revoked_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class StudyLogEntry(Base):
+    """One event of a study's log: what the researcher did to it (a participant withdrawn with `empeval annotators
+    forget`), when, and what it changed, in counts (`detail`); never a participant's name."""
+
+    __tablename__ = "study_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    event: Mapped[str] = mapped_column(String(40))
+    annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotator.id"), index=True)
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
 # The one status in which an assignment is someone's work in progress.
 ACTIVE = "assigned"
 

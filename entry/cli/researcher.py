@@ -1,0 +1,124 @@
+"""The researcher's bookkeeping commands: `empeval study list`, `empeval annotators list STUDY`, `empeval annotators
+forget NAME --study S` (attached to their groups in entry.cli.study and entry.cli.annotate) and `empeval assignments
+release ID`."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from entry.cli.common import CliContext, pass_cli
+from server.annotation.annotators import RosterLine, study_roster
+from server.annotation.export import export_rows
+from server.annotation.release import release_assignment
+from server.annotation.study_list import study_summaries
+from server.annotation.withdraw import forget
+from server.store.queries import study_by_name
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Rows as left-aligned columns two spaces apart, under their headers (no trailing blanks)."""
+    cells = [[str(h) for h in headers], *[["-" if v is None else str(v) for v in row] for row in rows]]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+                     for line in cells)
+
+
+@click.command("list")
+@pass_cli
+def study_list(obj: CliContext) -> None:
+    """Every study: its kind (likert or pairwise), whether it is open or closed, assignments submitted of the
+    design's total, how many annotators were handed work, and when it was created (UTC)."""
+    summaries = study_summaries(obj.engine())
+    if not summaries:
+        click.echo("no study yet: create one with `empeval study create STUDY.toml`")
+        return
+    click.echo(text_table(
+        ["study", "kind", "status", "assignments", "annotators", "created"],
+        [(s.name, s.kind, s.status, f"{s.done}/{s.total}", s.annotators, s.created_at.strftime("%Y-%m-%d %H:%M"))
+         for s in summaries]))
+
+
+def flagged_pseudonyms(engine: Engine, study: str) -> set[str] | None:
+    """The pseudonyms analysis.quality.rater_quality flags from the study's ratings so far (the report's rules and
+    thresholds), or None for a pairwise study (no Likert quality rules apply). Cost: one export and one
+    rater_quality, well under a second for a pilot."""
+    from analysis.load import tidy_from_export
+    from analysis.quality import flagged_annotators, rater_quality
+
+    with Session(engine) as session:
+        config = study_by_name(session, study).config
+    if config.is_pairwise:
+        return None
+    rows = export_rows(engine, study)
+    if not rows:
+        return set()
+    ratings = tidy_from_export(rows, scale=(config.scale.min, config.scale.max), source=f"study {study}")
+    return set(flagged_annotators(rater_quality(ratings)))
+
+
+@click.command("list")
+@click.argument("study")
+@pass_cli
+def annotators_list(obj: CliContext, study: str) -> None:
+    """The annotators of STUDY (everyone handed work in it, or revoked there): pseudonym (as in the exports), the
+    name she was invited under, assignments submitted, the assignment in progress (free it with `empeval assignments
+    release ID`), whether she is revoked or withdrawn, and whether the report's quality rules flag her so far."""
+    engine = obj.engine()
+    roster = study_roster(engine, study)
+    if not roster:
+        click.echo(f"no annotator has started study {study} yet: `empeval annotators invite NAME --study {study}`")
+        return
+    flagged = flagged_pseudonyms(engine, study)
+    click.echo(text_table(["pseudonym", "name", "done", "in progress", "revoked", "withdrawn", "flagged"],
+                          [_roster_row(line, flagged) for line in roster]))
+
+
+def _roster_row(line: RosterLine, flagged: set[str] | None) -> tuple[object, ...]:
+    flag = None if flagged is None or line.withdrawn else ("yes" if line.pseudonym in flagged else "no")
+    return (line.pseudonym, line.name, line.done, line.in_progress, "yes" if line.revoked else "no",
+            "yes" if line.withdrawn else "no", flag)
+
+
+@click.command("forget")
+@click.argument("name")
+@click.option("--study", required=True, help="The study she withdraws from.")
+@click.option("--provider", default="local", show_default=True,
+              help="Whose annotator NAME is: local (NAME as invited) or a crowd provider (NAME is the worker id).")
+@pass_cli
+def annotators_forget(obj: CliContext, name: str, study: str, provider: str) -> None:
+    """Withdraw participant NAME from STUDY: her ratings, choices and comments there are deleted (they leave every
+    export and the report), her assignments go back to the pool for someone else, and, once she takes part in no
+    other study, her name is deleted and her pseudonym replaced by a tombstone. Recorded in the study's log; running
+    it again changes nothing."""
+    done = forget(obj.engine(), name, study=study, provider=provider)
+    if done.already:
+        click.echo(f"{name} was withdrawn from study {study} already: nothing left to remove")
+        return
+    click.echo(f"{name} withdrawn from study {study}: {done.ratings_removed} rating(s), {done.choices_removed} "
+               f"choice(s) and {done.comments_removed} comment(s) deleted; {done.reopened} submitted assignment(s) "
+               f"and {done.in_progress_expired} in progress back in the pool for other raters")
+    if done.name_removed:
+        click.echo("her name is deleted and her pseudonym replaced by a tombstone; her invite links no longer work")
+    elif done.name_kept_for:
+        click.echo(f"her name is kept: she still takes part in {', '.join(done.name_kept_for)} (forget her there "
+                   f"too to delete it)")
+
+
+@click.group()
+def assignments() -> None:
+    """Manage single assignments."""
+
+
+@assignments.command("release")
+@click.argument("assignment_id", type=int)
+@pass_cli
+def assignments_release(obj: CliContext, assignment_id: int) -> None:
+    """Put the in-progress assignment ASSIGNMENT_ID (abandoned by its rater) back in the pool now, before it expires:
+    nothing of it was stored. A submitted assignment is refused (exit 2). `empeval annotators list STUDY` shows who
+    holds which."""
+    released = release_assignment(obj.engine(), assignment_id)
+    click.echo(f"assignment {released.assignment_id} of study {released.study} (held by {released.annotator}) is "
+               f"back in the pool")

@@ -1,0 +1,164 @@
+"""Withdrawing a participant from a study (`empeval annotators forget NAME --study S`).
+
+What leaves, in one transaction:
+- her ratings and A/B choices in the study (so they leave every export and every analysis) and the comments she
+  left on its assignments (free text may name her);
+- her work in progress there (expired, as revoking does); each assignment she had submitted becomes 'expired' and,
+  unless a copy already replaced it (a late submission), a copy with the same items (or pairs, on the same sides)
+  goes back to the pool, so another rater restores the design's k ratings per response;
+- her identifying data, once she takes part in no other study: the name she was invited under is deleted and her
+  pseudonym (a keyed hash of that name or worker id, the one the exports carried) is replaced by a tombstone, a
+  keyed hash under another salt, so that nothing stored or exported before matches her row any more. Her row is
+  revoked in every study, so her invite links stop working. While she still takes part in another study her name
+  is kept (that study's hand-out and revocation need it) and the log says where.
+What stays, and why that is safe: her annotator row (as a tombstone) and her seen contexts. The hand-out's promise
+(nobody rates a context twice in a study) is kept by the seen rows, keyed by her row's id: keeping them keeps it
+for that row, which is revoked anyway. Should she come back under a new invite she is a new row with no ratings of
+old: none of hers remain in the study, so no response can end up with two ratings from her.
+The withdrawal is written to the study's log (time, counts, whether her name was deleted; never the name). Running
+it again finds her by the tombstone and changes nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any, NamedTuple, cast
+
+from sqlalchemy import CursorResult, DateTime, String, delete, false, insert, literal, select, update
+from sqlalchemy.orm import Session, aliased
+
+from server.annotation.annotators import pseudonym_for
+from server.annotation.handout import expire_active_of
+from server.annotation.secrets import secret_key
+from server.annotation.study_log import WITHDRAWAL, add_entry
+from server.errors import NotFound
+from server.store.engine import unit_of_work
+from server.store.models import (
+    Annotator,
+    Assignment,
+    AssignmentItem,
+    AssignmentPair,
+    Choice,
+    Rating,
+    Study,
+    StudyLogEntry,
+    StudyRevocation,
+)
+from server.store.queries import now_utc, study_by_name
+
+TOMBSTONE_PREFIX = "withdrawn-"
+
+
+def tombstone_for(secret: str, provider: str, external_id: str) -> str:
+    """The pseudonym a withdrawn participant's row carries instead of hers: a keyed hash under another salt, so
+    `forget` can find her again (it is idempotent) while no export or pseudonym written before matches it."""
+    digest = hashlib.sha256(f"{secret}|withdrawn|{provider}|{external_id}".encode()).hexdigest()[:12]
+    return f"{TOMBSTONE_PREFIX}{digest}"
+
+
+class Withdrawal(NamedTuple):
+    annotator_id: int
+    already: bool  # withdrawn from this study before, and nothing was left to remove
+    ratings_removed: int
+    choices_removed: int
+    comments_removed: int
+    reopened: int  # submitted assignments whose copy went back to the pool
+    in_progress_expired: int
+    name_removed: bool  # her name and pseudonym were deleted now
+    name_kept_for: tuple[str, ...]  # the other studies she still takes part in, which keep her name
+
+
+def forget(engine, name: str, *, study: str, provider: str = "local", now: datetime | None = None) -> Withdrawal:
+    """Withdraw the participant `name` (an invited name, or with `provider` a crowd worker's id) from `study`: see
+    the module's docstring for what is removed and what is kept. NotFound for an unknown study or participant."""
+    secret = secret_key(engine)
+    now = now or now_utc()
+    pseudonyms = (pseudonym_for(secret, provider, name), tombstone_for(secret, provider, name))
+    with unit_of_work(engine) as session:
+        study_row = study_by_name(session, study)
+        annotator = session.scalar(select(Annotator).where(Annotator.provider == provider,
+                                                           Annotator.pseudonym.in_(pseudonyms)))
+        if annotator is None:
+            raise NotFound(f"no {provider} annotator {name!r}: check the name as it was invited (or the worker id "
+                           f"and --provider for crowd workers); `empeval annotators list {study}` lists them")
+        withdrawn_before = session.scalar(select(StudyLogEntry.id).where(
+            StudyLogEntry.study_id == study_row.id, StudyLogEntry.annotator_id == annotator.id,
+            StudyLogEntry.event == WITHDRAWAL).limit(1)) is not None
+        if session.get(StudyRevocation, (study_row.id, annotator.id)) is None:
+            session.add(StudyRevocation(study_id=study_row.id, annotator_id=annotator.id, revoked_at=now))
+        in_progress = expire_active_of(session, annotator.id, study_id=study_row.id)
+        removed = _remove_work(session, study_row.id, annotator.id, now)
+        kept_for = _other_studies(session, study_row.id, annotator.id)
+        name_removed = False
+        if not kept_for and annotator.pseudonym != pseudonyms[1]:
+            annotator.display_name, annotator.pseudonym = None, pseudonyms[1]
+            annotator.revoked_at = annotator.revoked_at or now
+            name_removed = True
+        withdrawal = Withdrawal(annotator.id, False, *removed, in_progress, name_removed, tuple(kept_for))
+        if withdrawn_before and not (any(removed) or in_progress or name_removed):
+            return withdrawal._replace(already=True)
+        add_entry(session, study_row.id, WITHDRAWAL, annotator_id=annotator.id, at=now, detail={
+            "ratings_removed": withdrawal.ratings_removed, "choices_removed": withdrawal.choices_removed,
+            "comments_removed": withdrawal.comments_removed, "assignments_reopened": withdrawal.reopened,
+            "in_progress_expired": in_progress, "name_removed": name_removed, "name_kept_for": list(kept_for)})
+        return withdrawal
+
+
+def _remove_work(session: Session, study_id: int, annotator_id: int, now: datetime) -> tuple[int, int, int, int]:
+    """Delete her ratings, choices and comments in the study; expire her submitted assignments and put a copy of
+    each not yet replaced back in the pool. Returns (ratings, choices, comments, assignments reopened)."""
+    hers = select(Assignment.id).where(Assignment.study_id == study_id, Assignment.annotator_id == annotator_id)
+    ratings = _count(session.execute(delete(Rating).where(Rating.annotator_id == annotator_id,
+                                                          Rating.assignment_id.in_(hers))))
+    choices = _count(session.execute(delete(Choice).where(Choice.annotator_id == annotator_id,
+                                                          Choice.assignment_id.in_(hers))))
+    comments = _count(session.execute(update(Assignment).where(Assignment.id.in_(hers), Assignment.comment.is_not(None))
+                                      .values(comment=None).execution_options(synchronize_session=False)))
+    submitted = session.scalars(select(Assignment.id).where(Assignment.id.in_(hers),
+                                                            Assignment.status == "submitted")).all()
+    replaced = set(session.scalars(select(Assignment.replaces_id).where(Assignment.replaces_id.in_(submitted))))
+    reopen = [assignment_id for assignment_id in submitted if assignment_id not in replaced]
+    if submitted:
+        session.execute(update(Assignment).where(Assignment.id.in_(submitted)).values(status="expired")
+                        .execution_options(synchronize_session=False))
+    _copy_to_pool(session, reopen, now)
+    return ratings, choices, comments, len(reopen)
+
+
+def _count(result: Any) -> int:
+    """The rows a DELETE or UPDATE touched."""
+    return cast("CursorResult[Any]", result).rowcount
+
+
+_COPY = aliased(Assignment, name="copy")
+
+
+def _copy_to_pool(session: Session, assignment_ids: list[int], now: datetime) -> None:
+    """An open copy of each assignment, with the same items (or pairs, on the same sides), pointing at it by
+    `replaces_id`, as the hand-out's expiry makes them: three INSERT ... SELECTs however many there are."""
+    if not assignment_ids:
+        return
+    session.execute(insert(Assignment).from_select(
+        ["study_id", "status", "created_at", "round", "design_index", "replaces_id", "late"],
+        select(Assignment.study_id, literal("open", String), literal(now, DateTime(timezone=True)), Assignment.round,
+               Assignment.design_index, Assignment.id, false()).where(Assignment.id.in_(assignment_ids))))
+    session.execute(insert(AssignmentItem).from_select(
+        ["assignment_id", "item_id", "position"],
+        select(_COPY.id, AssignmentItem.item_id, AssignmentItem.position)
+        .join(AssignmentItem, AssignmentItem.assignment_id == _COPY.replaces_id)
+        .where(_COPY.replaces_id.in_(assignment_ids))))
+    session.execute(insert(AssignmentPair).from_select(
+        ["assignment_id", "pair_item_id", "position", "shown_left"],
+        select(_COPY.id, AssignmentPair.pair_item_id, AssignmentPair.position, AssignmentPair.shown_left)
+        .join(AssignmentPair, AssignmentPair.assignment_id == _COPY.replaces_id)
+        .where(_COPY.replaces_id.in_(assignment_ids))))
+
+
+def _other_studies(session: Session, study_id: int, annotator_id: int) -> list[str]:
+    """The studies other than this one where she was handed work and has not been withdrawn, by name."""
+    withdrawn = select(StudyLogEntry.study_id).where(StudyLogEntry.annotator_id == annotator_id,
+                                                     StudyLogEntry.event == WITHDRAWAL)
+    return list(session.scalars(
+        select(Study.name).distinct().join(Assignment, Assignment.study_id == Study.id)
+        .where(Assignment.annotator_id == annotator_id, Study.id != study_id,
+               Study.id.not_in(withdrawn)).order_by(Study.name)))
