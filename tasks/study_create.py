@@ -7,12 +7,15 @@ study with the seed, count and systems of a Likert one judges the same contexts.
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from server.backend.registry import DEFAULT_CONFIG, load_config
+from server.datasets.sample import ED_DATASET
 from server.errors import BadInput
 from server.store.engine import unit_of_work
 from server.store.models import (
@@ -36,6 +39,84 @@ from tasks.pairwise_design import plan_pairwise
 
 class StudySetupError(BadInput):
     """The store does not hold what the study file asks for; the message says what to run."""
+
+
+def import_command(dataset: str, split: str) -> str:
+    """The `empeval data ...` command that puts `dataset`'s `split` contexts into the store: the bundled sample
+    holds ED's train and test splits; ED's valid split comes from the full data; any other dataset is the
+    researcher's own (JSONL)."""
+    if dataset != ED_DATASET:
+        return f"`empeval data import-jsonl PATH --dataset {dataset}`"
+    if split in ("train", "test"):
+        return "`empeval data import-sample` (the bundled sample) or `empeval data import-ed PATH` (the full data)"
+    return f"`empeval data import-ed PATH --split {split}` or `empeval data fetch-ed`"
+
+
+def how_to_get_responses(systems: list[str] | tuple[str, ...], split: str) -> str:
+    """What to run so that `systems` have responses on `split`: `empeval generate` for the systems the built-in
+    model registry (server/backend/systems.toml) knows; for the others, how to register them first, since
+    `empeval generate` refuses a name it does not know."""
+    known = {spec.name for spec in load_config(DEFAULT_CONFIG)}
+    registered = [name for name in systems if name in known]
+    unknown = [name for name in systems if name not in known]
+    steps = []
+    if registered:
+        steps.append(f"run `empeval generate --systems {','.join(registered)} --split {split}`")
+    if unknown:
+        names = ", ".join(repr(name) for name in unknown)
+        steps.append(
+            f"{names} {'is' if len(unknown) == 1 else 'are'} not in the model registry ({DEFAULT_CONFIG.name}: "
+            f"{', '.join(sorted(known))}), so `empeval generate` cannot answer for "
+            f"{'it' if len(unknown) == 1 else 'them'}: correct the name in the study file, or register the system "
+            f"in a systems config of your own (`[systems.{unknown[0]}]` with kind = \"http\" and the URL of your "
+            f"model, see server/backend/http_model.py) and run `empeval generate --config YOUR_SYSTEMS.toml "
+            f"--systems {','.join(unknown)} --split {split}`")
+    return "; ".join(steps)
+
+
+def check_controls_fit(*, items_per_assignment: int, control_rate: float, controls: list[str] | tuple[str, ...]
+                       ) -> None:
+    """Refuse a design whose control slots round to zero: with controls listed and control_rate above 0, an
+    assignment of `items_per_assignment` items holds round(items_per_assignment x control_rate) controls
+    (tasks.design.controls_per_assignment), and below one half that is none at all, so the controls would
+    silently never be shown."""
+    if not controls or control_rate <= 0 or controls_per_assignment(items_per_assignment, control_rate) > 0:
+        return
+    # round() halves to even: 0.5 control slots are none, so the product must exceed one half.
+    least_items = math.floor(0.5 / control_rate) + 1
+    raise StudySetupError(
+        f"design.control_rate {control_rate:g} x design.items_per_assignment {items_per_assignment} = "
+        f"{control_rate * items_per_assignment:g} control slots per assignment, which rounds to 0: the controls "
+        f"({', '.join(controls)}) would never be shown. Raise control_rate above {0.5 / items_per_assignment:.3g} "
+        f"or items_per_assignment to at least {least_items}, or set control_rate = 0 and remove systems.controls "
+        "to run without controls")
+
+
+def planned_assignments(*, contexts: int, items_per_context: int, repeats: int, items_per_assignment: int,
+                        control_rate: float = 0.0, controls: bool = False) -> int:
+    """How many assignments `create_study` plans for a design, control slots counted: per round (one of
+    `repeats`: ratings per response, or judgments per pair), the contexts are cut into ceil(contexts / real
+    slots) blocks, where real slots = items_per_assignment minus the assignment's control slots, and each
+    block gives one assignment per system (a Likert study) or pair of systems (a pairwise one), its
+    `items_per_context` (tasks.design.plan_assignments).
+
+    >>> planned_assignments(contexts=10, items_per_context=3, repeats=2, items_per_assignment=5)
+    12
+    >>> planned_assignments(contexts=10, items_per_context=3, repeats=2, items_per_assignment=5, control_rate=0.2,
+    ...                     controls=True)
+    18
+    >>> planned_assignments(contexts=100, items_per_context=2, repeats=3, items_per_assignment=10, control_rate=0.1,
+    ...                     controls=True)
+    72
+    """
+    n_controls = controls_per_assignment(items_per_assignment, control_rate) if controls else 0
+    real_slots = items_per_assignment - n_controls
+    if real_slots < 1:
+        raise StudySetupError(f"design.control_rate {control_rate:g} leaves no room for real items in an "
+                              f"assignment of {items_per_assignment}")
+    if contexts < 1:
+        return 0
+    return repeats * items_per_context * math.ceil(contexts / real_slots)
 
 
 @dataclass
@@ -79,6 +160,8 @@ def _context_key(conv_id: str, n_turns: int) -> str:
 
 def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
     """Write `spec` as a study with its items and planned assignments; see StudySetupError for what can fail."""
+    check_controls_fit(items_per_assignment=spec.design.items_per_assignment, control_rate=spec.design.control_rate,
+                       controls=spec.controls)
     with unit_of_work(engine) as session:
         if session.scalar(select(Study.id).where(Study.name == spec.name)) is not None:
             raise StudySetupError(f"a study named {spec.name!r} exists already; choose another name")
@@ -87,8 +170,8 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                                   "first (`empeval study create FILE`), or correct the name")
         dataset = session.scalar(select(Dataset).where(Dataset.name == spec.contexts.dataset))
         if dataset is None:
-            raise StudySetupError(f"no dataset {spec.contexts.dataset!r} in the store: import it first "
-                                  f"(empeval data import-ed PATH, or empeval data import-sample)")
+            raise StudySetupError(f"no dataset {spec.contexts.dataset!r} in the store: import it first with "
+                                  f"{import_command(spec.contexts.dataset, spec.contexts.split)}")
         systems: dict[str, System] = {}
         for name in (*spec.systems, *spec.controls):
             system = _latest_system(session, name)
@@ -97,8 +180,8 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                 if spec.pairwise is not None:
                     pair = next((p for p in spec.pairwise.pairs if name in (p.first, p.second)), None)
                     where = f" (compared in the pair {pair.first} vs {pair.second})" if pair else ""
-                raise StudySetupError(f"system {name!r}{where} has no responses yet: run "
-                                      f"`empeval generate --systems {name} --split {spec.contexts.split}`")
+                raise StudySetupError(f"system {name!r}{where} has no responses yet: "
+                                      f"{how_to_get_responses([name], spec.contexts.split)}")
             systems[name] = system
 
         query = (select(Context.id, Dialogue.conv_id, Context.n_turns)
@@ -127,14 +210,14 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
             unanswered = [key for key in spec.contexts.ids if key not in complete]
             if unanswered:
                 raise StudySetupError(f"context {unanswered[0]!r} lacks a response from some of the systems: "
-                                      f"run `empeval generate --systems {','.join(spec.systems)}` for it")
+                                      f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
             chosen = list(spec.contexts.ids)
         else:
             if len(complete) < spec.contexts.count:
                 raise StudySetupError(
                     f"contexts.count is {spec.contexts.count} but only {len(complete)} {spec.contexts.split} "
-                    f"contexts have responses from all of {', '.join(spec.systems)}: run `empeval generate "
-                    f"--systems {','.join(spec.systems)} --split {spec.contexts.split}` or lower the count")
+                    f"contexts have responses from all of {', '.join(spec.systems)}: lower the count, or "
+                    f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
             chosen = random.Random(spec.seed).sample(sorted(complete), spec.contexts.count)
         chosen_ids = {complete[key] for key in chosen}
         if spec.is_pairwise:
@@ -148,8 +231,8 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
             covered = {c.system for c in controls}
             lacking = [name for name in spec.controls if name not in covered]
             if lacking:
-                raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: run "
-                                      f"`empeval generate --systems {lacking[0]} --split {spec.contexts.split}`")
+                raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: "
+                                      f"{how_to_get_responses([lacking[0]], spec.contexts.split)}")
 
         plan = plan_assignments(items, controls, ratings_per_response=spec.design.ratings_per_response,
                                 items_per_assignment=spec.design.items_per_assignment,
@@ -198,8 +281,8 @@ def _write_pairwise(session: Session, spec: StudyConfig, systems: dict[str, Syst
     if spec.controls and controls_per_assignment(spec.design.items_per_assignment, spec.design.control_rate):
         lacking = [name for name in spec.controls if not control_contexts[name]]
         if lacking:
-            raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: run "
-                                  f"`empeval generate --systems {lacking[0]} --split {spec.contexts.split}`")
+            raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: "
+                                  f"{how_to_get_responses([lacking[0]], spec.contexts.split)}")
     plan = plan_pairwise(context_ids, [(pair.first, pair.second) for pair in setup.pairs],
                          judgments_per_pair=setup.judgments_per_pair,
                          items_per_assignment=spec.design.items_per_assignment,

@@ -28,8 +28,12 @@ import yaml
 from server.backend.base import ResponseModel
 from server.backend.resources import BackendResources
 from server.errors import BadInput
+from server.store.models import System
 
 DEFAULT_CONFIG = Path(__file__).with_name("systems.toml")
+# The longest system name the store keeps (the `system.name` column); a longer one would fail at the first
+# response `empeval generate` stores, after the model had done its work.
+MAX_NAME_LENGTH: int = System.__table__.c.name.type.length  # type: ignore[attr-defined]
 
 # kind -> "module:class"; imported when first built, so listing systems never loads torch.
 KINDS: dict[str, str] = {
@@ -91,6 +95,7 @@ def load_config(path: Path | str | None = None) -> list[SystemSpec]:
         raise ConfigError(f"{path}: expected a `systems` table with one entry per system")
     specs = []
     for name, table in systems.items():
+        check_system_name(str(name), path)
         if not isinstance(table, dict) or "kind" not in table:
             raise ConfigError(f"{path}: system {name!r} needs a `kind` (one of {', '.join(KINDS)})")
         parameters = {k: v for k, v in table.items() if k != "kind"}
@@ -99,6 +104,15 @@ def load_config(path: Path | str | None = None) -> list[SystemSpec]:
                               f"expected one of {', '.join(KINDS)}")
         specs.append(SystemSpec(str(name), table["kind"], parameters))
     return specs
+
+
+def check_system_name(name: str, path: Path) -> None:
+    """Refuse a system name the store cannot keep: empty, or longer than the `system.name` column."""
+    if not name.strip():
+        raise ConfigError(f"{path}: a system has an empty name; name it in its table header, e.g. [systems.my-model]")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(f"{path}: system name {name[:40]!r}... is {len(name)} characters long; the store keeps "
+                          f"names of at most {MAX_NAME_LENGTH}: shorten it in its table header [systems.NAME]")
 
 
 class Registry:

@@ -148,7 +148,8 @@ def test_a_pair_naming_a_system_without_responses_is_refused_with_the_command_th
         create_study(sqlite_engine, spec)
     message = str(caught.value)
     assert "'sys-c' (compared in the pair sys-c vs sys-a) has no responses" in message
-    assert "`empeval generate --systems sys-c --split test`" in message
+    # sys-c is not in the model registry: `empeval generate --systems sys-c` would fail, so how to register it
+    assert "`empeval generate --config YOUR_SYSTEMS.toml --systems sys-c --split test`" in message
 
 
 def test_the_same_seed_count_and_systems_judge_the_contexts_of_the_likert_study(sqlite_engine):
