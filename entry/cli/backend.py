@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from sqlalchemy import Engine, func, select
 
 from entry.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
 from server.backend.contexts import ED_DATASET, load_contexts
@@ -11,6 +12,8 @@ from server.backend.registry import ConfigError, Registry, load_config
 from server.backend.resources import BackendResources, default_cache_dir
 from server.progress import progress_bar
 from server.store.engine import unit_of_work
+from server.store.models import Context, Dataset, Dialogue
+from tasks.study_create import import_command
 
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
                              default=None, help="Systems config (TOML or YAML); default: the built-in systems.toml.")
@@ -31,6 +34,27 @@ def chosen_systems(registry: Registry, systems: str) -> list[str]:
     if unknown:
         fail(f"unknown system(s) {', '.join(unknown)}; configured: {', '.join(registry.names)}", EXIT_BAD_INPUT)
     return names
+
+
+def require_contexts(engine: Engine, dataset: str, split: str) -> None:
+    """Exit 2 with the `empeval data ...` command to run when the store holds no `split` context of `dataset`
+    (there is nothing to answer: without this, generate would report "0 of 0 contexts" and succeed)."""
+    with unit_of_work(engine) as session:
+        by_split = dict(session.execute(
+            select(Dialogue.split, func.count(Context.id)).join(Context, Context.dialogue_id == Dialogue.id)
+            .join(Dataset, Dataset.id == Dialogue.dataset_id).where(Dataset.name == dataset)
+            .group_by(Dialogue.split)).all())
+        datasets = list(session.scalars(select(Dataset.name).order_by(Dataset.name)))
+    if by_split.get(split):
+        return
+    if dataset not in datasets:
+        held = f"it holds {', '.join(datasets)}" if datasets else "it holds no dialogues at all"
+        where = f"the store has no dataset {dataset!r} ({held})"
+    else:
+        held = ", ".join(f"{name}: {n:,}" for name, n in sorted(by_split.items()))
+        where = f"dataset {dataset!r} has no {split} contexts (contexts per split: {held or 'none'})"
+    fail(f"nothing to answer: {where}. Import them first with {import_command(dataset, split)}, then run "
+         "`empeval generate` again" + (", or choose another --split" if by_split else ""), EXIT_BAD_INPUT)
 
 
 @click.command()
@@ -54,8 +78,10 @@ def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch
     from server.backend.generate import generate_responses
 
     registry = make_registry(obj, config_path, dataset, cache_dir)
+    names = chosen_systems(registry, systems)
+    require_contexts(obj.engine(), dataset, split)
     upstream_failed = False
-    for name in chosen_systems(registry, systems):
+    for name in names:
         try:
             model = registry.get(name)
             if hasattr(model, "prepare"):
