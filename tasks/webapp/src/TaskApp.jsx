@@ -2,9 +2,11 @@
 // (onSubmit). The assignment's kind picks the page: "pairwise" (two responses, one choice per criterion) or, by
 // default, the Likert page below (one response rated on the scale). Every text from models or people is rendered
 // as React text, never as HTML.
-import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { useCallback } from "react";
+import { useItemView } from "./itemView.js";
 import PairwiseTask from "./PairwiseTask.jsx";
-import { Consent, Progress, Review, Submitted, Turn } from "./shared.jsx";
+import { Consent, Declined, ItemHeading, Progress, Review, Submitted, TaskHeader, Turn } from "./shared.jsx";
+import { useTask } from "./useTask.js";
 
 const EXAMPLE = {
   context: [
@@ -16,10 +18,10 @@ const EXAMPLE = {
 
 function Conversation({ context, response }) {
   return (
-    <div className="card conversation" aria-label="conversation">
+    <section className="card conversation" aria-label="Conversation">
       {context.map((turn, i) => <Turn key={i} role={turn.role} text={turn.text} />)}
-      <Turn role="listener" extraClass="response" label="Response to rate" text={response} />
-    </div>
+      <Turn role="listener" extraClass="response" label="Response to rate" text={response} reply />
+    </section>
   );
 }
 
@@ -28,10 +30,12 @@ function Question({ criterion, scale, value, focused, onChoose, onFocus, index }
   for (let p = scale.min; p <= scale.max; p++) points.push(p);
   return (
     <fieldset className={`question${focused ? " focused" : ""}`} data-criterion={criterion.key}
-              data-focused={focused ? "true" : "false"} onClick={onFocus}>
+              data-focused={focused ? "true" : "false"} aria-current={focused ? "true" : undefined}
+              onClick={onFocus}>
       <legend>{index + 1}. {criterion.label}</legend>
-      <div>{criterion.question}</div>
-      <div className="scale" role="radiogroup" aria-label={criterion.label}>
+      <div id={`question-${index}`}>{criterion.question}</div>
+      <div className="scale" role="radiogroup" aria-label={criterion.label}
+           aria-describedby={`question-${index}`}>
         {points.map((p, i) => (
           <label key={p} className={value === p ? "chosen" : ""}>
             <input type="radio" name={criterion.key} value={p} checked={value === p}
@@ -70,112 +74,61 @@ function Instructions({ criteria, scale, onStart }) {
   );
 }
 
-export default function TaskApp({ assignment, onSubmit, onDone }) {
-  if (assignment.kind === "pairwise") return <PairwiseTask assignment={assignment} onSubmit={onSubmit} onDone={onDone} />;
-  return <LikertTask assignment={assignment} onSubmit={onSubmit} onDone={onDone} />;
+export default function TaskApp({ assignment, onSubmit, onDone, rater = null, submissionId = null }) {
+  const Page = assignment.kind === "pairwise" ? PairwiseTask : LikertTask;
+  return <Page assignment={assignment} onSubmit={onSubmit} onDone={onDone} rater={rater} submissionId={submissionId} />;
 }
 
-function LikertTask({ assignment, onSubmit, onDone }) {
+function LikertTask({ assignment, onSubmit, onDone, rater, submissionId }) {
   const { items, criteria, scale, study } = assignment;
-  const [phase, setPhase] = useState("consent");
-  const [index, setIndex] = useState(0);
-  const [focus, setFocus] = useState(0);
-  const [answers, setAnswers] = useState(() => items.map(() => ({})));
-  const [comment, setComment] = useState("");
-  const [status, setStatus] = useState({ state: "idle" });
-  const seconds = useRef(items.map(() => 0));
-  const shownAt = useRef(null);
-
-  // Time on each item: accumulated while it is on screen (going back and forth adds up).
-  useEffect(() => {
-    if (phase !== "rating") return undefined;
-    shownAt.current = performance.now();
-    const current = index;
-    return () => { seconds.current[current] += (performance.now() - shownAt.current) / 1000; };
-  }, [phase, index]);
-
-  const itemDone = useCallback((i) => criteria.every((c) => answers[i][c.key] !== undefined), [answers, criteria]);
-  const answered = useMemo(() => items.filter((_, i) => itemDone(i)).length, [items, itemDone]);
-  const allDone = answered === items.length;
-
-  const choose = useCallback((criterionKey, value) => {
-    setAnswers((old) => old.map((a, i) => (i === index ? { ...a, [criterionKey]: value } : a)));
-  }, [index]);
-
-  const goOn = useCallback(() => {
-    if (phase !== "rating") return;
-    const current = criteria[focus];
-    if (answers[index][current.key] === undefined) return;
-    if (focus < criteria.length - 1) { setFocus(focus + 1); return; }
-    if (!itemDone(index)) { setFocus(criteria.findIndex((c) => answers[index][c.key] === undefined)); return; }
-    if (index < items.length - 1) { setIndex(index + 1); setFocus(0); } else { setPhase("review"); }
-  }, [phase, criteria, focus, answers, index, items.length, itemDone]);
-
-  useEffect(() => {
-    function onKey(event) {
-      if (phase !== "rating" || event.target.tagName === "TEXTAREA" || event.altKey || event.ctrlKey || event.metaKey) return;
-      const value = Number(event.key);
-      if (event.key.length === 1 && Number.isInteger(value) && value >= scale.min && value <= scale.max) {
-        event.preventDefault();
-        choose(criteria[focus].key, value);
-      } else if (event.key === "Enter") {
-        event.preventDefault();
-        goOn();
-      }
-    }
-    document.addEventListener("keydown", onKey);
-    return () => document.removeEventListener("keydown", onKey);
-  }, [phase, focus, criteria, scale, choose, goOn]);
-
-  async function submit() {
-    if (!allDone || status.state === "sending") return;
-    setStatus({ state: "sending" });
-    const ratings = items.map((item, i) => ({
-      item_id: item.item_id, scores: answers[i], seconds: Math.round(seconds.current[i] * 10) / 10,
-    }));
-    try {
-      const receipt = await onSubmit({ ratings, comment: comment.trim() || undefined });
-      setStatus({ state: "sent", receipt });
-      setPhase("submitted");
-    } catch (error) {
-      setStatus({ state: "failed", message: String(error.message || error) });
-    }
-  }
+  const isAnswer = useCallback((v) => Number.isInteger(v) && v >= scale.min && v <= scale.max, [scale]);
+  const answerForKey = useCallback((key) => {
+    const value = Number(key);
+    return key.length === 1 && isAnswer(value) ? value : undefined;
+  }, [isAnswer]);
+  const toBody = useCallback((answers, seconds) => ({
+    ratings: items.map((item, i) => ({ item_id: item.item_id, scores: answers[i], seconds: seconds[i] })),
+  }), [items]);
+  const task = useTask({ assignment, rater, submissionId, isAnswer, answerForKey, toBody, onSubmit });
+  const { phase, index, focus, answers } = task;
+  useItemView(phase, index, focus);
 
   return (
     <main>
-      <h1>{study && study.title ? study.title : "Rate responses in conversations"}</h1>
-      {study && study.instructions ? <p className="hint">{study.instructions}</p> : null}
-      {phase === "consent" && <Consent onAccept={() => setPhase("instructions")} />}
-      {phase === "instructions" && <Instructions criteria={criteria} scale={scale} onStart={() => setPhase("rating")} />}
+      <TaskHeader study={study} fallbackTitle="Rate responses in conversations" preview={task.preview}
+                  onReopen={phase === "rating" || phase === "review" ? task.reopen : null} />
+      {phase === "consent" && <Consent onAccept={task.acceptConsent} onDecline={task.declineConsent} />}
+      {phase === "declined" && <Declined />}
+      {phase === "instructions" && <Instructions criteria={criteria} scale={scale} onStart={task.start} />}
       {(phase === "rating" || phase === "review") && (
-        <Progress done={answered} total={items.length} noun="responses rated" />
+        <Progress done={task.answered} total={items.length} noun="responses rated" />
       )}
       {phase === "rating" && (
-        <section id="item" data-item-id={items[index].item_id} data-position={items[index].position}>
-          <div className="hint">Response {index + 1} of {items.length}</div>
+        <section id="item" data-item-id={items[index].item_id} data-position={items[index].position}
+                 aria-labelledby="item-heading">
+          <ItemHeading>Response {index + 1} of {items.length}</ItemHeading>
           <Conversation context={items[index].context} response={items[index].response} />
           <div className="card">
             {criteria.map((c, q) => (
               <Question key={c.key} index={q} criterion={c} scale={scale} value={answers[index][c.key]}
-                        focused={q === focus} onFocus={() => setFocus(q)} onChoose={(v) => { setFocus(q); choose(c.key, v); }} />
+                        focused={q === focus} onFocus={() => task.setFocus(q)}
+                        onChoose={(v) => { task.setFocus(q); task.choose(c.key, v); }} />
             ))}
           </div>
           <div className="nav">
-            <button className="secondary" disabled={index === 0} onClick={() => { setIndex(index - 1); setFocus(0); }}>Back</button>
-            <button id="next" disabled={!itemDone(index)}
-                    onClick={() => { if (index < items.length - 1) { setIndex(index + 1); setFocus(0); } else setPhase("review"); }}>
+            <button className="secondary" disabled={index === 0} onClick={() => task.goTo(index - 1)}>Back</button>
+            <button id="next" disabled={!task.itemDone(index)} onClick={task.next}>
               {index < items.length - 1 ? "Next" : "Review"}
             </button>
           </div>
         </section>
       )}
       {phase === "review" && (
-        <Review complete={allDone} completeText="Every response is rated." incompleteText="Some responses still need a rating."
-                comment={comment} onComment={setComment} status={status} onSubmit={submit}
-                onBack={() => { setPhase("rating"); setIndex(items.length - 1); }} />
+        <Review complete={task.allDone} completeText="Every response is rated."
+                incompleteText="Some responses still need a rating." comment={task.comment}
+                onComment={task.setComment} status={task.status} onSubmit={task.submit} onBack={task.backFromReview} />
       )}
-      {phase === "submitted" && <Submitted what="ratings" onDone={onDone} />}
+      {phase === "submitted" && <Submitted what="ratings" onDone={onDone} receipt={task.status.receipt} />}
     </main>
   );
 }

@@ -4,7 +4,10 @@
 // shared screenshot; from then on the cookie authenticates every call, and every call carries the
 // X-Requested-With header the server asks of cookie-authenticated requests (CSRF protection).
 // Assignments come from, and ratings go to, empeval's JSON API. A submission id is kept per assignment in
-// sessionStorage, so a retry after a network failure is recognised by the server as the same submission.
+// localStorage, so a retry after a network failure is recognised by the server as the same submission, and the
+// draft saved under it (drafts.js) is found again after a reload or a closed tab. The rater is known to the page
+// by a digest of her invite token (the cookie itself is out of the page's reach): it keys "she has read the
+// consent and instructions of this study".
 import { useCallback, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import TaskApp from "./TaskApp.jsx";
@@ -25,42 +28,112 @@ function tokenInAddress() {
   return decoded(pathname.split("/annotate/")[1] || "");
 }
 
-async function startSession() {
-  const token = tokenInAddress();
-  if (!token) return; // a reload after the exchange: the cookie is set
-  const response = await fetch("/api/annotate/session", {
-    method: "POST",
-    credentials: "same-origin",
-    headers: { ...CSRF, Authorization: `Bearer ${token}` },
-  });
-  // Answered, well or not: the token leaves the address bar (after a network failure it stays, for a reload).
-  window.history.replaceState(null, "", "/annotate");
-  if (!response.ok) {
-    const body = await response.json().catch(() => ({}));
-    throw new Error(body.message || `HTTP ${response.status}`);
+const RATER_KEY = "empeval-rater";
+
+function stored(key) {
+  try {
+    return window.localStorage.getItem(key);
+  } catch (error) {
+    return null;
   }
 }
 
-async function api(path, options = {}) {
-  const response = await fetch(path, {
-    ...options, credentials: "same-origin", headers: { ...CSRF, ...(options.headers || {}) },
-  });
+function store(key, value) {
+  try {
+    if (value === null) window.localStorage.removeItem(key); else window.localStorage.setItem(key, value);
+  } catch (error) {
+    // storage disabled: no draft, consent shown again
+  }
+}
+
+function randomId() {
+  return window.crypto && window.crypto.randomUUID ? window.crypto.randomUUID()
+    : `${Date.now()}-${Math.random().toString(16).slice(2)}`;
+}
+
+/** A SHA-256 digest of the invite token (the token itself never goes into storage); a random id where the page
+ * has no WebCrypto (plain http to another host), which then stands for this browser's session. */
+async function raterDigest(token) {
+  if (!(window.crypto && window.crypto.subtle)) return randomId();
+  const digest = await window.crypto.subtle.digest("SHA-256", new TextEncoder().encode(token));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
+}
+
+// An error from the server, with its HTTP status (0: the server could not be reached).
+class ApiError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function call(path, options) {
+  let response;
+  try {
+    response = await fetch(path, { ...options, credentials: "same-origin" });
+  } catch (error) {
+    throw new ApiError("the server could not be reached", 0);
+  }
   const body = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(body.message || `HTTP ${response.status}`);
+  if (!response.ok) throw new ApiError(body.message || `HTTP ${response.status}`, response.status);
   return body;
+}
+
+async function startSession() {
+  const token = tokenInAddress();
+  if (!token) return; // a reload after the exchange: the cookie is set
+  try {
+    await call("/api/annotate/session", { method: "POST", headers: { ...CSRF, Authorization: `Bearer ${token}` } });
+  } catch (error) {
+    // Answered, even with a refusal: the token leaves the address bar (after a network failure it stays, for a
+    // reload).
+    if (error.status !== 0) window.history.replaceState(null, "", "/annotate");
+    throw error;
+  }
+  window.history.replaceState(null, "", "/annotate");
+  store(RATER_KEY, await raterDigest(token));
+}
+
+function api(path, options = {}) {
+  return call(path, { ...options, headers: { ...CSRF, ...(options.headers || {}) } });
 }
 
 const session = startSession();
 
+function submissionKey(assignmentId) {
+  return `empeval-submission-${assignmentId}`;
+}
+
 function submissionIdFor(assignmentId) {
-  const key = `empeval-submission-${assignmentId}`;
-  let id = window.sessionStorage.getItem(key);
+  let id = stored(submissionKey(assignmentId));
   if (!id) {
-    id = window.crypto && window.crypto.randomUUID ? window.crypto.randomUUID()
-      : `${Date.now()}-${Math.random().toString(16).slice(2)}`;
-    window.sessionStorage.setItem(key, id);
+    id = randomId();
+    store(submissionKey(assignmentId), id);
   }
   return id;
+}
+
+// What a rater reads when the page cannot go on: what happened and what to do about it.
+function LoadError({ error }) {
+  let title = "Your task could not be loaded";
+  let advice = "Reload the page to try again. If it keeps happening, tell the researcher who sent you the link.";
+  if (error.status === 401 || error.status === 403) {
+    title = "This link is not valid or has expired";
+    advice = "Ask the researcher who sent it for a new one.";
+  } else if (error.status === 429) {
+    title = "Too many attempts from this network";
+    advice = "Wait a few minutes, then open your link again.";
+  } else if (error.status === 0) {
+    title = "The server could not be reached";
+    advice = "Check your connection, then reload the page.";
+  }
+  return (
+    <main id="load-error" data-status={error.status}>
+      <h1>{title}</h1>
+      <p className="error-advice">{advice}</p>
+      <p className="hint">Details: {error.message}</p>
+    </main>
+  );
 }
 
 function LocalHost() {
@@ -69,20 +142,28 @@ function LocalHost() {
     setState({ loading: true });
     session.then(() => api("/api/annotate/next"))
       .then((body) => setState({ assignment: body.assignment, message: body.message }))
-      .catch((error) => setState({ error: error.message }));
+      .catch((error) => setState({ error }));
   }, []);
   useEffect(load, [load]);
 
-  if (state.loading) return <main><p>Loading...</p></main>;
-  if (state.error) return <main><p className="error" id="load-error">{state.error}</p></main>;
-  if (!state.assignment) return <main><p id="no-work">{state.message}</p></main>;
+  if (state.loading) return <main><h1>Rate responses in conversations</h1><p>Loading...</p></main>;
+  if (state.error) return <LoadError error={state.error} />;
+  if (!state.assignment) {
+    return <main><h1>Rate responses in conversations</h1><p id="no-work">{state.message}</p></main>;
+  }
   const assignment = state.assignment;
-  const onSubmit = (payload) => api(`/api/assignments/${assignment.assignment_id}/submit`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ submission_id: submissionIdFor(assignment.assignment_id), ...payload }),
-  });
-  return <TaskApp key={assignment.assignment_id} assignment={assignment} onSubmit={onSubmit} onDone={load} />;
+  const submissionId = assignment.preview === true ? null : submissionIdFor(assignment.assignment_id);
+  const onSubmit = async (payload) => {
+    const receipt = await api(`/api/assignments/${assignment.assignment_id}/submit`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ submission_id: submissionId, ...payload }),
+    });
+    store(submissionKey(assignment.assignment_id), null);
+    return receipt;
+  };
+  return <TaskApp key={assignment.assignment_id} assignment={assignment} onSubmit={onSubmit} onDone={load}
+                  rater={stored(RATER_KEY)} submissionId={submissionId} />;
 }
 
 createRoot(document.getElementById("root")).render(<LocalHost />);

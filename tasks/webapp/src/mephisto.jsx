@@ -44,12 +44,27 @@ function Onboarding({ data, onSubmit }) {
   );
 }
 
+// Mephisto blocks a worker with a reason code and a stock sentence; "null_agent_id" is what a worker who failed
+// the qualification test (or was refused a unit) meets, so she is told what happened and what to do.
+function Blocked({ reason, explanation }) {
+  const failedOnboarding = reason === "null_agent_id";
+  return (
+    <main id="blocked" data-reason={reason}>
+      <h1>{failedOnboarding ? "This task is not available to you" : "This task cannot be shown"}</h1>
+      {failedOnboarding ? (
+        <p className="error-advice">Your answers to the short qualification test did not match what the task needs,
+          or there is no work left for you. Please return the task so that it goes to someone else; thank you for
+          your time.</p>
+      ) : null}
+      <p className={failedOnboarding ? "hint" : "error"}>{explanation || reason}</p>
+    </main>
+  );
+}
+
 function MephistoHost() {
   const { isLoading, isPreview, isOnboarding, initialTaskData, blockedReason, blockedExplanation, agentId,
-          handleSubmit, taskConfig } = useMephistoTask();
-  if (blockedReason) {
-    return <main><p className="error" id="blocked" data-reason={blockedReason}>{blockedExplanation || blockedReason}</p></main>;
-  }
+          mephistoWorkerId, handleSubmit, taskConfig } = useMephistoTask();
+  if (blockedReason) return <Blocked reason={blockedReason} explanation={blockedExplanation} />;
   if (isPreview) {
     // The job's own title and description (the runner passes them as task_config): a pairwise job asks for A/B
     // choices, not ratings. The fixed text is for a runner that passes none.
@@ -63,7 +78,7 @@ function MephistoHost() {
   const assignment = initialTaskData.payload;
   // postCompleteTask returns a promise, so the page says "saved" only once Mephisto has the ratings.
   const onSubmit = (ratings) => postCompleteTask(agentId, ratings);
-  return <TaskApp assignment={assignment} onSubmit={onSubmit} />;
+  return <TaskApp assignment={assignment} onSubmit={onSubmit} rater={mephistoWorkerId} submissionId={agentId} />;
 }
 
 createRoot(document.getElementById("app")).render(<MephistoHost />);

@@ -1,61 +1,95 @@
-// Parts both task pages use (Likert and pairwise): a conversation turn, the consent step, the progress bar, the
-// review-and-submit step and the thank-you. Every text from models or people is rendered as React text, never as
-// HTML.
-import { useState } from "react";
+// Parts both task pages use (Likert and pairwise): the page's header (title, preview banner, the link back to the
+// instructions), a conversation turn, the consent step, the progress bar, the review-and-submit step and the end
+// page. Every text from models or people is rendered as React text, never as HTML.
+import { useEffect } from "react";
 
-export function Turn({ role, text, extraClass = "", label }) {
+export function TaskHeader({ study, fallbackTitle, preview, onReopen }) {
   return (
-    <div className={`turn ${role} ${extraClass}`} data-role={role}>
+    <>
+      <h1>{study && study.title ? study.title : fallbackTitle}</h1>
+      {preview && (
+        <p className="preview-banner" id="preview-banner" role="status">
+          Preview: nothing you do here is recorded
+        </p>
+      )}
+      {study && study.instructions ? <p className="hint">{study.instructions}</p> : null}
+      {onReopen && (
+        <button type="button" className="link" id="reopen-instructions" onClick={onReopen}>
+          Read the consent and instructions again
+        </button>
+      )}
+    </>
+  );
+}
+
+// `reply` marks the reply to rate: the page scrolls so that it is on screen (itemView.js).
+export function Turn({ role, text, extraClass = "", label, reply = false }) {
+  return (
+    <div className={`turn ${role} ${extraClass}`} data-role={role} data-reply={reply ? "true" : undefined}>
       <span className="who">{label || (role === "speaker" ? "Speaker" : "Listener")}</span>
       {text}
     </div>
   );
 }
 
-export function Consent({ onAccept, task = "rate short replies", answers = "ratings" }) {
-  const [declined, setDeclined] = useState(false);
-  if (declined) {
-    return <div className="card note"><p>No problem: you can close this page. Nothing was recorded.</p></div>;
-  }
+export function Consent({ onAccept, onDecline, task = "rate short replies", answers = "ratings" }) {
   return (
-    <div className="card note" id="consent">
-      <h2>Before you start</h2>
+    <section className="card note" id="consent" aria-labelledby="consent-title">
+      <h2 id="consent-title">Before you start</h2>
       <p><strong>Content note.</strong> The conversations you will read are about personal experiences people
         shared: some are about painful events such as loss, illness, fear or conflict. If you would rather not
         read about such topics, you are free to stop at any time.</p>
       <p>You will {task} written by computer programs or by people. Your {answers} are stored under a
         pseudonym and used only for research on dialogue systems.</p>
       <div className="nav">
-        <button className="secondary" onClick={() => setDeclined(true)}>I would rather not</button>
+        <button className="secondary" id="consent-decline" onClick={onDecline}>I would rather not</button>
         <button id="consent-accept" onClick={onAccept} autoFocus>I agree, continue</button>
       </div>
+    </section>
+  );
+}
+
+export function Declined() {
+  return (
+    <div className="card note" id="declined">
+      <p>No problem: you can close this page. Nothing was recorded.</p>
     </div>
   );
 }
 
+// The text above the bar is a polite live region: a screen reader announces each change without interrupting.
 export function Progress({ done, total, noun }) {
   const progress = Math.round((100 * done) / total);
   return (
     <>
-      <div className="hint" id="progress-text">{done} of {total} {noun}</div>
-      <div className="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={progress}>
+      <div className="hint" id="progress-text" aria-live="polite">{done} of {total} {noun}</div>
+      <div className="progress" role="progressbar" aria-labelledby="progress-text" aria-valuemin={0}
+           aria-valuemax={100} aria-valuenow={progress} aria-valuetext={`${done} of ${total} ${noun}`}>
         <div style={{ width: `${progress}%` }} />
       </div>
     </>
   );
 }
 
+// The heading of the item on screen ("Response 2 of 11"): it takes the keyboard focus when a new item opens.
+export function ItemHeading({ children }) {
+  return <h2 className="item-heading" id="item-heading" tabIndex={-1}>{children}</h2>;
+}
+
 // The last step: an optional comment and Submit. The button is disabled while a submission is on its way, and a
 // failure says why and lets the rater try again (the host adapter resends with the same submission id, which the
-// server recognises, so nothing is stored twice).
+// server recognises, so nothing is stored twice). In a preview Submit sends nothing and says so.
 export function Review({ complete, completeText, incompleteText, comment, onComment, status, onSubmit, onBack }) {
   return (
-    <section className="card" id="review">
-      <h2>Almost done</h2>
+    <section className="card" id="review" aria-labelledby="review-title">
+      <h2 id="review-title">Almost done</h2>
       <p>{complete ? completeText : incompleteText}</p>
       <label htmlFor="comment">Anything you want to tell us? (optional)</label>
       <textarea id="comment" maxLength={2000} value={comment} onChange={(e) => onComment(e.target.value)} />
-      {status.state === "failed" && <p className="error" id="submit-error">Could not submit: {status.message}. Please try again.</p>}
+      {status.state === "failed" && (
+        <p className="error" id="submit-error" role="alert">Could not submit: {status.message}. Please try again.</p>
+      )}
+      {status.state === "preview" && <p className="preview-banner" id="preview-not-submitted" role="status">Preview: not submitted</p>}
       <div className="nav">
         <button className="secondary" onClick={onBack}>Back</button>
         <button id="submit" disabled={!complete || status.state === "sending"} onClick={onSubmit}>
@@ -66,11 +100,48 @@ export function Review({ complete, completeText, incompleteText, comment, onComm
   );
 }
 
-export function Submitted({ what, more = "Rate more", onDone }) {
+/** `url` if it is an http(s) address, else null: a completion link never runs script. */
+function webAddress(url) {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "https:" || parsed.protocol === "http:" ? parsed.href : null;
+  } catch (error) {
+    return null;
+  }
+}
+
+const REDIRECT_SECONDS = 3;
+
+// A submit receipt may carry {"completion": {"code", "url"}} (a Prolific study): the code is shown large, with a
+// link back to the platform, which the page also follows by itself after a few seconds.
+function Completion({ completion }) {
+  const code = typeof completion.code === "string" ? completion.code : "";
+  const url = webAddress(completion.url);
+  useEffect(() => {
+    if (!url) return undefined;
+    const timer = window.setTimeout(() => window.location.assign(url), REDIRECT_SECONDS * 1000);
+    return () => window.clearTimeout(timer);
+  }, [url]);
   return (
-    <section className="card" id="submitted">
-      <h2 className="done">Thank you! Your {what} are saved.</h2>
-      {onDone ? <button id="more" onClick={onDone}>{more}</button> : null}
+    <div id="completion">
+      {code && <p>Your completion code: <strong className="completion-code" id="completion-code">{code}</strong></p>}
+      {url ? (
+        <>
+          <p><a className="button" id="completion-link" href={url}>Return to Prolific</a></p>
+          <p className="hint" role="status">You will be taken back to Prolific in {REDIRECT_SECONDS} seconds.</p>
+        </>
+      ) : <p className="hint">Enter this code where your study asks for it.</p>}
+    </div>
+  );
+}
+
+export function Submitted({ what, more = "Rate more", onDone, receipt }) {
+  const completion = receipt && typeof receipt.completion === "object" && receipt.completion;
+  return (
+    <section className="card" id="submitted" aria-labelledby="submitted-title">
+      <h2 className="done" id="submitted-title">Thank you! Your {what} are saved.</h2>
+      {completion ? <Completion completion={completion} /> : null}
+      {onDone && !completion ? <button id="more" onClick={onDone}>{more}</button> : null}
     </section>
   );
 }
