@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.annotation.handout import ensure_may_work, refuse_unless_may_work, revoked_clause
+from server.annotation.prolific import completion_after_submit
 from server.annotation.submission_schema import (
     ENTRY_FIELDS,
     MAX_COMMENT,
@@ -37,7 +38,7 @@ from server.annotation.submission_schema import (
 )
 from server.errors import BadInput, Conflict, NotFound
 from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem, Rating, Study
+from server.store.models import Annotator, Assignment, AssignmentItem, Rating, Study
 from server.store.queries import STUDY_CLOSED, as_utc, now_utc
 from server.store.storable import text_problem
 
@@ -194,20 +195,25 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
     already still gets its receipt."""
     now = now or now_utc()
     with Session(engine) as session:
-        row = session.execute(select(Assignment, Study, revoked_clause(Study.id, annotator_id))
+        row = session.execute(select(Assignment, Study, revoked_clause(Study.id, annotator_id), Annotator.provider)
                               .join(Study, Study.id == Assignment.study_id)
+                              .outerjoin(Annotator, Annotator.id == Assignment.annotator_id)
                               .where(Assignment.id == assignment_id)).first()
         if row is None or row[0].annotator_id != annotator_id or (study is not None and row[1].name != study):
             raise NotFound(f"you have no assignment {assignment_id}")
-        assignment, study_row, revoked = row
+        assignment, study_row, revoked, provider = row
+        # A Prolific participant's receipt carries the completion code (after a valid submit only: it is added to
+        # receipts, and every refusal raises).
+        completion = completion_after_submit(study_row.config.recruitment, provider)
         if study_row.config.is_pairwise:  # choices between two responses, not ratings: its own rules
             from server.annotation.pairwise_submit import submit_pairwise  # (it imports this module's helpers)
 
             session.close()
-            return submit_pairwise(engine, assignment_id, annotator_id, payload, study=study, now=now)
+            return {**submit_pairwise(engine, assignment_id, annotator_id, payload, study=study, now=now), **completion}
         if assignment.status == "submitted":
-            return _already_submitted(session, assignment,
-                                      payload.get("submission_id") if isinstance(payload, dict) else None)
+            return {**_already_submitted(session, assignment,
+                                         payload.get("submission_id") if isinstance(payload, dict) else None),
+                    **completion}
         refuse_unless_may_work(study_row, bool(revoked))
         config = study_row.config
         item_ids = session.scalars(select(AssignmentItem.item_id)
@@ -223,11 +229,11 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
             if late is None:  # submitted, closed or revoked meanwhile: say which
                 assignment = _own_assignment(session, assignment_id, annotator_id, study)
                 if assignment.status == "submitted":
-                    return _already_submitted(session, assignment, submission.submission_id)
+                    return {**_already_submitted(session, assignment, submission.submission_id), **completion}
                 ensure_may_work(session, session.get_one(Study, assignment.study_id), annotator_id)
                 raise Conflict(f"assignment {assignment_id} cannot be submitted now ({assignment.status}): try again")
             stored = _store_ratings(session, assignment_id, annotator_id, submission, now)
-            return _receipt(assignment_id, submission.submission_id, late, now, stored)
+            return {**_receipt(assignment_id, submission.submission_id, late, now, stored), **completion}
     except IntegrityError:
         # Not a second submission of this assignment (the UPDATE above lets one through, the other is answered
         # by its fallback): a submission id is unique across assignments, and a client that reuses one is told

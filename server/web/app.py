@@ -109,16 +109,18 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 def _role_blueprints() -> list:
     """The blueprints of each role. Each module also adds its routes to the OpenAPI document."""
     from server.web.backend_api import blueprint as backend_blueprint
+    from server.web.prolific import blueprint as prolific_blueprint
 
-    return [backend_blueprint]
+    return [backend_blueprint, prolific_blueprint]
 
 
-_TOKEN_IN_PATH = re.compile(r"(\s/annotate/)[^\s?#\"]+|([?&]token=)[^&\s\"]+")
+_TOKEN_IN_PATH = re.compile(r"(\s/annotate/)[^\s?#\"]+|([?&](?:token|PROLIFIC_PID)=)[^&\s\"]+")
 
 
 class RedactTokens(logging.Filter):
-    """Blanks invite tokens in paths (old `/annotate/<token>` links) and `token=` query values in the request
-    lines Werkzeug's server logs (`empeval serve` without workers; gunicorn's access log is off)."""
+    """Blanks invite tokens in paths (old `/annotate/<token>` links), `token=` query values and Prolific participant
+    ids (`PROLIFIC_PID=`, personal data) in the request lines Werkzeug's server logs (`empeval serve` without
+    workers; gunicorn's access log is off)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and record.args and isinstance(record.args[0], str):

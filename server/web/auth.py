@@ -19,12 +19,13 @@ multiply the limit), and behind a reverse proxy every client has the proxy's add
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from flask import current_app, request
@@ -99,6 +100,18 @@ def _refuse_if_limited() -> None:
 def _failed(message: str) -> Forbidden:
     _limiter().record_failure(_client())
     return Forbidden(message)
+
+
+@contextlib.contextmanager
+def limited_token_check(*refusals: type[Exception]) -> Iterator[None]:
+    """Run a check of something signed (a study link) behind the failure limiter: 429 while the caller's address
+    is limited; any of `refusals` raised inside counts as a failed check, and goes on up."""
+    _refuse_if_limited()
+    try:
+        yield
+    except refusals:
+        _limiter().record_failure(_client())
+        raise
 
 
 def bearer_token() -> str | None:

@@ -56,6 +56,7 @@ ROUTES = [
     Route("/api/systems", "GET", "/api/systems", "admin"),
     Route("/api/respond", "POST", "/api/respond", "admin", body="respond"),
     Route("/api/respond/batch", "POST", "/api/respond/batch", "admin", body="batch"),
+    Route("/prolific/<path:token>", "GET", "/prolific/some-study-link-token", "none"),
 ]
 
 

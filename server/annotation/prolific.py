@@ -1,0 +1,188 @@
+"""Running a study on Prolific: one signed study link, the participants it admits, the completion code they get
+after a valid submit, and releasing the work of those who returned or timed out.
+
+Prolific sends every participant to the study's one link, `https://HOST/prolific/<study token>?PROLIFIC_PID=
+{{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}`, filling in the three ids (24 lower-case
+hex characters each). The study token is signed with the installation's secret (server.annotation.secrets), so
+nobody can make a link to another study; the link only admits the Prolific study named in the study file's
+[recruitment] section. A participant is an annotator of provider "prolific" whose pseudonym is the keyed hash
+of her Prolific id (annotators.pseudonym_for, as for crowd workers): the id itself is never stored, and the
+same id finds the same annotator on every visit (the store's unique (provider, pseudonym) key keeps two first
+visits at once from making two).
+
+>>> token = make_study_token("s" * 32, "pilot")
+>>> read_study_token("s" * 32, token)
+'pilot'
+>>> completion_after_submit(Recruitment("prolific", "a" * 24, "C1A2B3C4"), PROVIDER)
+{'completion': {'code': 'C1A2B3C4', 'url': 'https://app.prolific.com/submissions/complete?cc=C1A2B3C4'}}
+>>> completion_after_submit(Recruitment("prolific", "a" * 24, "C1A2B3C4"), "local")
+{}
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+from itsdangerous import BadSignature, URLSafeSerializer
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from server.annotation.annotators import get_or_create_annotator, pseudonym_for
+from server.annotation.handout import ensure_may_work, refuse_unless_may_work, release
+from server.annotation.secrets import make_invite, secret_key
+from server.errors import BadInput, Forbidden, NotFound
+from server.store.engine import unit_of_work
+from server.store.models import ACTIVE, Annotator, Assignment
+from server.store.queries import study_by_name
+from server.store.study_config import Recruitment
+
+PROVIDER = "prolific"
+PARAMETERS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
+PROLIFIC_ID = re.compile(r"[0-9a-f]{24}")
+COMPLETION_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+# Prolific times a submission out after its maximum time, always under 24 hours (Prolific's API reference,
+# "Submission object"); the invite cookie a link sets need not outlive that.
+INVITE_DAYS = 1.0
+# The statuses after which a participant will not come back to her assignment (Prolific's API reference).
+GONE_STATUSES = frozenset({"RETURNED", "TIMED-OUT"})
+_TOKEN_SALT = "prolific-study"
+
+
+class InvalidStudyLink(Forbidden):
+    """A study link whose token is altered, truncated or from another installation."""
+
+
+class WrongProlificStudy(Forbidden):
+    """The link was opened from a Prolific study other than the one the study file names."""
+
+
+class ProlificVisit(NamedTuple):
+    """The three ids Prolific put in the link, each checked to be 24 lower-case hex characters."""
+
+    participant_id: str
+    study_id: str
+    session_id: str
+
+
+class Admission(NamedTuple):
+    """A participant let in: her annotator id and the invite token her browser gets as its cookie."""
+
+    annotator_id: int
+    invite: str
+
+
+def make_study_token(secret: str, study: str) -> str:
+    """The signed token of the study link: names the study, and only this installation's secret makes one."""
+    return URLSafeSerializer(secret, salt=_TOKEN_SALT).dumps({"s": study})
+
+
+def read_study_token(secret: str, token: str) -> str:
+    """The study a valid study-link token names; InvalidStudyLink otherwise."""
+    try:
+        payload = URLSafeSerializer(secret, salt=_TOKEN_SALT).loads(token)
+    except BadSignature:
+        raise InvalidStudyLink("this study link is not valid (altered, truncated, or from another installation): "
+                               "go back to Prolific and open the study from there") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("s"), str):
+        raise InvalidStudyLink("this study link is not valid: go back to Prolific and open the study from there")
+    return payload["s"]
+
+
+def study_link(base_url: str, token: str) -> str:
+    """The URL to paste into Prolific's study settings: Prolific fills in the three {{%...%}} placeholders."""
+    query = "&".join(f"{name}={{{{%{name}%}}}}" for name in PARAMETERS)
+    return f"{base_url.rstrip('/')}/prolific/{token}?{query}"
+
+
+def read_visit(arguments: Mapping[str, Sequence[str]]) -> ProlificVisit:
+    """The three Prolific ids of a link's query (name -> every value given); BadInput naming the parameter that
+    is missing, repeated or not 24 lower-case hex characters."""
+    values = []
+    for name in PARAMETERS:
+        given = list(arguments.get(name, ()))
+        if not given:
+            raise BadInput(f"the link has no {name}: open the study from Prolific, which adds it (in the study's "
+                           f"settings the URL must end with ?{name}={{{{%{name}%}}}}...)")
+        if len(given) > 1:
+            raise BadInput(f"the link gives {name} {len(given)} times; it must be given once")
+        if not PROLIFIC_ID.fullmatch(given[0]):
+            raise BadInput(f"{name} must be a Prolific id (24 characters 0-9, a-f), got {given[0][:40]!r}: open "
+                           "the study from Prolific rather than typing the address")
+        values.append(given[0])
+    return ProlificVisit(*values)
+
+
+def admit(engine: Engine, secret: str, study: str, visit: ProlificVisit) -> Admission:
+    """Let a Prolific participant into `study`: the study must run on Prolific under visit.study_id (else
+    WrongProlificStudy, or Forbidden when it is not a Prolific study), be open, and she not revoked (StudyClosed,
+    AccessRevoked). Her annotator is found by the keyed hash of her Prolific id, created on her first visit."""
+    with Session(engine) as session:
+        study_row = study_by_name(session, study)
+        recruitment = study_row.config.recruitment
+        if recruitment.platform != PROVIDER:
+            raise Forbidden(f"study {study!r} does not recruit on Prolific (its study file's recruitment.platform is "
+                            f"{recruitment.platform!r})")
+        if visit.study_id != recruitment.prolific_study_id:
+            raise WrongProlificStudy(f"STUDY_ID {visit.study_id} is not the Prolific study this link is for: go back "
+                                     "to Prolific and open the study from its own page")
+        refuse_unless_may_work(study_row, revoked=False)
+    annotator = get_or_create_annotator(engine, PROVIDER, pseudonym_for(secret, PROVIDER, visit.participant_id))
+    with Session(engine) as session:
+        ensure_may_work(session, study_by_name(session, study), annotator.id)
+    return Admission(annotator.id, make_invite(secret, annotator_id=annotator.id, study=study, days=INVITE_DAYS))
+
+
+def completion_after_submit(recruitment: Recruitment, provider: str | None) -> dict[str, dict[str, str]]:
+    """What a valid submit's receipt adds for a Prolific participant: {"completion": {"code", "url"}} with the
+    study's completion code and Prolific's completion URL; {} for anyone else or a study without a code."""
+    if provider != PROVIDER or recruitment.platform != PROVIDER or not recruitment.completion_code:
+        return {}
+    code = recruitment.completion_code
+    return {"completion": {"code": code, "url": COMPLETION_URL.format(code=code)}}
+
+
+class Released(NamedTuple):
+    """What releasing the work of departed participants did."""
+
+    participants: int  # distinct participant ids given
+    known: int  # of them, annotators this installation has seen
+    released: list[int]  # ids of the assignments put back in the pool
+
+
+def release_departed(engine: Engine, study: str, participant_ids: Iterable[str]) -> Released:
+    """Put back in the pool the assignments these Prolific participants hold unsubmitted in `study` (they
+    returned their submission or timed out on Prolific, so they will not finish it), in one transaction, with
+    handout.release: the claim is undone as if it had never been made. Ids that are not Prolific ids are
+    refused (BadInput); participants never seen here are counted and skipped."""
+    ids = sorted(set(participant_ids))
+    for participant_id in ids:
+        if not PROLIFIC_ID.fullmatch(participant_id):
+            raise BadInput(f"{participant_id[:40]!r} is not a Prolific participant id (24 characters 0-9, a-f)")
+    secret = secret_key(engine)
+    pseudonyms = [pseudonym_for(secret, PROVIDER, participant_id) for participant_id in ids]
+    released: list[int] = []
+    with unit_of_work(engine) as session:
+        study_id = study_by_name(session, study).id
+        annotators = session.scalars(select(Annotator.id).where(Annotator.provider == PROVIDER,
+                                                                Annotator.pseudonym.in_(pseudonyms))).all()
+        held = session.execute(select(Assignment.id, Assignment.annotator_id)
+                               .where(Assignment.study_id == study_id, Assignment.status == ACTIVE,
+                                      Assignment.annotator_id.in_(annotators))
+                               .order_by(Assignment.id)).all()
+        for assignment_id, annotator_id in held:
+            if annotator_id is not None and release(session, assignment_id, annotator_id):
+                released.append(assignment_id)
+    return Released(len(ids), len(annotators), released)
+
+
+def require_prolific_study(engine: Engine, study: str) -> Recruitment:
+    """The recruitment of `study` when it runs on Prolific; NotFound or BadInput saying what to change."""
+    with Session(engine) as session:
+        recruitment = study_by_name(session, study).config.recruitment
+    if recruitment.platform != PROVIDER:
+        raise BadInput(f"study {study!r} does not recruit on Prolific: its study file needs a [recruitment] section "
+                       'with platform = "prolific", prolific_study_id and completion_code (create the study again)')
+    if recruitment.prolific_study_id is None:
+        raise NotFound(f"study {study!r} names no Prolific study id")
+    return recruitment
