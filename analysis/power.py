@@ -15,6 +15,7 @@ Variance components can be estimated from a pilot study (``components_from_pilot
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -233,11 +234,13 @@ def required_contexts(components: Components, *, k: int, effect: float, alpha: f
 
 def plan_table(components: Components, *, effect: float, alpha: float = 0.05, power: float = 0.8, ks=(1, 3, 5),
                contexts=(50, 100, 200, 400), systems: int = 2, items_per_assignment: int = 10,
-               reward: float | None = None, fee: float = 0.2, replicates: int = 400, seed: int = 0) -> pd.DataFrame:
+               reward: float | None = None, fee: float = 0.2, replicates: int = 400, seed: int = 0,
+               assignments: Callable[[int, int], int] | None = None) -> pd.DataFrame:
     """Power and cost over a grid of designs: one row per (k, contexts).
 
-    Cost = assignments x reward x (1 + fee), with assignments = contexts x systems x k / items per assignment
-    (rounded up); controls are not counted.
+    Cost = assignments x reward x (1 + fee), rounded to cents. ``assignments(contexts, k)`` says how many
+    assignments a design needs (`empeval plan` passes the study design's own count, control slots included);
+    without it, contexts x systems x k / items per assignment, rounded up, with no control slot.
 
     Returns
     -------
@@ -261,14 +264,14 @@ def plan_table(components: Components, *, effect: float, alpha: float = 0.05, po
     rows = []
     for k in ks:
         for n in contexts:
-            assignments = int(np.ceil(n * systems * k / items_per_assignment))
+            needed = assignments(n, k) if assignments else int(np.ceil(n * systems * k / items_per_assignment))
             rows.append({
                 "k": k, "contexts": n, "ratings": n * systems * k,
                 "power_wilcoxon": simulated_power(components, n_contexts=n, k=k, effect=effect, alpha=alpha,
                                                   replicates=replicates, seed=seed),
                 "power_t_analytic": analytic_t_power(components, n_contexts=n, k=k, effect=effect, alpha=alpha),
-                "assignments": assignments,
-                "cost": None if reward is None else round(assignments * reward * (1 + fee), 2),
+                "assignments": needed,
+                "cost": None if reward is None else round(needed * reward * (1 + fee), 2),
             })
     return pd.DataFrame(rows)
 
@@ -555,11 +558,13 @@ def simulated_sign_test_power(*, p_win: float, tie_rate: float, n_contexts: int,
 
 def pairwise_plan_table(*, p_win: float, tie_rate: float, alpha: float = 0.05, context_share: float = 0.0,
                         ks=(1, 3, 5), contexts=(50, 100, 200, 400), pairs: int = 1, pairs_per_assignment: int = 10,
-                        reward: float | None = None, fee: float = 0.2) -> pd.DataFrame:
+                        reward: float | None = None, fee: float = 0.2,
+                        assignments: Callable[[int, int], int] | None = None) -> pd.DataFrame:
     """Exact sign-test power and cost of pairwise designs: one row per (k, contexts).
 
-    Cost = assignments x reward x (1 + fee), with assignments = contexts x pairs x k / pairs per assignment
-    (rounded up); controls are not counted.
+    Cost = assignments x reward x (1 + fee), rounded to cents. ``assignments(contexts, k)`` says how many
+    assignments a design needs (`empeval plan --pairwise` passes the study design's own count, control slots
+    included); without it, contexts x pairs x k / pairs per assignment, rounded up, with no control slot.
 
     Returns
     -------
@@ -581,12 +586,12 @@ def pairwise_plan_table(*, p_win: float, tie_rate: float, alpha: float = 0.05, c
     rows = []
     for k in ks:
         for n in contexts:
-            assignments = int(np.ceil(n * pairs * k / pairs_per_assignment))
+            needed = assignments(n, k) if assignments else int(np.ceil(n * pairs * k / pairs_per_assignment))
             rows.append({"k": k, "contexts": n, "judgments": n * pairs * k,
                          "power": sign_test_power(p_win=p_win, tie_rate=tie_rate, n_contexts=n, k=k, alpha=alpha,
                                                   context_share=context_share),
-                         "assignments": assignments,
-                         "cost": None if reward is None else round(assignments * reward * (1 + fee), 2)})
+                         "assignments": needed,
+                         "cost": None if reward is None else round(needed * reward * (1 + fee), 2)})
     return pd.DataFrame(rows)
 
 

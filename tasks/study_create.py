@@ -74,22 +74,30 @@ def how_to_get_responses(systems: list[str] | tuple[str, ...], split: str) -> st
     return "; ".join(steps)
 
 
+def controls_rounding_to_zero(*, items_per_assignment: int, control_rate: float,
+                              rate_name: str = "design.control_rate",
+                              size_name: str = "design.items_per_assignment") -> str | None:
+    """What is wrong when a design's control slots round to zero, else None: an assignment of
+    `items_per_assignment` items holds round(items_per_assignment x control_rate) controls
+    (tasks.design.controls_per_assignment), and with a product of one half or less that is none at all (round
+    halves to even), so the controls would silently never be shown. The fields are named as the caller's user
+    wrote them (a study file's, or `empeval plan`'s options)."""
+    if control_rate <= 0 or controls_per_assignment(items_per_assignment, control_rate) > 0:
+        return None
+    least_items = math.floor(0.5 / control_rate) + 1
+    return (f"{rate_name} {control_rate:g} x {size_name} {items_per_assignment} = "
+            f"{control_rate * items_per_assignment:g} control slots per assignment, which rounds to 0: the controls "
+            f"would never be shown. Raise {rate_name} above {0.5 / items_per_assignment:.3g} or {size_name} to at "
+            f"least {least_items}, or set {rate_name} to 0 to run without controls")
+
+
 def check_controls_fit(*, items_per_assignment: int, control_rate: float, controls: list[str] | tuple[str, ...]
                        ) -> None:
-    """Refuse a design whose control slots round to zero: with controls listed and control_rate above 0, an
-    assignment of `items_per_assignment` items holds round(items_per_assignment x control_rate) controls
-    (tasks.design.controls_per_assignment), and below one half that is none at all, so the controls would
-    silently never be shown."""
-    if not controls or control_rate <= 0 or controls_per_assignment(items_per_assignment, control_rate) > 0:
-        return
-    # round() halves to even: 0.5 control slots are none, so the product must exceed one half.
-    least_items = math.floor(0.5 / control_rate) + 1
-    raise StudySetupError(
-        f"design.control_rate {control_rate:g} x design.items_per_assignment {items_per_assignment} = "
-        f"{control_rate * items_per_assignment:g} control slots per assignment, which rounds to 0: the controls "
-        f"({', '.join(controls)}) would never be shown. Raise control_rate above {0.5 / items_per_assignment:.3g} "
-        f"or items_per_assignment to at least {least_items}, or set control_rate = 0 and remove systems.controls "
-        "to run without controls")
+    """Refuse a study whose listed controls round to zero slots per assignment (`controls_rounding_to_zero`)."""
+    problem = controls and controls_rounding_to_zero(items_per_assignment=items_per_assignment,
+                                                     control_rate=control_rate)
+    if problem:
+        raise StudySetupError(problem.replace("the controls would", f"the controls ({', '.join(controls)}) would"))
 
 
 def planned_assignments(*, contexts: int, items_per_context: int, repeats: int, items_per_assignment: int,

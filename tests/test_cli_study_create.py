@@ -127,7 +127,7 @@ def test_a_dataset_not_in_the_store_gets_the_import_command_for_its_kind(store, 
 
 
 @pytest.mark.parametrize("pairwise", [False, True], ids=["likert", "pairwise"])
-@pytest.mark.parametrize("control_rate, per_assignment", [(0.1, 4), (0.125, 4), (0.05, 9)])
+@pytest.mark.parametrize("control_rate, per_assignment", [(0.1, 4), (0.125, 4), (0.05, 8)])
 def test_controls_that_round_to_zero_exit_2_naming_both_fields_and_write_nothing(store, tmp_path, pairwise,
                                                                                    control_rate, per_assignment):
     url, engine = store

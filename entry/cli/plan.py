@@ -8,6 +8,37 @@ import click
 import pandas as pd
 
 from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from tasks.design import controls_per_assignment
+from tasks.study_create import controls_rounding_to_zero, planned_assignments
+
+
+def _assignments_counter(*, items_per_context: int, items_per_assignment: int, control_rate: float):
+    """assignments(contexts, k) as `empeval study create` plans them (control slots counted), or exit 2 when the
+    controls would round to zero slots, as study create would."""
+    if items_per_assignment < 1:
+        raise click.BadParameter("must be at least 1", param_hint="--items-per-assignment")
+    if not 0 <= control_rate < 1:
+        raise click.BadParameter(f"{control_rate} must lie in [0, 1)", param_hint="--control-rate")
+    problem = controls_rounding_to_zero(items_per_assignment=items_per_assignment, control_rate=control_rate,
+                                        rate_name="--control-rate", size_name="--items-per-assignment")
+    if problem:
+        fail(problem, EXIT_BAD_INPUT)
+
+    def assignments(contexts: int, k: int) -> int:
+        return planned_assignments(contexts=contexts, items_per_context=items_per_context, repeats=k,
+                                   items_per_assignment=items_per_assignment, control_rate=control_rate,
+                                   controls=control_rate > 0)
+
+    assignments(1, 1)  # a rate that leaves no real slot fails here, before any simulation
+    return assignments
+
+
+def _slots_line(items_per_assignment: int, control_rate: float, what: str) -> str:
+    """How an assignment is filled, as `empeval study create` fills it."""
+    n_controls = controls_per_assignment(items_per_assignment, control_rate)
+    controls = f"{n_controls} of them control{'' if n_controls == 1 else 's'}"
+    return (f"assignments of {items_per_assignment} {what}, {controls} (control rate {control_rate:g}), planned as "
+            "`empeval study create` plans them")
 
 
 def _ints(text: str) -> list[int]:
@@ -32,7 +63,11 @@ def _ints(text: str) -> list[int]:
 @click.option("--ks", default="1,3,5", show_default=True, help="Ratings per response to compare.")
 @click.option("--contexts", default="50,100,200,400", show_default=True, help="Numbers of contexts to compare.")
 @click.option("--systems", default=2, show_default=True, help="Systems in the study (for the cost).")
-@click.option("--items-per-assignment", default=10, show_default=True)
+@click.option("--items-per-assignment", default=10, show_default=True,
+              help="Items per assignment, controls included (the study file's design.items_per_assignment).")
+@click.option("--control-rate", type=float, default=0.1, show_default=True,
+              help="Share of each assignment that is a control item (design.control_rate; 0: no controls). The "
+                   "assignments and cost count the control slots as `empeval study create` does.")
 @click.option("--reward", type=float, default=None, help="Pay per assignment (for the cost).")
 @click.option("--fee", default=0.2, show_default=True, help="Platform fee as a share of the reward (MTurk: 0.2).")
 @click.option("--replicates", default=400, show_default=True, help="Simulated studies per design.")
@@ -50,8 +85,8 @@ def _ints(text: str) -> list[int]:
               help="With --pairwise: pairs of systems compared (for the cost; --items-per-assignment counts pairs).")
 @pass_cli
 def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts, systems,
-         items_per_assignment, reward, fee, replicates, plot, seed, pairwise, p_win, tie_rate, context_share,
-         pairs) -> None:
+         items_per_assignment, control_rate, reward, fee, replicates, plot, seed, pairwise, p_win, tie_rate,
+         context_share, pairs) -> None:
     """Simulate designs to size a study: power to detect EFFECT on CRITERION, required contexts, cost.
 
     Power is that of the report's test (Wilcoxon signed-rank on item means, paired by context), estimated
@@ -65,7 +100,7 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     if pairwise:
         _plan_pairwise(p_win=p_win, tie_rate=tie_rate, context_share=context_share, target_power=target_power,
                        alpha=alpha, ks=_ints(ks), contexts=_ints(contexts), pairs=pairs,
-                       pairs_per_assignment=items_per_assignment, reward=reward, fee=fee)
+                       pairs_per_assignment=items_per_assignment, control_rate=control_rate, reward=reward, fee=fee)
         return
     from analysis.load import read_export, tidy_from_export
     from analysis.power import (
@@ -78,6 +113,10 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     )
 
     ks_list, contexts_list = _ints(ks), _ints(contexts)
+    if systems < 1:
+        raise click.BadParameter("must be at least 1", param_hint="--systems")
+    assignments_for = _assignments_counter(items_per_context=systems, items_per_assignment=items_per_assignment,
+                                           control_rate=control_rate)
     components = Components()
     source = "default components"
     try:
@@ -97,8 +136,9 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
                f"{components.response_sd:.2f}, rater sd {components.rater_sd:.2f}, noise sd {components.noise_sd:.2f}")
     table = plan_table(components, effect=effect, alpha=alpha, ks=ks_list, contexts=contexts_list, systems=systems,
                        items_per_assignment=items_per_assignment, reward=reward, fee=fee, replicates=replicates,
-                       seed=seed)
+                       seed=seed, assignments=assignments_for)
     click.echo(f"\npower to detect {effect:g} points on {criterion} (alpha {alpha:g}, two-sided), {systems} systems:")
+    click.echo(_slots_line(items_per_assignment, control_rate, "items"))
     click.echo(f"{'k':>3}{'contexts':>10}{'ratings':>9}{'power (Wilcoxon, sim.)':>24}{'power (t, analytic)':>21}"
                f"{'assignments':>13}{'cost':>10}")
     for row in table.itertuples():
@@ -110,8 +150,8 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
         needed = required_contexts(components, k=k, effect=effect, alpha=alpha, power=target_power,
                                    replicates=replicates, seed=seed)
         analytic = analytic_t_contexts(components, k=k, effect=effect, alpha=alpha, power=target_power)
-        assignments = -(-needed * systems * k // items_per_assignment)
-        cost = f", cost {assignments * reward * (1 + fee):.2f}" if reward is not None else ""
+        assignments = assignments_for(needed, k)
+        cost = f", cost {round(assignments * reward * (1 + fee), 2):.2f}" if reward is not None else ""
         click.echo(f"  k = {k}: {needed} contexts (paired t-test, analytic: {analytic:.0f}); "
                    f"{assignments} assignments{cost}")
     figure = power_curves_figure(components, effect=effect, alpha=alpha, power=target_power, ks=ks_list,
@@ -121,8 +161,8 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
 
 
 def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, target_power: float, alpha: float,
-                   ks: list[int], contexts: list[int], pairs: int, pairs_per_assignment: int, reward: float | None,
-                   fee: float) -> None:
+                   ks: list[int], contexts: list[int], pairs: int, pairs_per_assignment: int, control_rate: float,
+                   reward: float | None, fee: float) -> None:
     from analysis.power import pairwise_plan_table, sign_test_contexts
 
     if not 0 < p_win < 1:
@@ -135,12 +175,15 @@ def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, targe
         raise click.BadParameter("--pairs and --items-per-assignment must be at least 1", param_hint="--pairs")
     if not 0 < target_power < 1 or not 0 < alpha < 1:
         raise click.BadParameter("--power and --alpha must lie strictly between 0 and 1", param_hint="--power")
+    assignments_for = _assignments_counter(items_per_context=pairs, items_per_assignment=pairs_per_assignment,
+                                           control_rate=control_rate)
     table = pairwise_plan_table(p_win=p_win, tie_rate=tie_rate, alpha=alpha, context_share=context_share, ks=ks,
                                 contexts=contexts, pairs=pairs, pairs_per_assignment=pairs_per_assignment,
-                                reward=reward, fee=fee)
+                                reward=reward, fee=fee, assignments=assignments_for)
     click.echo(f"pairwise A/B: P(win | not tie) {p_win:g}, tie rate {tie_rate:g}, context share {context_share:g}, "
                f"{pairs} pair(s); exact power of the two-sided sign test over contexts (net wins per context, even "
                f"contexts left out), alpha {alpha:g}:")
+    click.echo(_slots_line(pairs_per_assignment, control_rate, "pairs"))
     click.echo(f"{'k':>3}{'contexts':>10}{'judgments':>11}{'power (exact)':>15}{'assignments':>13}{'cost':>10}")
     for row in table.itertuples():
         cost = "" if row.cost is None or pd.isna(row.cost) else f"{row.cost:.2f}"
@@ -149,6 +192,6 @@ def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, targe
     for k in ks:
         needed = sign_test_contexts(p_win=p_win, tie_rate=tie_rate, k=k, alpha=alpha, power=target_power,
                                     context_share=context_share)
-        assignments = -(-needed * pairs * k // pairs_per_assignment)
-        cost = f", cost {assignments * reward * (1 + fee):.2f}" if reward is not None else ""
+        assignments = assignments_for(needed, k)
+        cost = f", cost {round(assignments * reward * (1 + fee), 2):.2f}" if reward is not None else ""
         click.echo(f"  k = {k}: {needed} contexts; {needed * pairs * k} judgments, {assignments} assignments{cost}")
