@@ -17,6 +17,7 @@ from entry.cli.data import data
 from entry.cli.db import db
 from entry.cli.demo import demo
 from entry.cli.plan import plan
+from entry.cli.prolific import prolific
 from entry.cli.report import report
 from entry.cli.researcher import annotators_forget, annotators_list, assignments, study_list
 from entry.cli.secret import CliContextWithSecret, secret
@@ -42,7 +43,7 @@ study.add_command(study_list)
 annotators.add_command(annotators_list)
 annotators.add_command(annotators_forget)
 for command in (db, data, annotators, serve, export, admin_token_command, secret, generate, metrics, systems, report,
-                plan, study, crowd, demo, assignments):
+                plan, study, crowd, demo, assignments, prolific):
     cli.add_command(command)
 
 

@@ -1,0 +1,65 @@
+"""`empeval prolific ...`: running a study on Prolific (its study file's [recruitment] names the Prolific study).
+
+- `link STUDY --base-url URL` prints the one study link to paste into Prolific's study settings;
+- `sync STUDY` asks Prolific's API (token in $PROLIFIC_API_TOKEN) who returned or timed out, and puts the
+  assignments they held back in the pool.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import click
+
+from entry.cli.common import CliContext, pass_cli
+from server.annotation.prolific import make_study_token, release_departed, require_prolific_study, study_link
+from server.annotation.prolific_client import API_URL, ProlificClient, token_from_environment
+from server.annotation.secrets import secret_key
+from server.errors import BadInput
+
+
+@click.group()
+def prolific() -> None:
+    """Run a study on Prolific: its study link; releasing the work of participants who returned or timed out."""
+
+
+def _base_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise BadInput(f"--base-url {value!r} must be the server's address as participants reach it, like "
+                       "https://ratings.example.org (no query, no #)")
+    return value.rstrip("/")
+
+
+@prolific.command("link")
+@click.argument("study")
+@click.option("--base-url", required=True, metavar="URL",
+              help="Where participants reach `empeval serve`, e.g. https://ratings.example.org (behind HTTPS).")
+@pass_cli
+def link_command(obj: CliContext, study: str, base_url: str) -> None:
+    """Print STUDY's Prolific study link: paste it as the study URL on Prolific (the {{%...%}} parts are
+    Prolific's, it fills them in for each participant)."""
+    base = _base_url(base_url)
+    engine = obj.engine()
+    recruitment = require_prolific_study(engine, study)
+    click.echo(study_link(base, make_study_token(secret_key(engine), study)))
+    if urlsplit(base).scheme != "https":
+        click.echo("warning: the link is plain HTTP; serve it behind HTTPS before participants use it", err=True)
+    click.echo(f"admits Prolific study {recruitment.prolific_study_id}; completion code {recruitment.completion_code} "
+               "(set the same code on Prolific)", err=True)
+
+
+@prolific.command("sync")
+@click.argument("study")
+@click.option("--api-url", default=API_URL, show_default=True, metavar="URL", help="Prolific's API.")
+@pass_cli
+def sync_command(obj: CliContext, study: str, api_url: str) -> None:
+    """Put back in the pool the assignments held by STUDY's participants who returned their submission or timed
+    out on Prolific (the API token comes from $PROLIFIC_API_TOKEN)."""
+    engine = obj.engine()
+    recruitment = require_prolific_study(engine, study)
+    assert recruitment.prolific_study_id is not None  # require_prolific_study refuses a study without one
+    departed = ProlificClient(token_from_environment(), api_url=api_url).departed(recruitment.prolific_study_id)
+    released = release_departed(engine, study, departed)
+    click.echo(f"{released.participants} participant(s) returned or timed out on Prolific, {released.known} of them "
+               f"seen here; {len(released.released)} assignment(s) went back to the pool"
+               + (f": {', '.join(map(str, released.released))}" if released.released else ""))
