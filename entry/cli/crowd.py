@@ -20,6 +20,8 @@ from tasks.crowd.ingest import ingest as ingest_results
 from tasks.crowd.review import auto_actions, carry_out, check_actions, submissions
 
 EXIT_RUN_FAILED = 1
+JOB_HELP = ("A job id (default: the study's current job, its newest live one, else the newest that went live; a "
+            "failed launch never is).")
 
 
 def _job(study: str, job_id: str | None) -> Path:
@@ -87,8 +89,10 @@ def launch(obj: CliContext, study: str, provider: str, units: int | None, reward
     jobs.start_runner(job_dir)
     status = jobs.wait_for(job_dir, jobs.ENDED | {contract.RUNNING}, timeout=180)
     if status.state != contract.RUNNING:
+        jobs.mark_launch_failed(job_dir, f"{status.state}: {status.error}")
         log_tail = (job_dir / "runner.log").read_text(encoding="utf-8", errors="replace")[-3000:]
-        fail(f"the run did not start ({status.state}: {status.error}); runner.log ends:\n{log_tail}", EXIT_RUN_FAILED)
+        fail(f"the run did not start ({status.state}: {status.error}); job {job_dir.name} is kept for its runner.log "
+             f"but is not the study's current job; runner.log ends:\n{log_tail}", EXIT_RUN_FAILED)
     click.echo(f"job {job_dir.name}: run {status.run_id} live in {time.monotonic() - started:.1f}s, "
                f"{status.units_total} units")
     if provider == "mock":
@@ -103,7 +107,7 @@ def launch(obj: CliContext, study: str, provider: str, units: int | None, reward
 
 @crowd.command()
 @click.argument("study")
-@click.option("--job", "job_id", help="A job id (default: the study's newest job).")
+@click.option("--job", "job_id", help=JOB_HELP)
 def status(study: str, job_id: str | None) -> None:
     """State of a crowd run: run id, URL, units done, state."""
     job_dir = _job(study, job_id)
@@ -116,6 +120,8 @@ def status(study: str, job_id: str | None) -> None:
     rows += [(key, getattr(current, key)) for key in ("state", "run_id", "url", "units_total", "units_done", "error")
              if getattr(current, key) is not None]
     rows.append(("results", lines))
+    if jobs.launch_failed(job_dir):
+        rows.append(("launch", "failed: this job never went live and is not the study's current job"))
     width = max(len(key) for key, _ in rows) + 2
     for key, value in rows:
         click.echo(f"{key:<{width}}{value}")
@@ -123,7 +129,7 @@ def status(study: str, job_id: str | None) -> None:
 
 @crowd.command()
 @click.argument("study")
-@click.option("--job", "job_id", help="A job id (default: the study's newest job).")
+@click.option("--job", "job_id", help=JOB_HELP)
 @pass_cli
 def ingest(obj: CliContext, study: str, job_id: str | None) -> None:
     """Store a job's results as ratings (idempotent; safe while the run is live)."""
@@ -132,7 +138,7 @@ def ingest(obj: CliContext, study: str, job_id: str | None) -> None:
 
 @crowd.command()
 @click.argument("study")
-@click.option("--job", "job_id", help="A job id (default: the study's newest job).")
+@click.option("--job", "job_id", help=JOB_HELP)
 @click.option("--wait", "wait_seconds", type=float, default=60, show_default=True,
               help="Seconds to wait for a clean shutdown before SIGTERM.")
 def stop(study: str, job_id: str | None, wait_seconds: float) -> None:
@@ -144,7 +150,7 @@ def stop(study: str, job_id: str | None, wait_seconds: float) -> None:
 
 @crowd.command()
 @click.argument("study")
-@click.option("--job", "job_id", help="A job id (default: the study's newest job).")
+@click.option("--job", "job_id", help=JOB_HELP)
 @click.option("--auto", is_flag=True, help="Approve pending work that passed its controls; list the rest.")
 @click.option("--approve", "approve_units", multiple=True, metavar="UNIT", help="Approve this unit's work.")
 @click.option("--reject", "reject_units", multiple=True, metavar="UNIT",

@@ -3,7 +3,10 @@
 A job directory (under $EMPEVAL_CROWD_DIR, default ./crowd-runs/<study>/<job_id>/) holds the files that
 tasks.crowd.contract defines: job.json and items.jsonl written here, results.jsonl, status.json and
 review.jsonl written by the runner (tasks/likert/runner.py), runner.log with its output, and `stop` to end
-the run.
+the run; `launch-failed` (this side's own bookkeeping) marks a job whose run never went live.
+
+A study's current job, the one `crowd status`, `stop`, `ingest` and `review` act on without --job, is its newest
+live job, else its newest job that went live at some point: a launch that failed never hides the run before it.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ ONBOARDING = REPO / "tasks" / "likert" / "onboarding.json"
 BUNDLE = MEPHISTO_BUNDLE
 PROVIDERS = contract.PROVIDERS
 ENDED = set(contract.FINAL_STATES)
+LAUNCH_FAILED_FILE = "launch-failed"
 
 
 class CrowdError(BadInput):
@@ -159,6 +163,13 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
         raise CrowdError(f"{provider} needs --aws-profile NAME (see `empeval crowd register`)")
     if not BUNDLE.exists():
         raise CrowdError(f"the Mephisto task bundle is missing ({BUNDLE}): run `make crowd`")
+    for busy_dir, busy in live_jobs():
+        # Mephisto runs one task at a time per environment (a fixed metrics port, shared server folders): a
+        # second launch would fail, or break the live run.
+        raise CrowdError(f"a crowd run is live already: job {busy_dir.name} of study {busy_dir.parent.name!r} "
+                         f"(run {busy.run_id or 'starting'}); Mephisto runs one task at a time on this machine: stop "
+                         f"it first (`empeval crowd stop {busy_dir.parent.name} --job {busy_dir.name}`) or wait "
+                         "until it ends")
     with Session(engine) as session:
         study = study_by_name(session, study_name)
         if study.status == STUDY_CLOSED:
@@ -270,8 +281,44 @@ def run_in_crowd_env(*args: str, timeout: float = 300) -> subprocess.CompletedPr
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+def mark_launch_failed(job_dir: Path, reason: str) -> None:
+    """Record that the job's run never went live, so the job never becomes its study's current one."""
+    (job_dir / LAUNCH_FAILED_FILE).write_text(reason + "\n", encoding="utf-8")
+
+
+def launch_failed(job_dir: Path) -> bool:
+    """Whether the job's run never went live: marked so by `crowd launch`, or ended without a Mephisto run id
+    (the runner gave up, or died, before its run was live). An unreadable status counts as not failed."""
+    if (job_dir / LAUNCH_FAILED_FILE).exists():
+        return True
+    try:
+        status = read_status(job_dir)
+    except CrowdError:
+        return False
+    return status.state in ENDED and status.run_id is None
+
+
+def _is_live(job_dir: Path) -> JobStatus | None:
+    try:
+        status = read_status(job_dir)
+    except CrowdError:
+        return None
+    return status if status.live else None
+
+
+def live_jobs() -> list[tuple[Path, JobStatus]]:
+    """Every job under the crowd root, of any study, whose runner is live (its status says so and its process
+    exists), oldest first."""
+    found = []
+    for job_dir in sorted(crowd_root().glob("*/*/")):
+        if (job_dir / contract.JOB_FILE).exists() and (status := _is_live(job_dir)) is not None:
+            found.append((job_dir, status))
+    return found
+
+
 def job_dir_for(study: str, job_id: str | None = None) -> Path:
-    """The named job of the study, else its newest."""
+    """The named job of the study, else its current one: the newest live job, else the newest that went live,
+    else (every launch failed) the newest."""
     base = crowd_root() / study
     if job_id:
         path = base / job_id
@@ -281,8 +328,11 @@ def job_dir_for(study: str, job_id: str | None = None) -> Path:
     jobs = sorted(p for p in base.glob("*/") if (p / contract.JOB_FILE).exists())
     if not jobs:
         raise CrowdError(f"study {study!r} has no crowd job under {base}: run `empeval crowd launch {study}`")
-    return jobs[-1]
+    live = [job for job in jobs if _is_live(job) is not None]
+    started = [job for job in jobs if not launch_failed(job)]
+    return (live or started or jobs)[-1]
 
 
 __all__ = ["CrowdError", "Cost", "create_job", "load_job", "start_runner", "read_status", "stop", "wait_for",
-           "job_dir_for", "run_in_crowd_env", "crowd_python", "crowd_root"]
+           "job_dir_for", "run_in_crowd_env", "crowd_python", "crowd_root", "live_jobs", "launch_failed",
+           "mark_launch_failed"]
