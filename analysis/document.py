@@ -29,6 +29,7 @@ class Paragraph:
 @dataclass
 class BulletList:
     items: list[str]
+    literal: bool = False  # free text (annotators' comments): no **bold**, every line folded into one
 
 
 @dataclass
@@ -73,6 +74,15 @@ def _html_text(text: str) -> str:
     return _BOLD.sub(r"<strong>\1</strong>", html.escape(str(text)))
 
 
+def _md_literal(text: str) -> str:
+    """Free text as one Markdown line with nothing read as markup, ``**`` included."""
+    return _MARKDOWN_SPECIAL.sub(lambda match: "\\" + match.group(0), " ".join(str(text).split()))
+
+
+def _html_literal(text: str) -> str:
+    return html.escape(" ".join(str(text).split()))
+
+
 def to_markdown(document: Document) -> str:
     lines = [f"# {_md_text(document.title)}", ""]
     for block in document.blocks:
@@ -81,7 +91,8 @@ def to_markdown(document: Document) -> str:
         elif isinstance(block, Paragraph):
             lines += [_md_text(block.text), ""]
         elif isinstance(block, BulletList):
-            lines += [f"- {_md_text(item)}" for item in block.items] + [""]
+            render = _md_literal if block.literal else _md_text
+            lines += [f"- {render(item)}" for item in block.items] + [""]
         elif isinstance(block, Table):
             if block.caption:
                 lines += [f"*{_md_text(block.caption)}*", ""]
@@ -120,7 +131,8 @@ def to_html(document: Document) -> str:
         elif isinstance(block, Paragraph):
             body.append(f"<p>{_html_text(block.text)}</p>")
         elif isinstance(block, BulletList):
-            body.append("<ul>" + "".join(f"<li>{_html_text(item)}</li>" for item in block.items) + "</ul>")
+            render = _html_literal if block.literal else _html_text
+            body.append("<ul>" + "".join(f"<li>{render(item)}</li>" for item in block.items) + "</ul>")
         elif isinstance(block, Table):
             caption = f"<caption>{_html_text(block.caption)}</caption>" if block.caption else ""
             head = "".join(f"<th>{_html_text(c)}</th>" for c in block.frame.columns)

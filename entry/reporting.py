@@ -30,34 +30,48 @@ PAIRWISE_TABLES = {"ab_table": "ab", "choice_agreement": "agreement", "position_
 
 
 def study_meta(engine: Engine, name: str) -> dict:
-    """What the report's methods paragraph needs from the study's configuration."""
+    """What the report needs from the study's configuration: the criteria in the study file's order, and for
+    the methods paragraph the design, how raters were recruited (the [recruitment] section's platform: local
+    volunteers unless it says prolific or mturk) and what they were paid."""
     with unit_of_work(engine) as session:
         config = study_by_name(session, name).config
     pay = config.pay
-    return {"name": name, "k": config.design.ratings_per_response,
+    recruitment = getattr(config, "recruitment", None)
+    return {"name": name, "k": config.design.ratings_per_response, "criteria": list(config.criterion_keys),
             "items_per_assignment": config.design.items_per_assignment,
+            "platform": getattr(recruitment, "platform", "local"),
             "pay_per_assignment": pay.per_assignment, "currency": pay.currency,
             "platform_fee": pay.platform_fee if pay.per_assignment is not None else None}
 
 
+def export_criteria_order() -> list[str]:
+    """The criteria order of a report read from an export file, which does not carry its study's order: the
+    default study file's (Rashkin et al. 2019: empathy, relevance, fluency); other criteria follow sorted."""
+    from server.store.study_config import DEFAULT_CRITERIA
+
+    return [criterion.key for criterion in DEFAULT_CRITERIA]
+
+
 def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late: bool = True,
-                       exclude_flagged: bool = True, seed: int = 0) -> dict[str, Path]:
+                       exclude_flagged: bool = True, seed: int = 0, latex: bool = False) -> dict[str, Path]:
     """Export the study's ratings (a pairwise study's choices) and write its report into out_dir; returns the
     written paths. Late ratings are left out of the analysis when include_late is False, and the report says
     how many. A pairwise study goes to write_pairwise_study_report; a Likert study that pairwise studies name in
-    `compare_with` gets a closing section about them."""
+    `compare_with` gets a closing section about them. With latex, booktabs tables go to out_dir/latex/."""
     from analysis.report import write_report
 
     with unit_of_work(engine) as session:
         pairwise = study_by_name(session, name).config.is_pairwise
     if pairwise:
         return write_pairwise_study_report(engine, name, out_dir, include_late=include_late,
-                                           exclude_flagged=exclude_flagged, seed=seed)
+                                           exclude_flagged=exclude_flagged, seed=seed, latex=latex)
     rows = export_rows(engine, name)
     if not rows:
-        raise BadInput(f"study {name!r} has no ratings yet")
+        raise BadInput(f"study {name!r} has no ratings yet: nothing to report. Invite annotators "
+                       f"(empeval annotators invite NAME --study {name}) and run the report once they have "
+                       "submitted work")
     paths = write_report(pd.DataFrame(rows), out_dir, study_meta=study_meta(engine, name), include_late=include_late,
-                         exclude_flagged=exclude_flagged, seed=seed)
+                         exclude_flagged=exclude_flagged, seed=seed, latex=latex)
     linked = _linked_pairwise_studies(engine, name)
     if linked:
         _append_section(paths, _linked_pairwise_blocks(engine, name, linked))
@@ -65,12 +79,14 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
 
 
 def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: bool = True,
-                        exclude_flagged: bool = True, seed: int = 0,
-                        likert_export: Path | None = None) -> dict[str, Path]:
+                        exclude_flagged: bool = True, seed: int = 0, likert_export: Path | None = None,
+                        latex: bool = False) -> dict[str, Path]:
     """The report of an export file (CSV or JSONL; no store needed): a collaborator's export, or a test
     fixture. A judgment table (a pairwise study's export, told by its `preferred` column) gets the pairwise
     report, with `likert_export` (a linked Likert study's export) beside its A/B table; the anchor, which the
-    file does not hold, is the system every pair has, when there is one."""
+    file does not hold, is the system every pair has, when there is one. An export's criteria are shown in the
+    default study order (export_criteria_order); its optional `comment` column is listed in the report."""
+    from analysis.comments import with_export_comments
     from analysis.load import read_export
     from analysis.report import write_report
 
@@ -84,11 +100,20 @@ def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: b
         likert = read_export(likert_export) if likert_export is not None else None
         return write_pairwise_report(judgments, out_dir, name=name, focus=common_system(judgments), likert=likert,
                                      likert_name=likert_export.name if likert_export is not None else None,
-                                     include_late=include_late, exclude_flagged=exclude_flagged, seed=seed)
+                                     include_late=include_late, exclude_flagged=exclude_flagged, seed=seed,
+                                     latex=latex)
     if likert_export is not None:
         raise BadInput(f"{path} is a Likert export: a linked Likert export goes beside a pairwise (A/B) one only")
-    return write_report(read_export(path), out_dir, study_meta={"name": name}, include_late=include_late,
-                        exclude_flagged=exclude_flagged, seed=seed)
+    ratings = with_export_comments(read_export(path), _raw_export(path))
+    return write_report(ratings, out_dir, study_meta={"name": name, "criteria": export_criteria_order()},
+                        include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex)
+
+
+def _raw_export(path: Path) -> pd.DataFrame:
+    """An export file's rows as they are, every column kept (read_export keeps the contract's columns only)."""
+    if Path(path).suffix.lower() == ".csv":
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    return pd.read_json(path, lines=True, dtype=False)
 
 
 def is_judgment_export(path: Path) -> bool:
@@ -119,7 +144,7 @@ def common_system(judgments: pd.DataFrame) -> str | None:
 
 
 def write_pairwise_study_report(engine: Engine, name: str, out_dir: Path, *, include_late: bool = True,
-                                exclude_flagged: bool = True, seed: int = 0) -> dict[str, Path]:
+                                exclude_flagged: bool = True, seed: int = 0, latex: bool = False) -> dict[str, Path]:
     """The report of a pairwise (A/B) study in the store: its judgment table, with its anchor as "ours", and
     the Likert study it names in `compare_with` (its ratings, without the raters its quality checks flag unless
     exclude_flagged is False, as in its own report) beside the A/B table."""
@@ -146,17 +171,19 @@ def write_pairwise_study_report(engine: Engine, name: str, out_dir: Path, *, inc
             "items_per_assignment": config.design.items_per_assignment}
     return write_pairwise_report(pd.DataFrame(rows), out_dir, name=name, focus=anchor or None, likert=likert,
                                  likert_name=linked if likert is not None else None, note=note, meta=meta,
-                                 include_late=include_late, exclude_flagged=exclude_flagged, seed=seed)
+                                 include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex)
 
 
 def write_pairwise_report(judgments: pd.DataFrame, out_dir: Path, *, name: str, focus: str | None = None,
                           likert: pd.DataFrame | None = None, likert_name: str | None = None, note: str = "",
                           meta: dict[str, Any] | None = None, include_late: bool = True,
-                          exclude_flagged: bool = True, seed: int = 0, n_boot: int = 1000) -> dict[str, Path]:
+                          exclude_flagged: bool = True, seed: int = 0, n_boot: int = 1000,
+                          latex: bool = False) -> dict[str, Path]:
     """Analyse a judgment table (analysis.pairwise_tables, `focus` as "ours") and write report.md, report.html
     and tables/*.csv (PAIRWISE_TABLES) under out_dir; `likert` (a linked Likert study's export or tidy table)
-    goes beside the A/B table, its flagged raters left out when exclude_flagged. Returns the paths: "markdown",
-    "html" and one "table_<name>" per CSV written."""
+    goes beside the A/B table, its flagged raters left out when exclude_flagged. With latex, the A/B table also
+    goes to latex/ab_table.tex (booktabs) when there are real pairs. Returns the paths: "markdown", "html", one
+    "table_<name>" per CSV written and "latex_ab_table" when written."""
     from analysis.document import Document, Heading, Paragraph, to_html, to_markdown
     from analysis.pairwise import pairwise_tables
     from analysis.pairwise_report import pairwise_blocks
@@ -196,6 +223,14 @@ def write_pairwise_report(judgments: pd.DataFrame, out_dir: Path, *, name: str, 
     markdown_path, html_path = out_dir / "report.md", out_dir / "report.html"
     markdown_path.write_text(to_markdown(document), encoding="utf-8")
     html_path.write_text(to_html(document), encoding="utf-8")
+    if latex and not tables.ab.empty:
+        from analysis.latex import booktabs
+        from analysis.pairwise_report import ab_display
+
+        (out_dir / "latex").mkdir(exist_ok=True)
+        paths["latex_ab_table"] = out_dir / "latex" / "ab_table.tex"
+        paths["latex_ab_table"].write_text(booktabs(ab_display(tables.ab), caption=tables.ab_caption,
+                                                    label="tab:ab"), encoding="utf-8")
     return {"markdown": markdown_path, "html": html_path, **paths}
 
 

@@ -25,9 +25,12 @@ from entry.reporting import likert_summary_lines, pairwise_summary_lines, write_
                    "judgments) instead of the store.")
 @click.option("--likert-export", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="With --export of a pairwise study: the linked Likert study's export, shown beside the A/B table.")
+@click.option("--latex", is_flag=True,
+              help="Also write LaTeX booktabs tables under OUT/latex/: the main results (a Likert study) or the A/B "
+                   "table (a pairwise study); \\usepackage{booktabs} in the paper.")
 @pass_cli
 def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int,
-           export_file: Path | None, likert_export: Path | None) -> None:
+           export_file: Path | None, likert_export: Path | None, latex: bool) -> None:
     """Write the analysis report of STUDY: for a Likert study the paper-style table, agreement, significance,
     rater quality; for a pairwise (A/B) study the Win / Lose / Tie table with its per-context test, the linked
     Likert study's means beside it, the ranking, agreement, position bias and control pairs."""
@@ -36,23 +39,36 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
         raise click.UsageError("--likert-export goes with --export (a study in the store names its linked study)")
     if export_file is not None:
         paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
-                                    exclude_flagged=not keep_flagged, seed=seed, likert_export=likert_export)
+                                    exclude_flagged=not keep_flagged, seed=seed, likert_export=likert_export,
+                                    latex=latex)
     else:
         paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
-                                   exclude_flagged=not keep_flagged, seed=seed)
+                                   exclude_flagged=not keep_flagged, seed=seed, latex=latex)
     for line in summary_lines(paths):
         click.echo(line)
     click.echo(f"report: {paths['html']}")
     click.echo(f"markdown: {paths['markdown']}")
+    for key in sorted(k for k in paths if k.startswith("latex_")):
+        click.echo(f"latex: {paths[key]}")
+    if latex and not any(k.startswith("latex_") for k in paths):
+        click.echo("latex: no table written (the report says what could not be computed)")
 
 
 def summary_lines(paths: dict[str, Path]) -> list[str]:
     """A few lines about a written report, read back from its tables: the A/B table of a pairwise report, the
-    system means of a Likert one."""
+    system means of a Likert one, then what the report could not compute."""
     if "table_ab_table" in paths:
         return ["A/B (win / lose / tie % of the judgments; * significant after Holm):",
                 *pairwise_summary_lines(pd.read_csv(paths["table_ab_table"]))]
+    lines = []
     if "table_system_means" in paths:
-        return ["mean score per system (best first):",
-                *likert_summary_lines(pd.read_csv(paths["table_system_means"]))]
-    return []
+        lines = ["mean score per system (best first):", *likert_summary_lines(pd.read_csv(paths["table_system_means"]))]
+    return lines + gap_lines(paths["markdown"].read_text(encoding="utf-8"))
+
+
+def gap_lines(markdown: str) -> list[str]:
+    """The bullets of a report's "What could not be computed" section, as terminal lines after "gaps:"."""
+    if "\n## What could not be computed\n" not in markdown:
+        return []
+    section = markdown.split("\n## What could not be computed\n", 1)[1].split("\n## ", 1)[0]
+    return ["gaps:", *(f"  {line[2:]}" for line in section.splitlines() if line.startswith("- "))]
