@@ -10,11 +10,10 @@ from urllib.parse import urlsplit
 
 import click
 
-from entry.cli.common import CliContext, pass_cli
+from entry.cli.common import CliContext, checked_base_url, invite_base_url, pass_cli
 from server.annotation.prolific import make_study_token, release_departed, require_prolific_study, study_link
 from server.annotation.prolific_client import API_URL, ProlificClient, token_from_environment
 from server.annotation.secrets import secret_key
-from server.errors import BadInput
 
 
 @click.group()
@@ -22,24 +21,17 @@ def prolific() -> None:
     """Run a study on Prolific: its study link; releasing the work of participants who returned or timed out."""
 
 
-def _base_url(value: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise BadInput(f"--base-url {value!r} must be the server's address as participants reach it, like "
-                       "https://ratings.example.org (no query, no #)")
-    return value.rstrip("/")
-
-
 @prolific.command("link")
 @click.argument("study")
-@click.option("--base-url", required=True, metavar="URL",
-              help="Where participants reach `empeval serve`, e.g. https://ratings.example.org (behind HTTPS).")
+@click.option("--base-url", default=None, metavar="URL", callback=checked_base_url,
+              help="Where participants reach `empeval serve`, e.g. https://ratings.example.org (behind HTTPS); "
+                   "default: where the latest `empeval serve` of this store listens, or its --base-url.")
 @pass_cli
-def link_command(obj: CliContext, study: str, base_url: str) -> None:
+def link_command(obj: CliContext, study: str, base_url: str | None) -> None:
     """Print STUDY's Prolific study link: paste it as the study URL on Prolific (the {{%...%}} parts are
     Prolific's, it fills them in for each participant)."""
-    base = _base_url(base_url)
     engine = obj.engine()
+    base = base_url or invite_base_url(engine)
     recruitment = require_prolific_study(engine, study)
     click.echo(study_link(base, make_study_token(secret_key(engine), study)))
     if urlsplit(base).scheme != "https":

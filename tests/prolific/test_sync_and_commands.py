@@ -141,8 +141,12 @@ def test_link_refuses_a_base_url_that_is_not_an_address_exiting_2(prolific_engin
     assert result.exit_code == 2 and "--base-url" in result.output and result.stdout.count("/prolific/") == 0
 
 
-def test_link_without_a_base_url_exits_2(prolific_engine):
-    assert empeval(prolific_engine, "prolific", "link", "pilot").exit_code == 2
+def test_link_without_a_base_url_points_where_the_store_was_last_served(prolific_engine):
+    from entry.cli.common import remember_base_url
+
+    remember_base_url(prolific_engine, "https://served.example.org")
+    result = empeval(prolific_engine, "prolific", "link", "pilot")
+    assert result.exit_code == 0 and result.stdout.startswith("https://served.example.org/prolific/")
 
 
 def test_release_refuses_ids_that_are_not_prolific_ids_and_releases_nothing(prolific_app, prolific_engine):
