@@ -87,3 +87,23 @@ def test_the_report_command_writes_latex_of_an_export(tmp_path):
     assert latex_problems(path.read_text(encoding="utf-8")) == []
     # An export does not carry its study's order: the default study file's (empathy, relevance, fluency).
     assert tabular_rows(path.read_text(encoding="utf-8"))[0][2:] == ["Empathy", "Relevance", "Fluency"]
+
+
+def test_a_pairwise_report_with_latex_writes_the_ab_table(tmp_path):
+    from analysis.pairwise_report import ab_display
+    from analysis.simulate_pairwise import simulate_pairwise_study
+    from entry.reporting import write_pairwise_report
+
+    judgments = simulate_pairwise_study(n_contexts=8, anchor="moel", seed=3).judgments
+    renamed = {"gold": "gold_v2 & co"}  # sorts where "gold" does, so every pair label keeps its order
+    judgments = judgments.assign(**{column: judgments[column].replace(renamed)
+                                    for column in ("system_left", "system_right", "preferred")},
+                                 pair=judgments["pair"].str.replace("gold", "gold_v2 & co", regex=False))
+    paths = write_pairwise_report(judgments, tmp_path, name="ab", focus="moel", n_boot=20, latex=True)
+    tex = paths["latex_ab_table"].read_text(encoding="utf-8")
+    assert latex_problems(tex) == []
+    header, *rows = tabular_rows(tex)
+    shown = ab_display(pd.read_csv(paths["table_ab_table"]))
+    assert header == [cell(c) for c in shown.columns] and len(rows) == len(shown)
+    assert any(r"gold\_v2 \& co" in row[1] for row in rows)
+    assert r"\label{tab:ab}" in tex
