@@ -1,4 +1,5 @@
-"""The researcher's side: study progress (dashboard and JSON), the tidy export, and signing in to /admin.
+"""The researcher's side: study progress (dashboard and JSON), a study's page (raters, comments, item browser), the
+task preview, the tidy export, and signing in to /admin.
 
 The dashboard is reached by signing in: the form at /admin, or `/admin#<admin token>` (the part after `#`
 never reaches the server; the page's script posts it to /admin/session and cleans the address bar). Either
@@ -7,18 +8,22 @@ signs in, then redirects to /admin; scripts send `Authorization: Bearer <admin t
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from pathlib import Path
 from statistics import median
 
 import numpy as np
 import pandas as pd
-from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request
+from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, send_from_directory
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import BadRequest, Forbidden, TooManyRequests
+from werkzeug.exceptions import BadRequest, Forbidden, NotFound, TooManyRequests
 
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from server.annotation.item_browser import item_page
 from server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
+from server.annotation.preview import preview_payload
+from server.annotation.progress_counts import likert_counts, likert_scores, pairwise_counts
+from server.annotation.rater_table import rater_table, study_comments
 from server.store.models import Study
 from server.store.queries import assignment_counts, study_by_name
 from server.web import openapi
@@ -38,73 +43,43 @@ def _engine():
     return current_app.extensions["empeval.engine"]
 
 
-def alpha_so_far(rows: list[dict], criterion: str, scale: tuple[int, int] = (1, 5)) -> float | None:
-    """Krippendorff's alpha (ordinal) over the non-control items rated so far, computed by analysis/ (the
-    same code the report uses); None while it is undefined (no pairable item, no variation)."""
+def alpha_so_far(scores: list[tuple[int, str, int]], criterion: str,
+                 scale: tuple[int, int] = (1, 5)) -> float | None:
+    """Krippendorff's alpha (ordinal) over the (item, criterion, score) ratings of non-control items so far, computed
+    by analysis/ (the same code the report uses); None while it is undefined (no pairable item, no variation)."""
     from analysis.agreement import reliability_counts
     from analysis.coefficients import krippendorff_alpha
 
-    scores = pd.DataFrame([{"item": r["item_id"], "score": r["score"]} for r in rows
-                           if r["criterion"] == criterion and not r["is_control"]], columns=["item", "score"])
-    if scores.empty:
+    table = pd.DataFrame([{"item": item, "score": score} for item, rated, score in scores if rated == criterion],
+                         columns=["item", "score"])
+    if table.empty:
         return None
-    counts, values = reliability_counts(scores, scale=scale)
+    counts, values = reliability_counts(table, scale=scale)
     alpha = float(krippendorff_alpha(counts, values, level="ordinal"))
     return None if np.isnan(alpha) else alpha
 
 
 def study_progress(name: str) -> dict:
     """Whether it is open or closed, items done, assignments by status, ratings per annotator, seconds per item,
-    alpha so far."""
-    engine = _engine()
-    with Session(engine) as session:
+    alpha so far (an A/B study: its judgments, see _pairwise_progress). Counted in SQL, not from the export."""
+    with Session(_engine()) as session:
         study = study_by_name(session, name)
         statuses = assignment_counts(session, study.id)
         config = study.config
-        status = study.status
-    if config.is_pairwise:
-        return _pairwise_progress(engine, name, status, statuses, config.pairwise.judgments_per_pair
-                                  if config.pairwise else None)
-    rows = export_rows(engine, name)
-    criteria = config.criterion_keys
+        if config.is_pairwise:
+            return {"study": name, "kind": "pairwise", "status": study.status, "assignments": statuses,
+                    **pairwise_counts(session, study.id),
+                    "judgments_per_pair": config.pairwise.judgments_per_pair if config.pairwise else None}
+        criteria = config.criterion_keys
+        counts = likert_counts(session, study.id, criteria[0])
+        scores = likert_scores(session, study.id)
+    seconds = counts.pop("seconds")
     scale = (config.scale.min, config.scale.max)
-    per_annotator: dict[str, int] = defaultdict(int)
-    seconds = [r["seconds_on_item"] for r in rows if r["seconds_on_item"] is not None and r["criterion"] == criteria[0]]
-    for row in rows:
-        per_annotator[row["annotator"]] += 1
-    items_rated = {r["item_id"] for r in rows}
-    k = config.design.ratings_per_response
     return {
-        "study": name,
-        "status": status,
-        "assignments": statuses,
-        "items_rated": len(items_rated),
-        "ratings": len(rows),
-        "ratings_per_response": k,
-        "ratings_per_annotator": dict(sorted(per_annotator.items())),
+        "study": name, "kind": "likert", "status": study.status, "assignments": statuses, **counts,
+        "ratings_per_response": config.design.ratings_per_response,
         "median_seconds_per_item": median(seconds) if seconds else None,
-        "alpha_ordinal": {c: alpha_so_far(rows, c, scale) for c in criteria},
-    }
-
-
-def _pairwise_progress(engine, name: str, status: str, statuses: dict[str, int], k: int | None) -> dict:
-    """A pairwise study's progress, counted in judgments (one per pair an annotator compared, every criterion
-    answered) from its judgment table. The Likert keys the dashboard shows carry the pairwise counts (ratings:
-    judgments, items_rated: (context, pair) judged, k per pair); an ordinal alpha of A/B choices is not
-    defined, so none is given."""
-    rows = pairwise_export_rows(engine, name)
-    judgments = {(r["assignment_id"], r["context_id"], r["pair"]): r["annotator"] for r in rows}
-    per_annotator: dict[str, int] = defaultdict(int)
-    for annotator in judgments.values():
-        per_annotator[annotator] += 1
-    judged = {(context, pair) for _, context, pair in judgments}
-    return {
-        "study": name, "kind": "pairwise", "status": status, "assignments": statuses,
-        "judgments": len(judgments), "choices": len(rows), "pairs_judged": len(judged),
-        "judgments_per_pair": k, "judgments_per_annotator": dict(sorted(per_annotator.items())),
-        "items_rated": len(judged), "ratings": len(judgments), "ratings_per_response": k,
-        "ratings_per_annotator": dict(sorted(per_annotator.items())),
-        "median_seconds_per_item": None, "alpha_ordinal": {},
+        "alpha_ordinal": {c: alpha_so_far(scores, c, scale) for c in criteria},
     }
 
 
@@ -120,6 +95,48 @@ def dashboard():
         names = session.scalars(select(Study.name).order_by(Study.created_at)).all()
     studies = [study_progress(name) for name in names]
     return render_template("admin.html", studies=studies)
+
+
+@blueprint.get("/admin/studies/<name>")
+@admin_required
+def study_page(name: str):
+    """One study for the researcher: progress, export links, the task preview, the per-rater table, the raters'
+    comments and the item browser (`?page=N`, 1-based)."""
+    page = _page_argument()
+    engine = _engine()
+    progress = study_progress(name)
+    with Session(engine) as session:
+        criteria = study_by_name(session, name).config.criterion_keys
+    return render_template("admin_study.html", s=progress, criteria=criteria, items=item_page(engine, name, page=page),
+                           raters=rater_table(engine, name), comments=study_comments(engine, name))
+
+
+def _page_argument() -> int:
+    text = request.args.get("page", "1")
+    if not text.isdigit() or len(text) > 9:
+        raise BadRequest(f"page must be a whole number from 1, got {text!r}")
+    return int(text)
+
+
+@blueprint.get("/admin/studies/<name>/preview")
+@admin_required
+def preview_page(name: str):
+    """The task page as a rater sees it, for the researcher; its script reads /api/studies/<name>/preview (a payload
+    marked `preview: true`: the page shows a banner and never posts). Nothing is claimed or written."""
+    with Session(_engine()) as session:
+        study_by_name(session, name)  # an unknown study is a 404 here, not a page that fails to load
+    folder = current_app.config.get("TASK_UI_DIR")
+    if not folder or not (Path(folder) / "index.html").is_file():
+        raise NotFound("the task UI is not built or not configured (TASK_UI_DIR): run `make ui`")
+    return send_from_directory(folder, "index.html", max_age=0)
+
+
+@blueprint.get("/api/studies/<name>/preview")
+@admin_required
+def preview(name: str):
+    """The preview payload (server.annotation.preview): the study's first assignment as the task page shows it,
+    marked `preview: true`, with assignment id 0 so that no submit can store anything. Writes nothing."""
+    return {"assignment": preview_payload(_engine(), name)}
 
 
 @blueprint.post("/admin/session")
@@ -193,6 +210,15 @@ openapi.register_paths({
                               "content": {"application/json": {"schema": {"type": "object"}}}},
                       "401": {"description": "no token", **_ERR}, "403": {"description": "wrong token", **_ERR},
                       "404": {"description": "no such study", **_ERR}, **_LIMITED}}},
+    "/api/studies/{name}/preview": {"get": {
+        "summary": "The study's first assignment as the task page shows it, marked preview: true (assignment id 0, "
+                   "so no submit can store it); nothing is claimed or written",
+        "security": _ADMIN, "parameters": _NAME,
+        "responses": {"200": {"description": "the preview payload",
+                              "content": {"application/json": {"schema": {"$ref": "#/components/schemas/"
+                                                                                   "NextAssignment"}}}},
+                      "401": {"description": "no token", **_ERR}, "403": {"description": "wrong token", **_ERR},
+                      "404": {"description": "no such study, or no assignment in it", **_ERR}, **_LIMITED}}},
     "/api/studies/{name}/export": {"get": {
         "summary": "All ratings of a study, one row per rating (tidy long CSV or JSONL); for a pairwise study "
                    "its judgment table, one row per choice and criterion",
