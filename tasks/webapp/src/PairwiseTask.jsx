@@ -43,8 +43,7 @@ function ChoiceQuestion({ criterion, answers, value, focused, onChoose, onFocus,
     <fieldset className={`question${focused ? " focused" : ""}`} data-criterion={criterion.key}
               data-focused={focused ? "true" : "false"} aria-current={focused ? "true" : undefined}
               onClick={onFocus}>
-      <legend>{index + 1}. {criterion.label}</legend>
-      <div id={`question-${index}`}>{criterion.question}</div>
+      <legend>{index + 1}. {criterion.label}: <span className="question-text" id={`question-${index}`}>{criterion.question}</span></legend>
       <div className="scale" role="radiogroup" aria-label={criterion.label} aria-describedby={`question-${index}`}>
         {answers.map((answer) => (
           <label key={answer.key} className={value === answer.key ? "chosen" : ""}>
@@ -102,8 +101,7 @@ export default function PairwiseTask({ assignment, onSubmit, onDone, rater = nul
   const item = items[index];
   return (
     <main data-kind="pairwise">
-      <TaskHeader study={study} fallbackTitle="Compare responses in conversations" preview={task.preview}
-                  onReopen={phase === "rating" || phase === "review" ? task.reopen : null} />
+      <TaskHeader study={study} fallbackTitle="Compare responses in conversations" preview={task.preview} />
       {phase === "consent" && (
         <Consent task="compare short replies" answers="answers" onAccept={task.acceptConsent}
                  onDecline={task.declineConsent} />
@@ -111,7 +109,7 @@ export default function PairwiseTask({ assignment, onSubmit, onDone, rater = nul
       {phase === "declined" && <Declined />}
       {phase === "instructions" && <Instructions criteria={criteria} ties={ties} onStart={task.start} />}
       {(phase === "rating" || phase === "review") && (
-        <Progress done={task.answered} total={items.length} noun="pairs compared" />
+        <Progress done={task.answered} total={items.length} noun="pairs compared" onReopen={task.reopen} />
       )}
       {phase === "rating" && (
         <section id="item" data-item-id={item.item_id} data-position={item.position} aria-labelledby="item-heading">

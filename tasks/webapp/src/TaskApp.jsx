@@ -32,8 +32,7 @@ function Question({ criterion, scale, value, focused, onChoose, onFocus, index }
     <fieldset className={`question${focused ? " focused" : ""}`} data-criterion={criterion.key}
               data-focused={focused ? "true" : "false"} aria-current={focused ? "true" : undefined}
               onClick={onFocus}>
-      <legend>{index + 1}. {criterion.label}</legend>
-      <div id={`question-${index}`}>{criterion.question}</div>
+      <legend>{index + 1}. {criterion.label}: <span className="question-text" id={`question-${index}`}>{criterion.question}</span></legend>
       <div className="scale" role="radiogroup" aria-label={criterion.label}
            aria-describedby={`question-${index}`}>
         {points.map((p, i) => (
@@ -95,13 +94,12 @@ function LikertTask({ assignment, onSubmit, onDone, rater, submissionId }) {
 
   return (
     <main>
-      <TaskHeader study={study} fallbackTitle="Rate responses in conversations" preview={task.preview}
-                  onReopen={phase === "rating" || phase === "review" ? task.reopen : null} />
+      <TaskHeader study={study} fallbackTitle="Rate responses in conversations" preview={task.preview} />
       {phase === "consent" && <Consent onAccept={task.acceptConsent} onDecline={task.declineConsent} />}
       {phase === "declined" && <Declined />}
       {phase === "instructions" && <Instructions criteria={criteria} scale={scale} onStart={task.start} />}
       {(phase === "rating" || phase === "review") && (
-        <Progress done={task.answered} total={items.length} noun="responses rated" />
+        <Progress done={task.answered} total={items.length} noun="responses rated" onReopen={task.reopen} />
       )}
       {phase === "rating" && (
         <section id="item" data-item-id={items[index].item_id} data-position={items[index].position}

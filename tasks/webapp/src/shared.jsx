@@ -1,9 +1,8 @@
-// Parts both task pages use (Likert and pairwise): the page's header (title, preview banner, the link back to the
-// instructions), a conversation turn, the consent step, the progress bar, the review-and-submit step and the end
+// Parts both task pages use (Likert and pairwise): the page's header (title, preview banner), a conversation turn, the consent step, the progress bar, the review-and-submit step and the end
 // page. Every text from models or people is rendered as React text, never as HTML.
 import { useEffect } from "react";
 
-export function TaskHeader({ study, fallbackTitle, preview, onReopen }) {
+export function TaskHeader({ study, fallbackTitle, preview }) {
   return (
     <>
       <h1>{study && study.title ? study.title : fallbackTitle}</h1>
@@ -13,11 +12,6 @@ export function TaskHeader({ study, fallbackTitle, preview, onReopen }) {
         </p>
       )}
       {study && study.instructions ? <p className="hint">{study.instructions}</p> : null}
-      {onReopen && (
-        <button type="button" className="link" id="reopen-instructions" onClick={onReopen}>
-          Read the consent and instructions again
-        </button>
-      )}
     </>
   );
 }
@@ -58,11 +52,17 @@ export function Declined() {
 }
 
 // The text above the bar is a polite live region: a screen reader announces each change without interrupting.
-export function Progress({ done, total, noun }) {
+// Beside it, the link that opens the consent and instructions again.
+export function Progress({ done, total, noun, onReopen }) {
   const progress = Math.round((100 * done) / total);
   return (
     <>
-      <div className="hint" id="progress-text" aria-live="polite">{done} of {total} {noun}</div>
+      <div className="status-row">
+        <div className="hint" id="progress-text" aria-live="polite">{done} of {total} {noun}</div>
+        <button type="button" className="link" id="reopen-instructions" onClick={onReopen}>
+          Read the consent and instructions again
+        </button>
+      </div>
       <div className="progress" role="progressbar" aria-labelledby="progress-text" aria-valuemin={0}
            aria-valuemax={100} aria-valuenow={progress} aria-valuetext={`${done} of ${total} ${noun}`}>
         <div style={{ width: `${progress}%` }} />
