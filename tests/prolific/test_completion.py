@@ -8,7 +8,9 @@ import uuid
 
 from server.annotation.annotators import invite
 from server.annotation.handout import close_study
-from tests.prolific.conftest import COMPLETION_CODE, CSRF, ids, link_path
+from server.web import create_app
+from tests.annotation.pairwise_fixtures import make_ab_study
+from tests.prolific.conftest import COMPLETION_CODE, CSRF, PROLIFIC_STUDY_ID, ids, link_path
 
 COMPLETION = {"code": COMPLETION_CODE, "url": f"https://app.prolific.com/submissions/complete?cc={COMPLETION_CODE}"}
 
@@ -75,3 +77,18 @@ def test_an_invited_volunteer_in_the_same_study_gets_no_completion_code(prolific
                      headers=auth)
     assert receipt.status_code == 200 and "completion" not in receipt.get_json()
     assert COMPLETION_CODE not in json.dumps(receipt.get_json())
+
+
+def test_a_pairwise_study_on_prolific_hands_out_the_code_after_a_valid_submit_too(sample_engine):
+    make_ab_study(sample_engine, control_rate=0, recruitment={
+        "platform": "prolific", "prolific_study_id": PROLIFIC_STUDY_ID, "completion_code": COMPLETION_CODE})
+    app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True})
+    client = app.test_client()
+    assert client.get(link_path(sample_engine, "ab"), query_string=ids()).status_code == 303
+    assignment = client.get("/api/annotate/next", headers=CSRF).get_json()["assignment"]
+    judgments = [{"item_id": item["item_id"], "choices": {"empathy": "A", "relevance": "B", "fluency": "T"}}
+                 for item in assignment["items"]]
+    refused = submit(client, assignment, {"submission_id": uuid.uuid4().hex, "judgments": judgments[:-1]})
+    assert refused.status_code == 400 and COMPLETION_CODE not in refused.get_data(as_text=True)
+    receipt = submit(client, assignment, {"submission_id": uuid.uuid4().hex, "judgments": judgments})
+    assert receipt.status_code == 200 and receipt.get_json()["completion"] == COMPLETION
