@@ -2,16 +2,25 @@
 
 - `link STUDY --base-url URL` prints the one study link to paste into Prolific's study settings;
 - `sync STUDY` asks Prolific's API (token in $PROLIFIC_API_TOKEN) who returned or timed out, and puts the
-  assignments they held back in the pool.
+  assignments they held back in the pool;
+- `pseudonyms PID...` prints the pseudonym of each Prolific participant id, to find on Prolific a rater the
+  report flags.
 """
 from __future__ import annotations
 
+import sys
 from urllib.parse import urlsplit
 
 import click
 
 from entry.cli.common import CliContext, checked_base_url, invite_base_url, pass_cli
-from server.annotation.prolific import make_study_token, release_departed, require_prolific_study, study_link
+from server.annotation.prolific import (
+    make_study_token,
+    pseudonyms_of,
+    release_departed,
+    require_prolific_study,
+    study_link,
+)
 from server.annotation.prolific_client import API_URL, ProlificClient, token_from_environment
 from server.annotation.secrets import secret_key
 
@@ -55,3 +64,14 @@ def sync_command(obj: CliContext, study: str, api_url: str) -> None:
     click.echo(f"{released.participants} participant(s) returned or timed out on Prolific, {released.known} of them "
                f"seen here; {len(released.released)} assignment(s) went back to the pool"
                + (f": {', '.join(map(str, released.released))}" if released.released else ""))
+
+
+@prolific.command("pseudonyms")
+@click.argument("participant_ids", nargs=-1, required=True, metavar="PID...")
+@pass_cli
+def pseudonyms_command(obj: CliContext, participant_ids: tuple[str, ...]) -> None:
+    """Print each Prolific participant id PID with its pseudonym here (the name in exports, the report and
+    `annotators list`), and whether she has opened a study link; `-` reads ids from standard input, one a line."""
+    ids = [line.strip() for line in sys.stdin if line.strip()] if participant_ids == ("-",) else list(participant_ids)
+    for found in pseudonyms_of(obj.engine(), ids):
+        click.echo(f"{found.participant_id}\t{found.pseudonym}\t{'seen' if found.seen else 'not seen here'}")

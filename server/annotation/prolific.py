@@ -176,6 +176,27 @@ def release_departed(engine: Engine, study: str, participant_ids: Iterable[str])
     return Released(len(ids), len(annotators), released)
 
 
+class Pseudonym(NamedTuple):
+    participant_id: str
+    pseudonym: str  # the annotator's name in empeval's exports, report and commands
+    seen: bool  # whether this participant has come through a study link of this installation
+
+
+def pseudonyms_of(engine: Engine, participant_ids: Iterable[str]) -> list[Pseudonym]:
+    """The pseudonym each Prolific participant id has (or would have) here, in the order given, so a rater the
+    report flags can be found on Prolific; BadInput for an id that is not a Prolific id."""
+    ids = list(participant_ids)
+    for participant_id in ids:
+        if not PROLIFIC_ID.fullmatch(participant_id):
+            raise BadInput(f"{participant_id[:40]!r} is not a Prolific participant id (24 characters 0-9, a-f)")
+    secret = secret_key(engine)
+    named = {participant_id: pseudonym_for(secret, PROVIDER, participant_id) for participant_id in ids}
+    with Session(engine) as session:
+        seen = set(session.scalars(select(Annotator.pseudonym).where(Annotator.provider == PROVIDER,
+                                                                     Annotator.pseudonym.in_(named.values()))))
+    return [Pseudonym(participant_id, named[participant_id], named[participant_id] in seen) for participant_id in ids]
+
+
 def require_prolific_study(engine: Engine, study: str) -> Recruitment:
     """The recruitment of `study` when it runs on Prolific; NotFound or BadInput saying what to change."""
     with Session(engine) as session:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from entry.cli import cli
 from server.annotation.prolific import release_departed
 from server.errors import BadInput
-from server.store.models import Assignment, SeenContext
+from server.store.models import Annotator, Assignment, SeenContext
 from tasks.study_create import create_study
 from tasks.study_file import parse_study
 from tests.prolific.conftest import CSRF, PROLIFIC_STUDY_ID, ids, link_path, study_file
@@ -160,3 +160,23 @@ def test_release_refuses_ids_that_are_not_prolific_ids_and_releases_nothing(prol
 def test_release_of_nobody_changes_nothing(prolific_app, prolific_engine):
     released = release_departed(prolific_engine, "pilot", [])
     assert released == (0, 0, [])
+
+
+def test_pseudonyms_maps_prolific_ids_to_the_names_the_report_uses(prolific_app, prolific_engine):
+    participant(prolific_app, prolific_engine, LEFT)
+    result = empeval(prolific_engine, "prolific", "pseudonyms", LEFT, NEVER_SEEN)
+    assert result.exit_code == 0, result.output
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    assert [(pid, seen) for pid, _, seen in rows] == [(LEFT, "seen"), (NEVER_SEEN, "not seen here")]
+    with Session(prolific_engine) as session:
+        stored = session.scalars(select(Annotator.pseudonym).where(Annotator.provider == "prolific")).all()
+    assert stored == [rows[0][1]] and rows[1][1].startswith("prolific-") and rows[1][1] != rows[0][1]
+    from_stdin = CliRunner().invoke(cli, ["--database-url", prolific_engine.url.render_as_string(
+        hide_password=False), "prolific", "pseudonyms", "-"], input=f"{LEFT}\n\n{NEVER_SEEN}\n")
+    assert from_stdin.exit_code == 0 and from_stdin.stdout == result.stdout
+
+
+def test_pseudonyms_refuses_what_is_not_a_prolific_id_exiting_2(prolific_engine):
+    result = empeval(prolific_engine, "prolific", "pseudonyms", LEFT, "alice")
+    assert result.exit_code == 2 and "'alice' is not a Prolific participant id" in result.output
+    assert LEFT not in result.stdout
