@@ -162,8 +162,9 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
             gaps.add("comparisons", f"only one system ({systems[0]}) has ratings: the pairwise tests, the Friedman "
                      "tests and the rater-aware check compare two or more systems rated on the same contexts")
         elif pairs["p_wilcoxon"].notna().sum() == 0:
-            gaps.add("comparisons", "no pair of systems has two or more contexts rated for both: the pairwise tests "
-                     "and the rater-aware check need paired contexts (rate more contexts)")
+            reasons = sorted({str(note).split("; ")[0] for note in pairs["note"].dropna() if str(note)})
+            gaps.add("comparisons", f"no pair of systems could be tested ({'; '.join(reasons)}), so neither could "
+                     "the rater-aware check")
         else:
             rater_check = rater_aware_check(analysed, raw=pairs, alpha=alpha, correction=correction, family=family,
                                             random_effects=random_effects, n_boot=n_boot, seed=seed)
@@ -240,15 +241,18 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
         else:
             document.add(*_rater_check_blocks(rater_check, random_effects, criteria))
         document.add(Heading("Agreement"))
-        document.add(Table(agreement_table_text(agreement, criteria), caption=(
-            f"Inter-annotator agreement per criterion, {ci_level:.0%} percentile bootstrap CIs over items "
-            f"(B = {n_boot}); control items left out.")))
-        reading = alpha_beside_ac2(agreement, analysed, criteria)
-        if reading:
-            document.add(Paragraph(reading))
-        notes = _agreement_notes(agreement, criteria)
-        if notes:
-            document.add(BulletList(notes))
+        if "agreement" in gaps:
+            document.add(Paragraph(f"Not computed: {gaps.why('agreement')}."))
+        else:
+            document.add(Table(agreement_table_text(agreement, criteria), caption=(
+                f"Inter-annotator agreement per criterion, {ci_level:.0%} percentile bootstrap CIs over items "
+                f"(B = {n_boot}); control items left out.")))
+            reading = alpha_beside_ac2(agreement, analysed, criteria)
+            if reading:
+                document.add(Paragraph(reading))
+            notes = _agreement_notes(agreement, criteria)
+            if notes:
+                document.add(BulletList(notes))
         document.add(Heading("Score distributions"))
         document.add(Image(pngs["score_distributions"], "figures/score_distributions.png", caption=(
             "Share of each score per system (stacked, lowest score on the left; n: ratings), one panel per "
@@ -528,7 +532,7 @@ def _summary_sentence(facts: dict, exclude_flagged: bool) -> str:
                 f"in all{excluded}).")
     text = (f"{facts['n_ratings']} ratings of {facts['n_items']} items "
             f"({_count(facts['n_contexts'], 'dialogue context')} × {_count(len(facts['systems']), 'system')}) on "
-            f"{', '.join(facts['criteria'])}, from {facts['n_annotators']} annotators")
+            f"{', '.join(facts['criteria'])}, from {_count(facts['n_annotators'], 'annotator')}")
     if facts["n_flagged"] and exclude_flagged:
         text += f" ({facts['n_flagged']} flagged annotators excluded)"
     return text + "."
@@ -562,7 +566,8 @@ def methods_paragraph(
         f"{', '.join(facts['systems'])}) on "
         f"{_count(len(facts['criteria']), 'criterion', 'criteria')} ({', '.join(facts['criteria'])}), each on a "
         f"{lo}–{hi} Likert scale, from "
-        f"{facts['n_annotators']} annotators in {facts['n_assignments']} assignments; each response was rated by "
+        f"{_count(facts['n_annotators'], 'annotator')} in {_count(facts['n_assignments'], 'assignment')}; each "
+        "response was rated by "
         f"{k_text} annotators" + (f" (design: {k} per response)" if k else "") + "."
     ] if facts["n_ratings"] else ["No rating of a real response was analysed (see what could not be computed)."]
     if facts["n_control_items"]:

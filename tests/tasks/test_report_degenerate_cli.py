@@ -116,7 +116,7 @@ def test_a_three_item_study_reports_means_and_says_no_pair_could_be_tested(engin
     assert result.exit_code == 0, result.output
     markdown = (tmp_path / "r" / "report.md").read_text()
     gaps = _section(markdown, "What could not be computed")
-    assert "no pair of systems has two or more contexts rated for both" in gaps
+    assert "no pair of systems could be tested (fewer than two contexts rated for both systems)" in gaps
     assert "18 ratings of 3 items (1 dialogue context × 3 systems)" in markdown
     for system in ("sys-a", "sys-b", "sys-c"):
         assert f"| {system} | 1 (2) |" in markdown
