@@ -66,10 +66,13 @@ class ProlificVisit(NamedTuple):
 
 
 class Admission(NamedTuple):
-    """A participant let in: her annotator id and the invite token her browser gets as its cookie."""
+    """A participant let in: her annotator id and the invite token her browser gets as its cookie; `completion`
+    (what completion_after_submit gives) when she has already submitted her assignment of this study, in which
+    case she is given the code again rather than more work (Prolific pays one submission per participant)."""
 
     annotator_id: int
     invite: str
+    completion: dict[str, dict[str, str]] | None = None
 
 
 def make_study_token(secret: str, study: str) -> str:
@@ -116,7 +119,8 @@ def read_visit(arguments: Mapping[str, Sequence[str]]) -> ProlificVisit:
 def admit(engine: Engine, secret: str, study: str, visit: ProlificVisit) -> Admission:
     """Let a Prolific participant into `study`: the study must run on Prolific under visit.study_id (else
     WrongProlificStudy, or Forbidden when it is not a Prolific study), be open, and she not revoked (StudyClosed,
-    AccessRevoked). Her annotator is found by the keyed hash of her Prolific id, created on her first visit."""
+    AccessRevoked). Her annotator is found by the keyed hash of her Prolific id, created on her first visit. If
+    she has submitted an assignment of this study already, the admission carries her completion code."""
     with Session(engine) as session:
         study_row = study_by_name(session, study)
         recruitment = study_row.config.recruitment
@@ -129,8 +133,15 @@ def admit(engine: Engine, secret: str, study: str, visit: ProlificVisit) -> Admi
         refuse_unless_may_work(study_row, revoked=False)
     annotator = get_or_create_annotator(engine, PROVIDER, pseudonym_for(secret, PROVIDER, visit.participant_id))
     with Session(engine) as session:
-        ensure_may_work(session, study_by_name(session, study), annotator.id)
-    return Admission(annotator.id, make_invite(secret, annotator_id=annotator.id, study=study, days=INVITE_DAYS))
+        study_row = study_by_name(session, study)
+        ensure_may_work(session, study_row, annotator.id)
+        submitted = session.scalar(select(Assignment.id).where(
+            Assignment.study_id == study_row.id, Assignment.annotator_id == annotator.id,
+            Assignment.status == "submitted").limit(1))
+    invite = make_invite(secret, annotator_id=annotator.id, study=study, days=INVITE_DAYS)
+    if submitted is not None:
+        return Admission(annotator.id, invite, completion_after_submit(recruitment, PROVIDER) or None)
+    return Admission(annotator.id, invite)
 
 
 def completion_after_submit(recruitment: Recruitment, provider: str | None) -> dict[str, dict[str, str]]:

@@ -5,8 +5,9 @@ counted by the failure limiter like a wrong invite token), the three ids' format
 STUDY_ID is the study's Prolific study (403, counted too), that the study is open and she is not revoked (403, as
 for an invite); then it lets her in (server.annotation.prolific.admit: her annotator is found, or created on her
 first visit, by the keyed hash of her Prolific id), sets the invite cookie the invite flow sets (auth.
-set_invite_cookie) and sends her to the task page (303 to /annotate). A browser is answered with a short page
-saying what was wrong and what to do; anything else with the app's JSON error.
+set_invite_cookie) and sends her to the task page (303 to /annotate). A participant who has submitted her
+assignment already gets her completion code again (200, a page or JSON), not more work. A browser is answered
+with a short page saying what was wrong and what to do; anything else with the app's JSON error.
 
 The link is a GET that sets a cookie, as any link from another site must be: whoever knows the study link can
 send a browser to it with a participant id of their choosing, as they could with an invite link.
@@ -30,9 +31,13 @@ def study_link(token: str):
     try:
         return _let_in(token)
     except (EmpevalError, HTTPException) as error:
-        if request.accept_mimetypes.best_match(["application/json", "text/html"]) != "text/html":
+        if not _wants_a_page():
             raise  # the app's JSON error
         return _refusal_page(error)
+
+
+def _wants_a_page() -> bool:
+    return request.accept_mimetypes.best_match(["application/json", "text/html"]) == "text/html"
 
 
 def _let_in(token: str):
@@ -42,6 +47,10 @@ def _let_in(token: str):
     visit = read_visit(request.args.to_dict(flat=False))
     with limited_token_check(WrongProlificStudy):
         admission = admit(current_app.extensions["empeval.engine"], secret, study, visit)
+    if admission.completion is not None:  # she has done her assignment: the code again, no more work
+        if _wants_a_page():
+            return render_template("prolific_completed.html", **admission.completion["completion"])
+        return {"status": "completed", **admission.completion}
     response = redirect("/annotate", code=303)
     set_invite_cookie(response, admission.invite)
     return response
@@ -67,6 +76,11 @@ openapi.register_paths({
                        *({"name": name, "in": "query", "required": True, "schema": _ID}
                          for name in ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"))],
         "responses": {"303": {"description": "admitted: the invite cookie is set, Location is /annotate"},
+                      "200": {"description": "she submitted her assignment already: her completion code again",
+                              "content": {"application/json": {"schema": {"type": "object", "properties": {
+                                  "status": {"const": "completed"}, "completion": {"type": "object", "properties": {
+                                      "code": {"type": "string"}, "url": {"type": "string"}}}}}},
+                                          "text/html": {"schema": {"type": "string"}}}},
                       "400": {"description": "a Prolific id missing, repeated or malformed", **_ERR},
                       "403": {"description": "altered link, another Prolific study, closed study or revoked "
                                              "participant", **_ERR},

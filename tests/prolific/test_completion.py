@@ -92,3 +92,20 @@ def test_a_pairwise_study_on_prolific_hands_out_the_code_after_a_valid_submit_to
     assert refused.status_code == 400 and COMPLETION_CODE not in refused.get_data(as_text=True)
     receipt = submit(client, assignment, {"submission_id": uuid.uuid4().hex, "judgments": judgments})
     assert receipt.status_code == 200 and receipt.get_json()["completion"] == COMPLETION
+
+
+def test_after_her_submit_the_link_gives_her_the_code_again_and_no_more_work(prolific_app, prolific_engine):
+    client, assignment = participant(prolific_app, prolific_engine)
+    assert submit(client, assignment, {"submission_id": uuid.uuid4().hex, "ratings": ratings(assignment)}) \
+        .status_code == 200
+    again = prolific_app.test_client()  # e.g. she opens the study from Prolific once more, in another browser
+    answer = again.get(link_path(prolific_engine), query_string=ids())
+    assert answer.status_code == 200 and answer.get_json() == {"status": "completed", "completion": COMPLETION}
+    assert again.get_cookie("empeval_invite") is None
+    page = again.get(link_path(prolific_engine), query_string=ids(), headers={"Accept": "text/html"})
+    text = page.get_data(as_text=True)
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    assert f'id="completion-code">{COMPLETION_CODE}<' in text and f'href="{COMPLETION["url"]}"' in text
+    # Another participant, who has not submitted, is sent to the task page as usual.
+    assert prolific_app.test_client().get(link_path(prolific_engine), query_string=ids(pid="e5" * 12)) \
+        .status_code == 303
