@@ -1,7 +1,8 @@
 """A Prolific participant in a real browser: she follows the study link from Prolific's site (a cross-site
 navigation, as in a real study), lands on the task page with the invite cookie, rates her assignment by
-keyboard, and is handed the completion code only once her submit was accepted; a malformed PROLIFIC_PID gets a
-page saying what to do (free of serious accessibility violations, by axe-core)."""
+keyboard, is handed the completion code only once her submit was accepted, and the page takes her back to
+Prolific's completion URL; a malformed PROLIFIC_PID gets a page saying what to do (free of serious accessibility
+violations, by axe-core)."""
 from __future__ import annotations
 
 import pytest
@@ -70,6 +71,7 @@ def test_a_participant_goes_from_the_study_link_to_a_stored_submit_with_the_comp
         [cookie] = [c for c in page.context.cookies() if c["name"] == INVITE_COOKIE]
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         rate_every_item(page)
+        assert page.locator("#completion-code").count() == 0
         before_submit = [a for a in answers if "/api/" in a.url]
         assert before_submit and all(COMPLETION_CODE not in a.text() for a in before_submit)
         with page.expect_response(lambda a: a.url.endswith("/submit")) as submitted:
@@ -77,6 +79,18 @@ def test_a_participant_goes_from_the_study_link_to_a_stored_submit_with_the_comp
         receipt = submitted.value.json()
         assert submitted.value.status == 200 and receipt["completion"] == {"code": COMPLETION_CODE,
                                                                            "url": COMPLETION_URL}
+        # The page shows the code, links back to Prolific, and goes there by itself.
+        page.route(f"{COMPLETION_URL}*", lambda route: route.fulfill(
+            content_type="text/html", body="<!doctype html><title>Prolific</title><p id=done>Submission complete"))
+        assert page.locator("#completion-code").inner_text() == COMPLETION_CODE
+        assert page.locator("#completion-link").get_attribute("href") == COMPLETION_URL
+        page.wait_for_url(COMPLETION_URL, timeout=15_000)
+        page.wait_for_selector("#done")
+        # Opening the study from Prolific again shows her code, not another assignment.
+        from_prolific(page, link)
+        page.wait_for_selector("h1:has-text('You have completed this study')")
+        assert page.locator("#completion-code").inner_text() == COMPLETION_CODE
+        assert page.locator("#completion-link").get_attribute("href") == COMPLETION_URL
 
 
 def test_a_malformed_prolific_pid_is_refused_with_a_page_saying_what_to_do(served):
