@@ -8,7 +8,8 @@ criterion. Sending the same submission again (a retry, a double click) stores no
 the same; a different submission for an already submitted assignment is a conflict.
 
 Cost, whatever the number of items (tests/annotation/test_statement_counts.py): two reads (the assignment with
-its study and whether the rater may work, then its item ids), then a short write transaction of three
+its study, whether the rater may work and her provider, for a Prolific participant's completion code; then its
+item ids), then a short write transaction of three
 statements: one UPDATE that marks the assignment submitted only if it still may be (hers, not submitted, study
 open, rater not revoked), one UPDATE of every item's time, one bulk INSERT of the ratings. Of two
 submissions at once the database lets one UPDATE through: SQLite runs one write transaction at a time (BEGIN

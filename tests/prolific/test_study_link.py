@@ -109,6 +109,7 @@ def test_two_first_visits_at_once_make_one_annotator(prolific_app, prolific_engi
     (ids(pid="<script>alert(1)</script>"), "PROLIFIC_PID"),
     (ids(pid="５e9d8c7b6a5f4e3d2c1b0a99"), "PROLIFIC_PID"),  # a full-width digit
     (ids(pid=PID + "\n"), "PROLIFIC_PID"),
+    (ids(pid="a" * 5000), "PROLIFIC_PID"),
     ({"STUDY_ID": ids()["STUDY_ID"], "SESSION_ID": ids()["SESSION_ID"]}, "PROLIFIC_PID"),
     ({**ids(), "PROLIFIC_PID": [PID, OTHER_PID]}, "PROLIFIC_PID"),
     (ids(study_id="x" * 24), "STUDY_ID"),
