@@ -5,28 +5,40 @@ What the design guarantees, for every seed:
 - every (context, pair) is judged in exactly k assignments, one per round, and an assignment never holds a
   context twice (so, with the hand-out rule that an annotator never gets a context twice, the k judgments
   come from k distinct annotators);
-- within an assignment the pairs appear equally often as far as the numbers allow (the Likert design's
-  Latin-square rotation over blocks of contexts, `tasks.design.plan_assignments`, with pairs in the place
-  of systems);
-- left/right is counterbalanced per pair within one at three levels at once: over the whole study, within
-  each assignment, and over the k judgments of each (context, pair); control pairs likewise per
-  (control, opponent);
+- left/right is counterbalanced per real pair within one at four levels at once: over the whole study, over
+  the k judgments of each (context, pair), within each assignment (exactly, except in an assignment that holds
+  the single context described below, where within one), and per annotator: whatever assignments she
+  completes, in whatever order, her left/right surplus per pair stays within one, as long as she never sees a
+  context twice in the study (the hand-out's rule, which a unique key in the database keeps);
+- within an assignment the pairs appear equally often as far as the numbers allow, counted in couples of
+  judgments (the Likert design's Latin-square rotation over blocks, `tasks.design.plan_assignments`, with
+  couples of contexts in the place of contexts and pairs in the place of systems);
 - control pairs (a control system's response against a real system's, built to lose on the control's
   target criterion) are interleaved at the configured rate on contexts the assignment does not hold, the
-  control kinds rotated across assignments and the opponents rotated over the study's systems;
+  control kinds rotated across assignments and the opponents rotated over the study's systems; their sides
+  are balanced within one over the study, per assignment and per (context, control pair), per
+  (control, opponent). The per-annotator promise is for real pairs only: a control pair is no real pair;
 - positions within an assignment are a seeded random permutation; every random choice comes from the seed.
 
-What the design cannot guarantee, and the hand-out must: balance per *annotator*. The design does not know
-who claims which assignments: an annotator doing m assignments can be off by at most m for a pair (at most
-one per assignment). The hand-out can keep her within one by preferring, among the open assignments she may
-take, one whose left/right surplus per pair offsets hers (`side_surplus` gives an assignment's).
+Why per-annotator balance holds by construction. In each round the contexts are coupled two by two (seeded,
+drawn afresh each round, so that a couple is not the same in every round), and a unit is one couple judged on
+one pair: two placements of the same pair on two different contexts. The Latin-square packing places units
+instead of single judgments, half an assignment's real slots each, so every assignment holds every pair an
+even number of times; the only exception is the context left over when the number of contexts is odd (call it
+c0, the same in every round), whose units are single placements. The colouring below balances every vertex of
+even degree exactly, so an assignment's surplus for a pair is 0, unless it holds c0 with that pair, and then
+±1. An annotator's surplus for a pair is the sum of the surpluses of the assignments she completes, and she
+completes at most one that holds c0: within one, whatever the hand-out gives her and in whatever order. It
+needs an even number of real slots per assignment (items_per_assignment minus the control slots, `pair_slots`):
+`plan_pairwise` refuses an odd one, and the study file says which fields to change.
 
 The left/right balance comes from a balanced 2-colouring of a bipartite graph per pair: vertices are the
 (context, pair) cells and the assignments, an edge is one placement. Pairing the odd-degree vertices of each
 side with a dummy vertex on the other side makes every degree even; an Euler circuit of each component
-alternates colours, so every vertex is balanced exactly, and dropping the dummy edges leaves every vertex,
-and the whole pair, within one. (networkx has Euler circuits but comes only with the backend extra, and a
-study can be created by an annotation-only install; Hierholzer's algorithm is a dozen lines.)
+alternates colours, so every vertex is balanced exactly; dropping the dummy edges leaves every vertex, and the
+whole pair, within one, and a vertex of even degree (it had no dummy edge) still exactly balanced.
+(networkx has Euler circuits but comes only with the backend extra, and a study can be created by an
+annotation-only install; Hierholzer's algorithm is a dozen lines.)
 """
 from __future__ import annotations
 
@@ -35,7 +47,7 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tasks.design import Candidate, plan_assignments
+from tasks.design import Candidate, PlannedAssignment, _pick_controls, controls_per_assignment, plan_assignments
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,13 @@ def side_surplus(items: Sequence[PlacedPair]) -> Counter[str]:
     return surplus
 
 
+def pair_slots(items_per_assignment: int, control_rate: float, *, with_controls: bool) -> int:
+    """How many real (context, pair) judgments an assignment holds: items_per_assignment minus its control slots
+    (`tasks.design.controls_per_assignment`, none without controls). The design needs it even."""
+    return items_per_assignment - (controls_per_assignment(items_per_assignment, control_rate) if with_controls
+                                   else 0)
+
+
 def plan_pairwise(
     contexts: Sequence[Hashable],
     pairs: Sequence[tuple[str, str]],
@@ -92,7 +111,8 @@ def plan_pairwise(
 ) -> list[PlannedPairAssignment]:
     """Assignments judging every (context, pair) `judgments_per_pair` times (see the module docstring for what
     is guaranteed). `controls` maps each control system to the contexts it has a response for; a control pair
-    puts it against one of `opponents` (by default every system of `pairs`)."""
+    puts it against one of `opponents` (by default every system of `pairs`). Raises ValueError when the real
+    slots of an assignment (items_per_assignment minus the controls) are not a positive even number."""
     if len(set(contexts)) != len(contexts):
         raise ValueError("a context is listed twice")
     canonical = [tuple(sorted(pair)) for pair in pairs]
@@ -100,43 +120,73 @@ def plan_pairwise(
         raise ValueError("a pair holds the same system twice")
     if len(set(canonical)) != len(canonical):
         raise ValueError("a pair is listed twice")
-    by_label = {"|".join(pair): pair for pair in canonical}
-    items = [Candidate(key=(context, label), context=context, system=label)
-             for context in contexts for label in by_label]
+    if judgments_per_pair < 1 or items_per_assignment < 1:
+        raise ValueError("judgments_per_pair and items_per_assignment must be at least 1")
     control_candidates = [Candidate(key=(context, control), context=context, system=control)
                           for control, covered in sorted((controls or {}).items()) for context in covered]
-    plan = plan_assignments(items, control_candidates, ratings_per_response=judgments_per_pair,
-                            items_per_assignment=items_per_assignment, control_rate=control_rate, seed=seed)
+    real_slots = pair_slots(items_per_assignment, control_rate, with_controls=bool(control_candidates))
+    n_controls = items_per_assignment - real_slots
+    if real_slots < 1:
+        raise ValueError("control_rate leaves no room for real pairs")
+    if real_slots % 2:
+        raise ValueError(f"{real_slots} real pair slots per assignment: the design needs an even number, so that "
+                         "every assignment holds each pair an even number of times and each annotator sees its two "
+                         "orders equally often")
+    by_label = {"|".join(pair): pair for pair in canonical}
+
+    # Couples of contexts, drawn anew each round so that no two contexts share all their raters; with an odd
+    # number, one context (the same in every round) is alone and its units are single placements.
+    couples_rng = random.Random(f"pairwise-couples-{seed}")
+    order = list(contexts)
+    couples_rng.shuffle(order)
+    single = [tuple(order[-1:])] if len(order) % 2 else []
+    coupled = order[:len(order) - len(single)]
+    plan: list[PlannedAssignment] = []
+    for round_number in range(judgments_per_pair):
+        couples_rng.shuffle(coupled)
+        couples = [tuple(coupled[start:start + 2]) for start in range(0, len(coupled), 2)] + single
+        units = [Candidate(key=(couple, label), context=couple, system=label)
+                 for couple in couples for label in by_label]
+        for planned in plan_assignments(units, ratings_per_response=1, items_per_assignment=real_slots // 2,
+                                        seed=couples_rng.getrandbits(64)):
+            plan.append(PlannedAssignment(round=round_number, index=len(plan), items=planned.items))
 
     rng = random.Random(f"pairwise-sides-{seed}")
+    order_rng = random.Random(f"pairwise-order-{seed}")
+    kinds = sorted({c.system for c in control_candidates})
+    controls_by_kind = {kind: [c for c in control_candidates if c.system == kind] for kind in kinds}
     opponent_order = sorted(set(opponents) or {system for pair in canonical for system in pair})
     rng.shuffle(opponent_order)
     opponents_used: Counter[str] = Counter()
-    # Every placement as (assignment index, slot, context, the two systems sorted, control or None).
-    placements: list[tuple[int, int, Hashable, tuple[str, str], str | None]] = []
+    # Every placement as (assignment index, context, the two systems sorted, control or None), in slot order.
+    placements: list[tuple[int, Hashable, tuple[str, str], str | None]] = []
     for planned in plan:
-        for slot, candidate in enumerate(planned.items):
+        chosen = [Candidate(key=(context, unit.system), context=context, system=unit.system)
+                  for unit in planned.items for context in unit.context]
+        if n_controls:
+            chosen += _pick_controls(chosen, controls_by_kind, kinds, n_controls, planned.index, order_rng)
+        order_rng.shuffle(chosen)
+        for candidate in chosen:
             if candidate.system in by_label:
-                placements.append((planned.index, slot, candidate.context, by_label[candidate.system], None))
+                placements.append((planned.index, candidate.context, by_label[candidate.system], None))
             else:
                 control = candidate.system
                 opponent = opponent_order[opponents_used[control] % len(opponent_order)]
                 opponents_used[control] += 1
-                placements.append((planned.index, slot, candidate.context, tuple(sorted((control, opponent))),
-                                   control))
+                placements.append((planned.index, candidate.context, tuple(sorted((control, opponent))), control))
 
     by_pair: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for number, (_, _, _, systems, _) in enumerate(placements):
+    for number, (_, _, systems, _) in enumerate(placements):
         by_pair[systems].append(number)
     first_on_left: dict[int, bool] = {}
     for systems in sorted(by_pair):
         numbers = by_pair[systems]
-        edges = [((placements[n][2], systems), placements[n][0]) for n in numbers]
+        edges = [((placements[n][1], systems), placements[n][0]) for n in numbers]
         for n, colour in zip(numbers, balanced_colouring(edges, rng), strict=True):
             first_on_left[n] = colour
 
     slots: dict[int, list[PlacedPair]] = defaultdict(list)
-    for number, (index, _, context, (first, second), control) in enumerate(placements):
+    for number, (index, context, (first, second), control) in enumerate(placements):
         left, right = (first, second) if first_on_left[number] else (second, first)
         slots[index].append(PlacedPair(context=context, left=left, right=right, control=control))
     return [PlannedPairAssignment(round=planned.round, index=planned.index, items=tuple(slots[planned.index]))

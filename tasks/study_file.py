@@ -42,7 +42,9 @@ responses of two systems and picks the better one per criterion, or a tie. It di
     [design]
     judgments_per_pair = 3           # k distinct annotators per (context, pair); replaces ratings_per_response
     ties = true                      # whether "tie" is an answer
-    items_per_assignment = 10        # pairs per assignment, controls included
+    items_per_assignment = 11        # pairs per assignment, controls included; the real ones (here 10) must
+                                     # be even, so that each rater sees every pair's two orders equally often
+                                     # (by default 10, or 11 when one of them is a control)
 
 Its default criteria ask the paper's three questions as a choice ("Which response shows more understanding
 of the feelings ...?"); a [[criteria]] question is shown as written, so write it as a choice. A pairwise
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +79,7 @@ from server.store.study_config import (
     Scale,
     StudyConfig,
 )
+from tasks.pairwise_design import pair_slots
 
 # The study files that ship with empeval (the demo's among them).
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"
@@ -236,6 +240,8 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
         raise r.error("design.control_rate", "is above 0 but systems.controls lists no control")
     if controls and round(design.items_per_assignment * design.control_rate) >= design.items_per_assignment:
         raise r.error("design.control_rate", "leaves no room for real items in an assignment")
+    if pairwise:
+        design = _even_pair_slots(r, design, given="items_per_assignment" in d, with_controls=bool(controls))
 
     p = r.table(data, "pay", "pay", {"per_assignment", "currency", "platform_fee"})
     pay = Pay()
@@ -330,6 +336,34 @@ def _recruitment(r: _Reader, data: dict) -> Recruitment:
         raise r.error("recruitment.completion_code", f"{code!r} must be 1-40 letters or digits, as Prolific's "
                       "completion codes are")
     return Recruitment(platform=platform, prolific_study_id=study_id, completion_code=code)
+
+
+def _even_pair_slots(r: _Reader, design: Design, *, given: bool, with_controls: bool) -> Design:
+    """The pairwise design with an even number of real pairs per assignment (items less controls), as
+    tasks.pairwise_design needs to keep each rater's left/right orders balanced: a size left to its default
+    grows to the next one that fits (11 with one control); a size given that does not fit is refused."""
+    size, rate = design.items_per_assignment, design.control_rate
+
+    def fits(n: int) -> bool:
+        slots = pair_slots(n, rate, with_controls=with_controls)
+        return slots > 0 and slots % 2 == 0
+
+    if fits(size):
+        return design
+    if not given:
+        return replace(design, items_per_assignment=next(n for n in range(size + 1, 201) if fits(n)))
+    n_real = pair_slots(size, rate, with_controls=with_controls)
+    n_controls = size - n_real
+    near = [n for n in (next((n for n in range(size - 1, 0, -1) if fits(n)), None),
+                        next((n for n in range(size + 1, 201) if fits(n)), None)) if n is not None]
+    if with_controls:
+        controls = f"{n_controls} control{'' if n_controls == 1 else 's'} (design.control_rate = {rate})"
+        change = f"use {' or '.join(map(str, near))} items (or another design.control_rate)"
+    else:
+        controls, change = "no control", f"use {' or '.join(map(str, near))} items"
+    raise r.error("design.items_per_assignment",
+                  f"{size} items with {controls} leave {n_real} pair judgments per assignment, an odd number; "
+                  f"{change} so that each rater sees every pair's two orders equally often")
 
 
 def _pairs(r: _Reader, s: dict, systems: tuple[str, ...]) -> tuple[Pair, ...]:

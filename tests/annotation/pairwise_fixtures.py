@@ -21,8 +21,10 @@ def neutral_text(system: str, context_id: int) -> str:
     return f"Reply {(SYSTEMS + CONTROLS).index(system) + 1} to conversation {context_id}."
 
 
-def make_ab_study(engine, *, name="ab", count=8, k=2, per_assignment=4, control_rate=0.25, ties=True, seed=5,
+def make_ab_study(engine, *, name="ab", count=8, k=2, per_assignment=None, control_rate=0.25, ties=True, seed=5,
                   with_responses=True, **extra):
+    if per_assignment is None:  # four pairs (the design needs an even number) and the control slot, if any
+        per_assignment = 5 if control_rate else 4
     if with_responses:
         add_responses(engine, SYSTEMS + CONTROLS, 30, text=neutral_text)
     spec = parse_study({

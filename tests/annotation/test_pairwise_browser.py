@@ -23,18 +23,18 @@ from tests.conftest import SAMPLE_ED
 SIDE = {"A": "left", "B": "right", "T": "tie"}
 
 
-def serve(tmp_path, **study):
+def serve(tmp_path, *, per_assignment=4, **study):
     engine = make_engine(f"sqlite:///{tmp_path / 'pairwise-browser.db'}")
     upgrade(engine)
     import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
-    make_ab_study(engine, count=4, k=1, per_assignment=4, **study)
+    make_ab_study(engine, count=4, k=1, per_assignment=per_assignment, **study)
     _, token = invite(engine, "rita", "ab")
     return engine, token
 
 
 @pytest.fixture
 def served(tmp_path):
-    engine, token = serve(tmp_path, control_rate=0.25)
+    engine, token = serve(tmp_path, per_assignment=3, control_rate=0.25)  # two pairs (an even number) and a control
     with live_server(make_app(str(engine.url))) as base:
         yield engine, f"{base}/annotate#{token}"
     engine.dispose()

@@ -111,7 +111,9 @@ def test_one_annotator_taking_work_in_both_linked_studies_never_gets_a_context_t
             finish(linked, got)
     assert handed["pilot"] and handed["ab"]
     shown = held_contexts(linked, rita.id, ("pilot", "ab"))
-    assert max(shown.values()) == 1 and len(shown) == 8  # every context once, in one study or the other
+    assert max(shown.values()) == 1  # every context at most once, in one study or the other
+    # and she ran out of work only because nothing fit: every assignment left open holds a context she saw
+    assert all(contexts_of(linked, left) & set(shown) for study in order for left in open_ids(linked, study))
 
 
 def test_the_unlinked_study_hands_the_context_again(linked):
@@ -227,7 +229,7 @@ def responses(sample_engine):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(count=st.integers(2, 6), likert_k=st.integers(1, 3), likert_size=st.integers(1, 4),
-       ab_k=st.integers(1, 2), ab_size=st.integers(1, 3), seed=st.integers(0, 50),
+       ab_k=st.integers(1, 2), ab_size=st.sampled_from([2, 4]), seed=st.integers(0, 50),
        ab_links_likert=st.booleans(), steps=st.lists(step, min_size=1, max_size=16))
 def test_property_no_annotator_is_shown_a_context_twice_across_linked_studies(
         responses, count, likert_k, likert_size, ab_k, ab_size, seed, ab_links_likert, steps):

@@ -26,7 +26,7 @@ def ab_store(crowd_store):
         "name": "ab", "kind": "pairwise", "seed": 3, "compare_with": "pilot",
         "contexts": {"split": "test", "count": 4},
         "systems": {"names": ["sys-a", "sys-b"], "controls": ["control-generic"]},
-        "design": {"judgments_per_pair": 2, "items_per_assignment": 2, "control_rate": 0.5, "ties": False,
+        "design": {"judgments_per_pair": 2, "items_per_assignment": 3, "control_rate": 0.34, "ties": False,
                    "assignment_minutes": 30},
         "pay": {"per_assignment": 0.5, "currency": "USD"}}))
     return crowd_store

@@ -1,6 +1,7 @@
 """The pairwise design's promises, for any numbers and seed (hypothesis): k judgments per (context, pair), no
-context twice in an assignment, left/right balanced within one per pair over the study, per assignment and
-per (context, pair); control pairs on contexts the assignment does not hold; same seed, same design."""
+context twice in an assignment, left/right balanced within one per pair over the study, per assignment, per
+(context, pair) and per annotator, whatever assignments she takes; control pairs on contexts the assignment
+does not hold; same seed, same design; an odd number of real slots per assignment refused."""
 from __future__ import annotations
 
 import random
@@ -25,8 +26,10 @@ def designs(draw):
     pairs = [pair[::-1] if draw(st.booleans()) else pair for pair in pairs]
     contexts = list(range(draw(st.integers(1, 14))))
     with_controls = draw(st.booleans())
+    # an even number of real slots, as the design needs (with controls at 0.2: 3 items hold 1 control, 8 hold 2)
+    sizes = [3, 5, 7, 8, 10] if with_controls else [2, 4, 6, 8, 10]
     return dict(contexts=contexts, pairs=pairs, judgments_per_pair=draw(st.integers(1, 4)),
-                items_per_assignment=draw(st.integers(2, 9)), control_rate=0.2 if with_controls else 0.0,
+                items_per_assignment=draw(st.sampled_from(sizes)), control_rate=0.2 if with_controls else 0.0,
                 controls={"control-generic": contexts, "control-scrambled": contexts[::2]} if with_controls else {},
                 seed=draw(st.integers(0, 2**32)))
 
@@ -73,6 +76,59 @@ def test_left_and_right_are_balanced_within_one_per_pair_over_the_study_each_ass
         assert item.left != item.right and {item.left, item.right} == set(item.systems)
 
 
+def real_surplus(assignments) -> Counter[str]:
+    """An annotator's left/right surplus per real pair over the assignments she completed."""
+    surplus: Counter[str] = Counter()
+    for assignment in assignments:
+        surplus.update(side_surplus(real(assignment)))
+    return surplus
+
+
+@settings(max_examples=100, deadline=None)
+@given(designs(), st.data())
+def test_an_annotator_sees_each_pair_within_one_of_balanced_whatever_assignments_she_takes(design, data):
+    """She takes any assignments the hand-out may give her (in any order, none sharing a context with one she
+    took), and her surplus per real pair stays within one after each of them."""
+    plan = plan_pairwise(**design)
+    order = data.draw(st.permutations(plan))
+    taken, seen = [], set()
+    for assignment in order:
+        if assignment.contexts & seen or not data.draw(st.booleans()):
+            continue
+        taken.append(assignment)
+        seen |= assignment.contexts
+        surplus = real_surplus(taken)
+        assert all(abs(v) <= 1 for v in surplus.values()), (surplus, [a.index for a in taken])
+
+
+@settings(max_examples=100, deadline=None)
+@given(designs())
+def test_the_assignments_off_balance_for_a_real_pair_all_share_a_context_so_nobody_takes_two(design):
+    """The promise for every set of assignments at once: those whose surplus for a real pair is not 0 share one
+    context, so an annotator (who never sees a context twice) completes at most one of them; with an even number
+    of contexts there is none."""
+    plan = plan_pairwise(**design)
+    off = [a for a in plan if any(real_surplus([a]).values())]
+    if len(design["contexts"]) % 2 == 0:
+        assert off == []
+    elif off:
+        assert set.intersection(*(a.contexts for a in off))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12), st.booleans(), st.integers(0, 99))
+def test_a_size_is_refused_exactly_when_its_real_slots_are_odd(size, with_controls, seed):
+    """Real slots are the items of an assignment minus its controls (a fifth of them here, rounded)."""
+    n_real = size - (round(size * 0.2) if with_controls else 0)
+    design = dict(judgments_per_pair=2, items_per_assignment=size, control_rate=0.2 if with_controls else 0.0,
+                  controls={"control-generic": list(range(6))} if with_controls else {}, seed=seed)
+    if n_real % 2:
+        with pytest.raises(ValueError, match=f"^{n_real} real pair slots per assignment: the design needs an even"):
+            plan_pairwise(list(range(6)), [("moel", "gold")], **design)
+    else:
+        assert plan_pairwise(list(range(6)), [("moel", "gold")], **design)
+
+
 @settings(max_examples=100, deadline=None)
 @given(designs())
 def test_control_pairs_put_a_control_against_a_real_system_on_a_context_of_its_own(design):
@@ -98,7 +154,7 @@ def test_the_same_seed_gives_the_same_design(design):
 
 def test_different_seeds_give_different_orders_and_sides():
     design = dict(contexts=list(range(20)), pairs=[("moel", s) for s in ("gold", "mime", "kemp")],
-                  judgments_per_pair=3, items_per_assignment=10, control_rate=0.1,
+                  judgments_per_pair=3, items_per_assignment=11, control_rate=0.1,
                   controls={"control-generic": list(range(20))})
     plans = [plan_pairwise(**design, seed=seed) for seed in range(4)]
     orders = {tuple((i.context, i.label) for a in plan for i in a.items) for plan in plans}

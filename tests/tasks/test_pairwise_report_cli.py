@@ -42,7 +42,7 @@ def linked_studies(sample_engine, tmp_path_factory):
     by its own simulated crowd through the app's HTTP API."""
     add_responses(sample_engine, SYSTEMS + CONTROLS, 30, text=neutral_text)
     make_study(sample_engine, count=8, k=2, per_assignment=5, control_rate=0.2, seed=5)
-    make_ab_study(sample_engine, with_responses=False, count=8, k=2, per_assignment=4, seed=5, compare_with="pilot",
+    make_ab_study(sample_engine, with_responses=False, count=8, k=2, per_assignment=5, seed=5, compare_with="pilot",
                   systems=AB_SYSTEMS)
     likert_raters = draw_crowd(12, MODEL, seed=1, bad=0)
     ab_raters = draw_crowd(16, MODEL, seed=2, bad=0, prefix="sim-ab")
@@ -149,7 +149,7 @@ def test_pairwise_report_from_the_exports_equals_the_one_from_the_store(linked_s
 
 def test_a_pairwise_study_without_choices_is_refused_by_name(sample_engine, tmp_path):
     add_responses(sample_engine, SYSTEMS + CONTROLS, 30, text=neutral_text)
-    make_ab_study(sample_engine, with_responses=False, count=4, k=1, per_assignment=4)
+    make_ab_study(sample_engine, with_responses=False, count=4, k=1, per_assignment=5)
     url = sample_engine.url.render_as_string(hide_password=False)
     result = CliRunner().invoke(cli, ["--database-url", url, "report", "ab", "--out", str(tmp_path / "r")])
     assert result.exit_code == 2 and "study 'ab' has no choices yet" in result.output

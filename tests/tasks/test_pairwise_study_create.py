@@ -143,7 +143,8 @@ def test_a_pairwise_study_linked_to_a_missing_study_is_refused_naming_the_field(
 
 def test_a_pair_naming_a_system_without_responses_is_refused_with_the_command_that_makes_them(sqlite_engine):
     add_responses(sqlite_engine, ["sys-a", "sys-b"], 30)
-    spec = ab_spec(systems={"names": SYSTEMS, "pairs": [["sys-a", "sys-b"], ["sys-c", "sys-a"]]}, control_rate=0.0)
+    spec = ab_spec(systems={"names": SYSTEMS, "pairs": [["sys-a", "sys-b"], ["sys-c", "sys-a"]]}, control_rate=0.0,
+                   per_assignment=4)
     with pytest.raises(StudySetupError) as caught:
         create_study(sqlite_engine, spec)
     message = str(caught.value)

@@ -58,7 +58,7 @@ def test_careless_kinds_choose_as_named():
 def test_placements_name_the_side_shown_and_key_shared_responses_by_their_likert_item(sample_engine):
     add_responses(sample_engine, SYSTEMS + CONTROLS, 30, text=neutral_text)
     make_study(sample_engine, count=6, k=1, per_assignment=5, control_rate=0.2, seed=5)
-    make_ab_study(sample_engine, with_responses=False, count=6, k=2, per_assignment=4, seed=5, compare_with="pilot")
+    make_ab_study(sample_engine, with_responses=False, count=6, k=2, per_assignment=5, seed=5, compare_with="pilot")
     placements = pair_placements(sample_engine, "ab")
     with Session(sample_engine) as session:
         rows = session.execute(
