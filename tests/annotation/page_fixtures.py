@@ -40,9 +40,10 @@ def likert_store(tmp_path, raters=("rita",)):
 
 
 def pairwise_store(tmp_path):
-    """A pairwise study with ties and no control pairs, 4 pairs per assignment: (engine, rita's invite token)."""
+    """A pairwise study with ties and no control pairs, 8 contexts, 4 pairs per assignment (so a rater can do two
+    assignments): (engine, rita's invite token)."""
     engine = _store(tmp_path, "pairwise-page.db")
-    make_ab_study(engine, count=4, k=1, per_assignment=4, control_rate=0.0)
+    make_ab_study(engine, count=8, k=1, per_assignment=4, control_rate=0.0)
     return engine, invite(engine, "rita", "ab")[1]
 
 

@@ -188,6 +188,22 @@ def test_rate_more_skips_consent_and_the_link_opens_it_again_without_losing_answ
         page.wait_for_selector("#consent")
 
 
+def test_compare_more_skips_consent_on_the_pairwise_page_too(tmp_path):
+    engine, token = pairwise_store(tmp_path)
+    with serving(engine) as base, chromium_page() as page:
+        start(page, f"{base}/annotate#{token}")
+        for _ in range(item_count(page)):
+            answer(page, ["A", "A", "A"])
+        page.click("#submit")
+        page.click("#more")
+        page.wait_for_selector("#item")
+        assert page.locator("#consent").count() == 0 and page.locator("#instructions").count() == 0
+        assert page.locator("#progress-text").inner_text() == "0 of 4 pairs compared"
+        page.click("#reopen-instructions")
+        page.click("#consent-accept")
+        assert "Tie" in page.locator("#instructions").inner_text()  # the pairwise instructions
+
+
 def test_declining_consent_leaves_no_draft_behind(likert):
     _, base, tokens = likert
     with chromium_page() as page:

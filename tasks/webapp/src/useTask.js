@@ -1,9 +1,10 @@
 // The state both task pages share (Likert and pairwise): the phase (consent, instructions, rating, review,
 // submitted, or declined), the item on screen and its highlighted question, one answer object per item, the
-// comment, the seconds spent on each item, the keyboard (an answer key answers the highlighted question, Enter goes on) and the submit
-// step. Everything but the submit status is kept as a draft in the browser (drafts.js) and restored on reload; a
-// rater who has been through a study's consent and instructions starts her next assignment with the first item.
-// A preview assignment (the researcher trying the page) keeps nothing and submits nothing.
+// comment, the seconds spent on each item, the keyboard (an answer key answers the highlighted question, Enter
+// goes on) and the submit step. Everything but the submit status is kept as a draft in the browser (drafts.js)
+// and restored on reload; a rater who has been through a study's consent and instructions starts her next
+// assignment with the first item. A preview assignment (the researcher trying the page) keeps nothing and
+// submits nothing.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   dropDraft, forgetConsent, hasConsented, readDraft, rememberConsent, saveDraft, storageKeys,
