@@ -13,7 +13,7 @@ from server.annotation.annotators import invite
 from server.datasets.ed_csv import parse_ed_csv
 from server.datasets.importer import import_dialogues
 from server.store import make_engine, upgrade
-from server.store.models import Assignment, Choice, Rating
+from server.store.models import Assignment, AssignmentItem, Choice, Rating
 from tests.annotation.conftest import add_responses, make_study
 from tests.annotation.pairwise_fixtures import make_ab_study
 from tests.browser import live_server
@@ -95,6 +95,15 @@ def submitted_choices(engine) -> dict[tuple[int, str], str]:
         rows = s.execute(select(Choice.pair_item_id, Choice.criterion, Choice.choice)
                          .where(Choice.assignment_id == assignment)).all()
     return {(item, criterion): choice for item, criterion, choice in rows}
+
+
+def seconds_on(engine) -> dict[int, float]:
+    """{item id: seconds on screen} of the one submitted Likert assignment."""
+    with Session(engine) as s:
+        assignment = s.scalar(select(Assignment.id).where(Assignment.status == "submitted"))
+        rows = s.execute(select(AssignmentItem.item_id, AssignmentItem.seconds_on_item)
+                         .where(AssignmentItem.assignment_id == assignment)).all()
+    return dict(rows)
 
 
 def drafts_in(page) -> dict[str, str]:

@@ -18,6 +18,7 @@ from tests.annotation.page_fixtures import (
     item_count,
     likert_store,
     pairwise_store,
+    seconds_on,
     serving,
     start,
     submitted_choices,
@@ -186,6 +187,35 @@ def test_rate_more_skips_consent_and_the_link_opens_it_again_without_losing_answ
         page.goto(f"{base}/annotate#{tokens['sam']}")
         page.reload()  # (a new fragment alone does not load the page again)
         page.wait_for_selector("#consent")
+
+
+def test_time_on_an_item_before_a_reload_still_counts(likert):
+    engine, base, tokens = likert
+    with chromium_page() as page:
+        start(page, f"{base}/annotate#{tokens['rita']}")
+        first = current_item(page)
+        page.wait_for_timeout(1500)  # reading the first item...
+        page.reload()  # ...then a reload: the time on screen so far goes with the draft
+        page.wait_for_selector("#item")
+        for _ in range(item_count(page)):
+            answer(page, ["3", "3", "3"])
+        page.click("#submit")
+        page.wait_for_selector("#submitted")
+    assert seconds_on(engine)[first] >= 1.5
+
+
+def test_without_browser_storage_the_page_still_works_and_submits(likert):
+    engine, base, tokens = likert
+    with chromium_page() as page:
+        page.add_init_script("""for (const name of ["getItem", "setItem", "removeItem", "key"]) {
+            Storage.prototype[name] = () => { throw new DOMException("storage is disabled", "SecurityError"); };
+        }""")
+        start(page, f"{base}/annotate#{tokens['rita']}")
+        for _ in range(item_count(page)):
+            answer(page, ["5", "4", "3"])
+        page.click("#submit")
+        page.wait_for_selector("#submitted")
+    assert set(submitted_scores(engine).values()) == {3, 4, 5}
 
 
 def test_compare_more_skips_consent_on_the_pairwise_page_too(tmp_path):
