@@ -1,0 +1,191 @@
+"""A learned judge trained on the study's own human ratings, with cross-fitting, and cross-prediction-powered
+inference for the means (Zrnic and Candès, "Cross-prediction-powered inference", PNAS 2024).
+
+A judge trained on the human ratings and then used on the same items would score them with a model that has
+seen their labels, and PPI's correction (label - judge on the rated items) would be too small: intervals too
+narrow. Cross-fitting avoids it: the human-rated *contexts* are split into K folds (all items of a context in
+one fold, so that a system's response is never scored by a model that saw another system's rating of the same
+context either); the model of fold k is trained on the other folds and scores fold k's items; every unrated
+item is scored by all K models. Cross-PPI then estimates the mean as
+
+    theta = mean_j mean_k f_k(X~_j) + mean_i (Y_i - f_{k(i)}(X_i)),
+
+with a CLT interval (``ppi_py.crossppi_mean_ci``; no power tuning, as in Zrnic and Candès).
+
+The default model is ridge regression (scikit-learn's ``Ridge``), for embeddings such as MiniLM's of
+(context, response); any object with ``fit(X, y)`` and ``predict(X)`` built by ``make_model`` will do.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.judged.tables import ITEM_KEYS, check_rated_share, item_labels
+
+with warnings.catch_warnings():  # ppi_py silences every warning on import; see analysis.judged.estimates
+    from ppi_py import crossppi_mean_ci
+    from ppi_py.baselines import classical_mean_ci
+
+CROSS_FIT_COLUMNS = ("criterion", "system", "context_id", "label", "fold", "judge_score")
+CROSS_MEAN_COLUMNS = (
+    "criterion", "system", "n_human", "n_judge_only", "human_mean", "human_ci_low", "human_ci_high",
+    "judge_mean_biased", "crossppi_mean", "crossppi_ci_low", "crossppi_ci_high", "width_ratio", "n_folds",
+)
+
+
+def _ridge() -> Any:
+    from sklearn.linear_model import Ridge  # imported on use: scikit-learn is slow to import
+
+    return Ridge(alpha=1.0)
+
+
+def cross_fit_judge(
+    items: pd.DataFrame,
+    features: np.ndarray,
+    human_ratings: pd.DataFrame,
+    *,
+    n_folds: int = 5,
+    make_model: Callable[[], Any] | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Fit a judge on the human labels with ``n_folds`` folds over the human-rated contexts, one model per
+    criterion and fold (systems pooled); score every rated item with the model of the folds it was not in,
+    every unrated item with each fold's model.
+
+    ``items`` has one row per item (``context_id``, ``system``), aligned with the rows of ``features`` (e.g.
+    embeddings of context and response). The labels are the item means of ``human_ratings``.
+
+    Returns
+    -------
+    scores : pandas.DataFrame
+        One row per criterion and item: ``criterion``, ``system``, ``context_id``, ``label`` (NaN if unrated),
+        ``fold`` (the fold of a rated item's context; -1 for unrated items), ``judge_score`` (the out-of-fold
+        score of a rated item; the mean of the fold models' scores of an unrated one), and
+        ``fold_score_0`` ... ``fold_score_{K-1}``: each fold model's score of an unrated item (NaN for rated
+        items). Usable as a ``judge_scores`` table, and as the input of ``crossppi_system_means``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> items = pd.DataFrame({"context_id": [f"c{i:02d}" for i in range(40)], "system": "gold"})
+    >>> features = rng.normal(size=(40, 3))
+    >>> quality = 3 + features @ [0.5, -0.3, 0.2]
+    >>> ratings = pd.DataFrame({"context_id": items["context_id"][:20], "system": "gold", "criterion": "empathy",
+    ...                         "annotator": "ann", "score": np.round(quality[:20] + rng.normal(0, 0.3, 20))})
+    >>> scores = cross_fit_judge(items, features, ratings, n_folds=4)
+    >>> scores.groupby("fold").size().to_dict()
+    {-1: 20, 0: 5, 1: 5, 2: 5, 3: 5}
+    >>> round(float(np.corrcoef(scores["judge_score"], quality)[0, 1]), 2)
+    0.97
+    """
+    if not isinstance(n_folds, int) or n_folds < 2:
+        raise ValueError(f"n_folds must be a whole number of at least 2, got {n_folds!r}")
+    table = items.rename(columns={"context": "context_id"}) if "context_id" not in items.columns else items
+    missing = [column for column in ("context_id", "system") if column not in table.columns]
+    if missing:
+        raise ValueError(f"items needs column(s) {', '.join(map(repr, missing))}")
+    features = np.asarray(features, dtype=float)
+    if features.ndim != 2 or features.shape[0] != len(table):
+        raise ValueError(f"features must have one row per item: got shape {features.shape} for {len(table)} items")
+    if table.duplicated(["context_id", "system"]).any():
+        raise ValueError("items has more than one row for a (context_id, system); keep one per item")
+    make_model = make_model or _ridge
+    labels = item_labels(human_ratings)
+    rng = np.random.default_rng(seed)
+    base = table[["context_id", "system"]].reset_index(drop=True)
+    parts = []
+    for criterion, criterion_labels in labels.groupby("criterion", sort=True):
+        part = base.merge(criterion_labels[["system", "context_id", "label"]], on=["system", "context_id"],
+                          how="left")
+        unknown = criterion_labels.merge(base, on=["system", "context_id"], how="left", indicator=True)
+        if (unknown["_merge"] == "left_only").any():
+            first = unknown.loc[unknown["_merge"] == "left_only"].iloc[0]
+            raise ValueError(f"human_ratings rate an item that items lacks (system {first['system']!r}, "
+                             f"context {first['context_id']!r}); every rated item needs features")
+        rated = part["label"].notna().to_numpy()
+        contexts = np.array(sorted(part.loc[rated, "context_id"].unique()))
+        if contexts.size < n_folds:
+            raise ValueError(f"criterion {criterion!r}: {contexts.size} human-rated contexts cannot be split into "
+                             f"n_folds={n_folds} folds; lower n_folds or rate more contexts")
+        fold_of = dict(zip(rng.permutation(contexts), np.arange(contexts.size) % n_folds, strict=True))
+        fold = np.where(rated, part["context_id"].map(fold_of).fillna(-1).to_numpy(), -1).astype(int)
+        out_of_fold = np.full(len(part), np.nan)
+        per_fold = np.full((len(part), n_folds), np.nan)
+        for k in range(n_folds):
+            train = rated & (fold != k)
+            model = make_model()
+            model.fit(features[train], part["label"].to_numpy()[train])
+            scored = fold == k
+            out_of_fold[scored] = np.asarray(model.predict(features[scored]), dtype=float)
+            per_fold[~rated, k] = np.asarray(model.predict(features[~rated]), dtype=float)
+        part = part.assign(criterion=criterion, fold=fold,
+                           judge_score=np.where(rated, out_of_fold, per_fold.mean(axis=1)))
+        for k in range(n_folds):
+            part[f"fold_score_{k}"] = per_fold[:, k]
+        parts.append(part)
+    if not parts:
+        raise ValueError("human_ratings holds no ratings to train a judge on")
+    scores = pd.concat(parts, ignore_index=True)
+    fold_columns = [column for column in scores.columns if column.startswith("fold_score_")]
+    return scores[list(CROSS_FIT_COLUMNS) + fold_columns].sort_values(ITEM_KEYS).reset_index(drop=True)
+
+
+def crossppi_system_means(cross_fit_scores: pd.DataFrame, *, ci_level: float = 0.95) -> pd.DataFrame:
+    """Mean label per criterion and system by cross-prediction-powered inference (Zrnic and Candès 2024;
+    ``ppi_py.crossppi_mean_ci``) from the output of ``cross_fit_judge``, beside the human-only mean and CLT
+    interval on the same labels.
+
+    Returns
+    -------
+    means : pandas.DataFrame
+        One row per criterion and system: ``criterion``, ``system``, ``n_human``, ``n_judge_only``,
+        ``human_mean``, ``human_ci_low``, ``human_ci_high``, ``judge_mean_biased`` (the learned judge's mean over
+        every item, uncorrected), ``crossppi_mean``, ``crossppi_ci_low``, ``crossppi_ci_high``, ``width_ratio``
+        (cross-PPI width / human-only width), ``n_folds``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> items = pd.DataFrame({"context_id": [f"c{i:03d}" for i in range(300)], "system": "gold"})
+    >>> features = rng.normal(size=(300, 3))
+    >>> quality = 3 + features @ [0.5, -0.3, 0.2]
+    >>> ratings = pd.DataFrame({"context_id": items["context_id"][:60], "system": "gold", "criterion": "empathy",
+    ...                         "annotator": "ann", "score": np.round(quality[:60] + rng.normal(0, 0.3, 60))})
+    >>> means = crossppi_system_means(cross_fit_judge(items, features, ratings))
+    >>> columns = ["system", "n_human", "human_mean", "crossppi_mean", "width_ratio"]
+    >>> print(means[columns].round(2).to_string(index=False))
+    system  n_human  human_mean  crossppi_mean  width_ratio
+      gold       60        2.85           2.86         0.72
+    """
+    if not 0 < ci_level < 1:
+        raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
+    fold_columns = sorted(column for column in cross_fit_scores.columns if column.startswith("fold_score_"))
+    missing = [column for column in CROSS_FIT_COLUMNS if column not in cross_fit_scores.columns]
+    if missing or not fold_columns:
+        raise ValueError("cross_fit_scores must be the output of cross_fit_judge (missing "
+                         f"{', '.join(map(repr, missing or ['fold_score_0']))})")
+    alpha = 1.0 - ci_level
+    rows = []
+    for (criterion, system), part in cross_fit_scores.groupby(["criterion", "system"], sort=True):
+        check_rated_share(part, where=f"system {system!r}, criterion {criterion!r}")
+        rated = part["label"].notna().to_numpy()
+        y = part["label"].to_numpy()[rated]
+        f = part["judge_score"].to_numpy()[rated]
+        f_unrated = part.loc[~rated, fold_columns].to_numpy(dtype=float)
+        low, high = (float(np.squeeze(bound)) for bound in crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
+        human_low, human_high = (float(np.squeeze(bound)) for bound in classical_mean_ci(y, alpha=alpha))
+        estimate = f_unrated.mean() + (y - f).mean()
+        rows.append({"criterion": criterion, "system": system, "n_human": int(y.size),
+                     "n_judge_only": int(f_unrated.shape[0]), "human_mean": float(y.mean()),
+                     "human_ci_low": human_low, "human_ci_high": human_high,
+                     "judge_mean_biased": float(part["judge_score"].mean()), "crossppi_mean": float(estimate),
+                     "crossppi_ci_low": low, "crossppi_ci_high": high,
+                     "width_ratio": (high - low) / (human_high - human_low), "n_folds": len(fold_columns)})
+    return pd.DataFrame(rows, columns=list(CROSS_MEAN_COLUMNS))
