@@ -98,12 +98,12 @@ def submitted_choices(engine) -> dict[tuple[int, str], str]:
 
 
 def seconds_on(engine) -> dict[int, float]:
-    """{item id: seconds on screen} of the one submitted Likert assignment."""
+    """{item id: seconds on screen (0 where none was stored)} of the one submitted Likert assignment."""
     with Session(engine) as s:
         assignment = s.scalar(select(Assignment.id).where(Assignment.status == "submitted"))
         rows = s.execute(select(AssignmentItem.item_id, AssignmentItem.seconds_on_item)
                          .where(AssignmentItem.assignment_id == assignment)).all()
-    return dict(rows)
+    return {item: seconds or 0.0 for item, seconds in rows}
 
 
 def drafts_in(page) -> dict[str, str]:
