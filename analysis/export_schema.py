@@ -36,6 +36,8 @@ EXPORT_SCHEMA: tuple[ExportColumn, ...] = (
     ExportColumn("submitted_at", "timestamp", False, "when the rating was stored (ISO-8601, UTC)"),
     ExportColumn("seconds_on_item", "number", False, "seconds the annotator spent on the item, when measured"),
     ExportColumn("late", "boolean", False, "submitted after the assignment had expired"),
+    ExportColumn("comment", "text", False, "the annotator's comment on the assignment, repeated on each of its rows "
+                 "(empty when she left none)"),
 )
 
 EXPORT_COLUMNS: tuple[str, ...] = tuple(column.name for column in EXPORT_SCHEMA)

@@ -24,12 +24,13 @@ from server.store.queries import iso_utc, study_by_name
 
 
 def export_rows(engine: Engine, study_name: str) -> list[dict[str, Any]]:
-    """Every rating of the study with its item, context, system, annotator pseudonym, position and times."""
+    """Every rating of the study with its item, context, system, annotator pseudonym, position, times, and the
+    comment the annotator left on the assignment (on each of its rows)."""
     with Session(engine) as session:
         study = study_by_name(session, study_name)
         rows = session.execute(
             select(Rating, StudyItem, Response.context_id, System.name, Annotator.pseudonym, AssignmentItem.position,
-                   AssignmentItem.seconds_on_item, Assignment.started_at, Assignment.late)
+                   AssignmentItem.seconds_on_item, Assignment.started_at, Assignment.late, Assignment.comment)
             .join(StudyItem, StudyItem.id == Rating.item_id)
             .join(Response, Response.id == StudyItem.response_id)
             .join(System, System.id == Response.system_id)
@@ -46,8 +47,8 @@ def export_rows(engine: Engine, study_name: str) -> list[dict[str, Any]]:
              "is_control": item.is_control, "control_kind": system if item.is_control else None,
              "control_target": item.control_target, "assignment_id": rating.assignment_id,
              "started_at": iso_utc(started_at), "submitted_at": iso_utc(rating.submitted_at),
-             "seconds_on_item": seconds, "late": late}
-            for rating, item, context_id, system, pseudonym, position, seconds, started_at, late in rows
+             "seconds_on_item": seconds, "late": late, "comment": comment or None}
+            for rating, item, context_id, system, pseudonym, position, seconds, started_at, late, comment in rows
         ]
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.export_schema import EXPORT_COLUMNS, EXPORT_SCHEMA
-from analysis.load import TIDY_COLUMNS, ExportError, read_export, tidy_from_export
+from analysis.load import ADDED_LATER, TIDY_COLUMNS, ExportError, read_export, tidy_from_export
 from server.annotation.annotators import invite
 from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
 from server.annotation.handout import assignment_payload, next_assignment
@@ -97,7 +97,7 @@ def test_the_loader_accepts_exactly_the_schema():
     assert list(ratings.columns) == list(TIDY_COLUMNS) and len(ratings) == 1
 
 
-@pytest.mark.parametrize("column", [c for c in EXPORT_COLUMNS if c != "late"])
+@pytest.mark.parametrize("column", [c for c in EXPORT_COLUMNS if c not in ADDED_LATER])
 def test_the_loader_names_a_missing_column(column):
     row = _one_row_of_each_column()
     del row[column]
@@ -117,3 +117,44 @@ def test_late_must_be_a_boolean_and_an_empty_cell_is_on_time():
     assert tidy_from_export([{**row, "late": True}])["late"].tolist() == [True]
     with pytest.raises(ExportError, match="row 1 has late 'soon'; expected true or false"):
         tidy_from_export([{**row, "late": "soon"}])
+
+
+def test_only_optional_columns_are_implied_for_older_exports():
+    required = {column.name for column in EXPORT_SCHEMA if column.required}
+    assert set(ADDED_LATER) <= {column.name for column in EXPORT_SCHEMA} - required
+
+
+def test_an_export_from_before_comment_existed_reads_as_without_comments():
+    row = _one_row_of_each_column()
+    del row["comment"]
+    assert tidy_from_export([row])["comment"].isna().all()
+
+
+def test_the_comment_is_repeated_on_every_row_of_its_assignment_and_reads_back(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    upgrade(engine)
+    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    add_responses(engine, SYSTEMS, 6)
+    make_study(engine, count=4, k=1, per_assignment=4, control_rate=0.0, systems=SYSTEMS, controls=[])
+    said, _ = invite(engine, "said", "pilot")
+    silent, _ = invite(engine, "silent", "pilot")
+    for annotator, comment in ((said, 'Two replies were cut off, "mid-sentence",\nby the look of it.'),
+                               (silent, None)):
+        assignment_id = next_assignment(engine, "pilot", annotator.id)
+        items = assignment_payload(engine, assignment_id)["items"]
+        body = {"submission_id": uuid.uuid4().hex, "comment": comment, "ratings": [
+            {"item_id": item["item_id"], "scores": {"empathy": 4, "relevance": 3, "fluency": 5}} for item in items]}
+        submit_assignment(engine, assignment_id, annotator.id, body)
+    rows = export_rows(engine, "pilot")
+    by_annotator = {row["annotator"]: set() for row in rows}
+    for row in rows:
+        by_annotator[row["annotator"]].add(row["comment"])
+    assert by_annotator == {said.pseudonym: {'Two replies were cut off, "mid-sentence",\nby the look of it.'},
+                            silent.pseudonym: {None}}
+    csv_path = tmp_path / "pilot.csv"
+    csv_path.write_text(rows_to_csv(rows), encoding="utf-8")
+    ratings = read_export(csv_path)
+    comments = ratings.groupby("annotator")["comment"].agg(lambda c: set(c.dropna()))
+    assert comments[said.pseudonym] == {'Two replies were cut off, "mid-sentence",\nby the look of it.'}
+    assert comments[silent.pseudonym] == set()
+    engine.dispose()
