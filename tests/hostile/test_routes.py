@@ -38,6 +38,7 @@ class Route:
 
 
 ROUTES = [
+    Route("/", "GET", "/", "none"),
     Route("/static/<path:filename>", "GET", "/static/app.css", "none"),
     Route("/healthz", "GET", "/healthz", "none"),
     Route("/openapi.json", "GET", "/openapi.json", "none"),
