@@ -65,13 +65,13 @@ FAMILIES = ("criterion", "study")
 MEAN_COLUMNS = (
     "criterion", "system", "n_human", "n_ratings", "n_judge_only", "human_share", "human_mean", "human_ci_low",
     "human_ci_high", "judge_mean_biased", "ppi_mean", "ppi_ci_low", "ppi_ci_high", "lam", "width_ratio",
-    "effective_n_human", "n_dropped_missing",
+    "effective_n_human", "rater_variance", "n_dropped_missing",
 )
 
 DIFFERENCE_COLUMNS = (
     "criterion", "system_a", "system_b", "n_human", "n_judge_only", "human_diff", "human_ci_low", "human_ci_high",
     "judge_diff_biased", "ppi_diff", "ppi_ci_low", "ppi_ci_high", "lam", "p_ppi", "p_adj", "significant",
-    "width_ratio", "effective_n_human", "correction", "family",
+    "width_ratio", "effective_n_human", "rater_variance", "correction", "family",
 )
 
 
@@ -156,7 +156,7 @@ def ppi_mean_interval(
         ``n_human``, ``n_judge_only``, ``human_mean``, ``human_ci_low``, ``human_ci_high``, ``human_p``,
         ``judge_mean_biased`` (the judge's mean over all contexts, uncorrected), ``ppi_mean``, ``ppi_ci_low``,
         ``ppi_ci_high``, ``ppi_p``, ``lam``, ``width_ratio`` (PPI width / human-only width),
-        ``effective_n_human`` (n / width_ratio^2).
+        ``effective_n_human`` (n / width_ratio^2), ``rater_variance`` (as passed).
 
     Examples
     --------
@@ -208,6 +208,7 @@ def ppi_mean_interval(
         "ppi_mean": float(ppi_mean), "ppi_ci_low": ppi_low, "ppi_ci_high": ppi_high, "ppi_p": ppi_p,
         "lam": lam, "width_ratio": float(ratio),
         "effective_n_human": float(y.size / ratio**2) if ratio > 0 else np.nan,
+        "rater_variance": float(rater_variance),
     }
 
 
@@ -245,6 +246,8 @@ def ppi_system_means(
         * ``width_ratio``: PPI width / human-only width
         * ``effective_n_human``: n_human / width_ratio^2, the human-rated contexts a human-only study would
           need for the PPI width
+        * ``rater_variance``: the variance shared raters add to both intervals (``shared_rater_variance``;
+          0 with ``cluster_by=None``)
         * ``n_dropped_missing``: items dropped because the judge failed on them (``allow_missing``)
 
     Examples
@@ -318,7 +321,7 @@ def ppi_paired_differences(
         * ``lam``: the power-tuning weight given to the judge
         * ``p_ppi``: two-sided PPI++ p-value of "no difference"; ``p_adj``: corrected over the family;
           ``significant``: ``p_adj < alpha``
-        * ``width_ratio``, ``effective_n_human``: as in ``ppi_system_means``
+        * ``width_ratio``, ``effective_n_human``, ``rater_variance``: as in ``ppi_system_means``
         * ``correction``, ``family``: as passed
 
     Examples
@@ -372,6 +375,7 @@ def ppi_paired_differences(
                 "ppi_diff": result["ppi_mean"], "ppi_ci_low": result["ppi_ci_low"],
                 "ppi_ci_high": result["ppi_ci_high"], "lam": result["lam"], "p_ppi": result["ppi_p"],
                 "width_ratio": result["width_ratio"], "effective_n_human": result["effective_n_human"],
+                "rater_variance": result["rater_variance"],
             })
     table = pd.DataFrame(rows)
     if table.empty:

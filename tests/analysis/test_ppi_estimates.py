@@ -155,6 +155,8 @@ def test_shared_raters_widen_both_intervals_by_the_two_way_cluster_term():
             half = (plain.loc[system, f"{kind}_ci_high"] - plain.loc[system, f"{kind}_ci_low"]) / 2
             widened = (clustered.loc[system, f"{kind}_ci_high"] - clustered.loc[system, f"{kind}_ci_low"]) / 2
             assert widened == pytest.approx(Z95 * np.sqrt((half / Z95) ** 2 + extra), rel=1e-9)
+        assert clustered.loc[system, "rater_variance"] == pytest.approx(extra)
+        assert plain.loc[system, "rater_variance"] == 0.0
         assert clustered.loc[system, "ppi_mean"] == plain.loc[system, "ppi_mean"]
         assert clustered.loc[system, "lam"] == plain.loc[system, "lam"]
 
