@@ -139,6 +139,10 @@ openapi.register_paths(
             "status": {"type": "string"}, "assignment_id": {"type": "integer"}, "submission_id": {"type": "string"},
             "ratings": {"type": "integer", "description": "ratings stored (a Likert study)"},
             "choices": {"type": "integer", "description": "A/B choices stored (a pairwise study)"},
-            "late": {"type": "boolean"}, "submitted_at": {"type": "string"}}},
+            "late": {"type": "boolean"}, "submitted_at": {"type": "string"},
+            "completion": {"type": "object", "description": "a Prolific participant's completion code and the URL "
+                           "that reports it to Prolific; only in the receipt of an accepted submit of a Prolific "
+                           "participant", "properties": {"code": {"type": "string"}, "url": {"type": "string"}},
+                           "required": ["code", "url"]}}},
     },
 )

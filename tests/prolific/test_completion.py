@@ -109,3 +109,16 @@ def test_after_her_submit_the_link_gives_her_the_code_again_and_no_more_work(pro
     # Another participant, who has not submitted, is sent to the task page as usual.
     assert prolific_app.test_client().get(link_path(prolific_engine), query_string=ids(pid="e5" * 12)) \
         .status_code == 303
+
+
+def test_the_documented_receipt_declares_every_field_a_prolific_receipt_carries(prolific_app, prolific_engine):
+    """Drift test: the OpenAPI Receipt schema names each field of a real receipt, the completion included."""
+    import jsonschema
+
+    client, assignment = participant(prolific_app, prolific_engine)
+    receipt = submit(client, assignment, {"submission_id": uuid.uuid4().hex, "ratings": ratings(assignment)})
+    document = client.get("/openapi.json").get_json()
+    schema = document["components"]["schemas"]["Receipt"]
+    assert set(receipt.get_json()) <= set(schema["properties"]), set(receipt.get_json()) - set(schema["properties"])
+    jsonschema.validate(receipt.get_json(), {**schema, "additionalProperties": False})
+    assert json.loads(json.dumps(schema["properties"]["completion"]["required"])) == ["code", "url"]
