@@ -11,6 +11,8 @@ import css from "./task.css";
 const style = document.createElement("style");
 style.textContent = css;
 document.head.appendChild(style);
+// Mephisto's router brings its own index.html, which names no language: screen readers need it to read the page.
+document.documentElement.lang = document.documentElement.lang || "en";
 
 function Onboarding({ data, onSubmit }) {
   const [answers, setAnswers] = useState({});
