@@ -20,7 +20,7 @@ The modules:
 - ``analysis.judged.agreement``: judge-human agreement against the item label (Spearman, Krippendorff's
   alpha interval with a bootstrap CI) and a calibration table;
 - ``analysis.judged.crossfit``: a learned judge fitted with K folds over contexts, and cross-prediction-
-  powered means (Zrnic and Candès 2024);
+  powered means and paired differences (Zrnic and Candès 2024);
 - ``analysis.judged.planner``: the human-rated contexts a target CI half-width needs with a judge of a given
   correlation, beside the human-only figure.
 

@@ -10,7 +10,8 @@ item is scored by all K models. Cross-PPI then estimates the mean as
 
     theta = mean_j mean_k f_k(X~_j) + mean_i (Y_i - f_{k(i)}(X_i)),
 
-with a CLT interval (``ppi_py.crossppi_mean_ci``; no power tuning, as in Zrnic and Candès).
+with a CLT interval (``ppi_py.crossppi_mean_ci``; no power tuning, as in Zrnic and Candès), for system means
+and for paired system differences. (No shared-rater term here yet: see ``analysis.judged.estimates``.)
 
 The default model is ridge regression (scikit-learn's ``Ridge``), for embeddings such as MiniLM's of
 (context, response); any object with ``fit(X, y)`` and ``predict(X)`` built by ``make_model`` will do.
@@ -18,13 +19,16 @@ The default model is ridge regression (scikit-learn's ``Ridge``), for embeddings
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
+from analysis.compare import adjust_by_family
 from analysis.judged.tables import ITEM_KEYS, check_rated_share, item_labels
 
 with warnings.catch_warnings():  # ppi_py silences every warning on import; see analysis.judged.estimates
@@ -164,6 +168,89 @@ def crossppi_system_means(cross_fit_scores: pd.DataFrame, *, ci_level: float = 0
     system  n_human  human_mean  crossppi_mean  width_ratio
       gold       60        2.85           2.86         0.72
     """
+    fold_columns = _fold_columns(cross_fit_scores, ci_level)
+    rows = []
+    for (criterion, system), part in cross_fit_scores.groupby(["criterion", "system"], sort=True):
+        check_rated_share(part, where=f"system {system!r}, criterion {criterion!r}")
+        rated = part["label"].notna().to_numpy()
+        result = _crossppi(part["label"].to_numpy()[rated], part["judge_score"].to_numpy()[rated],
+                           part.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level)
+        result.pop("p")
+        rows.append({"criterion": criterion, "system": system, **result,
+                     "judge_mean_biased": float(part["judge_score"].mean()), "n_folds": len(fold_columns)})
+    return pd.DataFrame(rows, columns=list(CROSS_MEAN_COLUMNS))
+
+
+def crossppi_paired_differences(
+    cross_fit_scores: pd.DataFrame,
+    *,
+    ci_level: float = 0.95,
+    family: str = "criterion",
+    correction: str = "holm",
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Every pair of systems per criterion: the mean per-context difference a - b by cross-prediction-powered
+    inference (``ppi_py.crossppi_mean_ci`` on label differences, out-of-fold score differences and each fold
+    model's score differences on the unrated contexts; a context's items share a fold, so both sides of a
+    difference come from one model), with the z-test of "no difference" and its p-value corrected over
+    ``family`` by ``correction`` as ``analysis.judged.estimates.ppi_paired_differences`` does.
+
+    Returns
+    -------
+    pairs : pandas.DataFrame
+        One row per criterion and pair (a, b), systems in sorted order: ``criterion``, ``system_a``,
+        ``system_b``, ``n_human``, ``n_judge_only``, ``human_diff``, ``human_ci_low``, ``human_ci_high``,
+        ``crossppi_diff``, ``crossppi_ci_low``, ``crossppi_ci_high``, ``width_ratio``, ``p_crossppi``,
+        ``p_adj``, ``significant``, ``correction``, ``family``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> items = pd.DataFrame({"context_id": np.repeat([f"c{i:03d}" for i in range(200)], 2),
+    ...                       "system": ["gold", "base"] * 200})
+    >>> features = np.column_stack([rng.normal(size=(400, 2)), items["system"] == "gold"])
+    >>> quality = 3 + features @ [0.5, -0.3, 0.4]
+    >>> rated = items["context_id"] < "c050"
+    >>> ratings = items[rated].assign(criterion="empathy", annotator="ann",
+    ...                               score=np.round(quality[rated] + rng.normal(0, 0.3, int(rated.sum()))))
+    >>> pairs = crossppi_paired_differences(cross_fit_judge(items, features, ratings))
+    >>> columns = ["system_a", "system_b", "n_human", "human_diff", "crossppi_diff", "width_ratio", "p_adj"]
+    >>> print(pairs[columns].round(3).to_string(index=False))
+    system_a system_b  n_human  human_diff  crossppi_diff  width_ratio  p_adj
+        base     gold       50       -0.46         -0.475        0.875    0.0
+    """
+    if family not in ("criterion", "study"):
+        raise ValueError(f"family must be one of ('criterion', 'study'), got {family!r}")
+    fold_columns = _fold_columns(cross_fit_scores, ci_level)
+    rows = []
+    for criterion, part in cross_fit_scores.groupby("criterion", sort=True):
+        wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score", *fold_columns])
+        for system_a, system_b in itertools.combinations(sorted(wide["judge_score"].columns), 2):
+            difference = wide.xs(system_a, axis=1, level=1) - wide.xs(system_b, axis=1, level=1)
+            difference = difference.loc[difference["judge_score"].notna()]
+            check_rated_share(difference, where=f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
+            rated = difference["label"].notna().to_numpy()
+            result = _crossppi(difference["label"].to_numpy()[rated], difference["judge_score"].to_numpy()[rated],
+                               difference.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level)
+            rows.append({"criterion": criterion, "system_a": system_a, "system_b": system_b,
+                         "human_diff": result.pop("human_mean"), "crossppi_diff": result.pop("crossppi_mean"),
+                         "p_crossppi": result.pop("p"), **result})
+    columns = ["criterion", "system_a", "system_b", "n_human", "n_judge_only", "human_diff", "human_ci_low",
+               "human_ci_high", "crossppi_diff", "crossppi_ci_low", "crossppi_ci_high", "width_ratio",
+               "p_crossppi", "p_adj", "significant", "correction", "family"]
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    groups = table["criterion"] if family == "criterion" else pd.Series("study", index=table.index)
+    table["p_adj"] = adjust_by_family(table["p_crossppi"], groups, method=correction)
+    table["significant"] = table["p_adj"] < alpha
+    table["correction"] = correction
+    table["family"] = family
+    return table.reindex(columns=columns)
+
+
+def _fold_columns(cross_fit_scores: pd.DataFrame, ci_level: float) -> list[str]:
     if not 0 < ci_level < 1:
         raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
     fold_columns = sorted(column for column in cross_fit_scores.columns if column.startswith("fold_score_"))
@@ -171,21 +258,17 @@ def crossppi_system_means(cross_fit_scores: pd.DataFrame, *, ci_level: float = 0
     if missing or not fold_columns:
         raise ValueError("cross_fit_scores must be the output of cross_fit_judge (missing "
                          f"{', '.join(map(repr, missing or ['fold_score_0']))})")
+    return fold_columns
+
+
+def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: float) -> dict:
+    """Cross-PPI and human-only intervals on one set of labels, and the cross-PPI z-test of 0."""
     alpha = 1.0 - ci_level
-    rows = []
-    for (criterion, system), part in cross_fit_scores.groupby(["criterion", "system"], sort=True):
-        check_rated_share(part, where=f"system {system!r}, criterion {criterion!r}")
-        rated = part["label"].notna().to_numpy()
-        y = part["label"].to_numpy()[rated]
-        f = part["judge_score"].to_numpy()[rated]
-        f_unrated = part.loc[~rated, fold_columns].to_numpy(dtype=float)
-        low, high = (float(np.squeeze(bound)) for bound in crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
-        human_low, human_high = (float(np.squeeze(bound)) for bound in classical_mean_ci(y, alpha=alpha))
-        estimate = f_unrated.mean() + (y - f).mean()
-        rows.append({"criterion": criterion, "system": system, "n_human": int(y.size),
-                     "n_judge_only": int(f_unrated.shape[0]), "human_mean": float(y.mean()),
-                     "human_ci_low": human_low, "human_ci_high": human_high,
-                     "judge_mean_biased": float(part["judge_score"].mean()), "crossppi_mean": float(estimate),
-                     "crossppi_ci_low": low, "crossppi_ci_high": high,
-                     "width_ratio": (high - low) / (human_high - human_low), "n_folds": len(fold_columns)})
-    return pd.DataFrame(rows, columns=list(CROSS_MEAN_COLUMNS))
+    low, high = (float(np.squeeze(bound)) for bound in crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
+    human_low, human_high = (float(np.squeeze(bound)) for bound in classical_mean_ci(y, alpha=alpha))
+    estimate = float(f_unrated.mean() + (y - f).mean())
+    se = (high - low) / (2 * stats.norm.ppf(1 - alpha / 2))
+    return {"n_human": int(y.size), "n_judge_only": int(f_unrated.shape[0]), "human_mean": float(y.mean()),
+            "human_ci_low": human_low, "human_ci_high": human_high, "crossppi_mean": estimate,
+            "crossppi_ci_low": low, "crossppi_ci_high": high, "width_ratio": (high - low) / (human_high - human_low),
+            "p": float(2 * stats.norm.sf(abs(estimate) / se)) if se > 0 else np.nan}

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from ppi_py import crossppi_mean_ci
 
-from analysis.judged.crossfit import cross_fit_judge, crossppi_system_means
+from analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
 
 N_CONTEXTS, N_RATED = 90, 30
 
@@ -104,3 +104,25 @@ def test_cross_fitting_refuses_what_it_cannot_do(design):
         cross_fit_judge(items, features, ratings, n_folds=40)
     with pytest.raises(ValueError, match="every rated item needs features"):
         cross_fit_judge(items.iloc[2:], features[2:], ratings)
+
+
+def test_crossppi_differences_equal_ppi_py_s_on_per_context_differences(design):
+    items, features, ratings = design
+    scores = cross_fit_judge(items, features, ratings, n_folds=3, seed=1)
+    pairs = crossppi_paired_differences(scores)
+    assert list(zip(pairs["system_a"], pairs["system_b"], strict=True)) == [("base", "gold")]
+    row = pairs.iloc[0]
+    base = scores.loc[scores["system"] == "base"].set_index("context_id")
+    gold = scores.loc[scores["system"] == "gold"].set_index("context_id")
+    difference = base[["label", "judge_score", "fold_score_0", "fold_score_1", "fold_score_2"]] - gold[
+        ["label", "judge_score", "fold_score_0", "fold_score_1", "fold_score_2"]]
+    rated = difference["label"].notna()
+    folds = ["fold_score_0", "fold_score_1", "fold_score_2"]
+    low, high = crossppi_mean_ci(difference.loc[rated, "label"].to_numpy(),
+                                 difference.loc[rated, "judge_score"].to_numpy(),
+                                 difference.loc[~rated, folds].to_numpy(), alpha=0.05)
+    assert (row["crossppi_ci_low"], row["crossppi_ci_high"]) == pytest.approx(
+        (float(np.squeeze(low)), float(np.squeeze(high))), abs=1e-12)
+    assert row["human_diff"] == pytest.approx(difference.loc[rated, "label"].mean())
+    assert row["n_human"] == N_RATED and row["p_adj"] == row["p_crossppi"]  # one pair: Holm changes nothing
+    assert row["significant"] == (row["crossppi_ci_high"] < 0 or row["crossppi_ci_low"] > 0)
