@@ -71,7 +71,9 @@ def cross_fit_judge(
         ``fold`` (the fold of a rated item's context; -1 for unrated items), ``judge_score`` (the out-of-fold
         score of a rated item; the mean of the fold models' scores of an unrated one), and
         ``fold_score_0`` ... ``fold_score_{K-1}``: each fold model's score of an unrated item (NaN for rated
-        items). Usable as a ``judge_scores`` table, and as the input of ``crossppi_system_means``.
+        items). The input of ``crossppi_system_means`` and ``crossppi_paired_differences``; usable as a
+        ``judge_scores`` table for ``analysis.judged.agreement``, but not for the PPI++ estimates, whose
+        theory assumes a judge fixed before the human labels were seen.
 
     Examples
     --------
