@@ -1,8 +1,9 @@
 """What the task page says when it cannot go on, and at the end: a bad or expired link says so and what to do; an
 unreachable or rate-limited server says what to do; a submit receipt carrying a completion code shows the code and
 returns the rater to Prolific (only to a web address); a preview assignment says nothing is recorded and Submit
-sends nothing. The completion and preview fields are added to the real server's answers in the browser
-(page.route): their server side belongs to other modules and is tested there."""
+sends nothing; axe-core finds nothing serious on the completion and preview pages. The completion and preview
+fields are added to the real server's answers in the browser (page.route): their server side belongs to other
+modules and is tested there."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from server.store.models import Assignment, Rating
 from tests.annotation.page_fixtures import answer, drafts_in, item_count, likert_store, serving, start
+from tests.axe import axe_violations, describe
 from tests.browser import chromium_page
 
 PROLIFIC = "https://app.prolific.com/submissions/complete?cc=ABC123"
@@ -106,6 +108,8 @@ def test_a_completion_url_that_is_no_web_address_is_neither_linked_nor_followed(
         page.wait_for_selector("#completion-code")
         assert page.locator("#completion-code").inner_text() == "<b>C0DE</b>"  # shown as text
         assert page.locator("#completion-link").count() == 0
+        found = axe_violations(page)
+        assert found == [], describe(found)
         page.wait_for_timeout(3500)
         assert page.url == f"{base}/annotate" and page.evaluate("window.__pwned") is None
 
@@ -138,6 +142,8 @@ def test_a_preview_says_nothing_is_recorded_and_its_submit_sends_nothing(served)
         rate_all(page)
         page.click("#submit")
         assert page.locator("#preview-not-submitted").inner_text() == "Preview: not submitted"
+        found = axe_violations(page)
+        assert found == [], describe(found)
         assert page.locator("#submitted").count() == 0
         assert not any(k.startswith(("empeval-draft:", "empeval-consent:", "empeval-submission-"))
                        for k in drafts_in(page))
