@@ -79,6 +79,20 @@ def test_after_next_on_a_phone_the_pairwise_responses_start_on_screen(pairwise_l
             assert conversation["y"] >= -1 or b["y"] + b["height"] <= PHONE["height"] + 1, (conversation, b)
 
 
+def test_on_a_phone_the_instructions_and_the_review_open_at_their_top(link):
+    with chromium_page() as page:
+        page.set_viewport_size(PHONE)
+        page.goto(link)
+        page.click("#consent-accept")
+        page.wait_for_selector("#instructions")
+        assert page.evaluate("scrollY") == 0  # not scrolled down to the focused Start button
+        page.click("#start")
+        for _ in range(item_count(page)):
+            answer(page, ["1", "2", "3"])
+        page.wait_for_selector("#review")
+        assert on_screen(page, "#review h2", PHONE["height"])
+
+
 def test_the_reply_to_rate_has_its_own_colour_not_the_listeners_grey(link):
     with chromium_page() as page:
         start(page, link)
