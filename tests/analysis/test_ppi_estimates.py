@@ -3,6 +3,9 @@ fixed fixture, and the DataFrame functions compute what they say on it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -165,3 +168,13 @@ def test_tidy_tables_with_context_and_assignment_columns_are_read_too():
     ratings, judge = fixture_tables()
     tidy = ratings.rename(columns={"context_id": "context", "assignment_id": "assignment"})
     pd.testing.assert_frame_equal(ppi_system_means(tidy, judge), ppi_system_means(ratings, judge))
+
+
+def test_importing_the_estimates_leaves_warnings_on_although_ppi_py_turns_them_off():
+    probe = ("import warnings, {module}; "
+             "print(any(f[0] == 'ignore' and f[1] is None and f[2] is Warning and f[3] is None "
+             "for f in warnings.filters))")
+    silenced = {module: subprocess.run([sys.executable, "-c", probe.format(module=module)], capture_output=True,
+                                       text=True, check=True).stdout.strip()
+                for module in ("ppi_py", "analysis.judged.estimates", "analysis.judged.crossfit")}
+    assert silenced == {"ppi_py": "True", "analysis.judged.estimates": "False", "analysis.judged.crossfit": "False"}
