@@ -170,6 +170,7 @@ def test_tidy_tables_with_context_and_assignment_columns_are_read_too():
     pd.testing.assert_frame_equal(ppi_system_means(tidy, judge), ppi_system_means(ratings, judge))
 
 
+@pytest.mark.slow  # three fresh interpreters importing numba: seconds each
 def test_importing_the_estimates_leaves_warnings_on_although_ppi_py_turns_them_off():
     probe = ("import warnings, {module}; "
              "print(any(f[0] == 'ignore' and f[1] is None and f[2] is Warning and f[3] is None "
