@@ -1,7 +1,7 @@
 """The dashboard's item browser: a study's items a page at a time, each with its conversation, the response, the
 system that wrote it (for the researcher's eyes only: raters never see it), and every rating it got; for an A/B
 study its pairs with both responses and every judgment. Three or four statements per page, whatever the study's
-size: the page of items, their turns, their ratings (or choices)."""
+size: the page of items, their turns, their ratings (or choices), their assignments' comments."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, aliased
 from server.errors import BadInput
 from server.store.models import (
     Annotator,
+    Assignment,
     AssignmentPair,
     Choice,
     Context,
@@ -31,7 +32,8 @@ PER_PAGE = 20
 @dataclass
 class BrowsedItem:
     """One item (Likert) or pair (A/B) as the browser shows it. `ratings` holds, per annotator and assignment, her
-    score on each criterion (Likert) or the system she preferred, or "tie" (A/B)."""
+    score on each criterion (Likert) or the system she preferred, or "tie" (A/B), and the comment she left on that
+    assignment (None when none)."""
 
     item_id: int
     context_id: int
@@ -88,7 +90,7 @@ def item_page(engine: Engine, study: str, *, page: int = 1, per_page: int = PER_
         for (item_id, assignment_id, pseudonym), by_criterion in scores.items():
             items[item_id].ratings.append({"annotator": pseudonym, "assignment_id": assignment_id,
                                            "scores": by_criterion})
-        return ItemPage(page, pages, total, list(items.values()))
+        return _with_comments(session, ItemPage(page, pages, total, list(items.values())))
 
 
 _RESPONSE_A, _RESPONSE_B = aliased(Response, name="response_a"), aliased(Response, name="response_b")
@@ -127,7 +129,19 @@ def _pair_page(session: Session, study_id: int, page: int, per_page: int) -> Ite
             {"left": left, "right": right}.get(side, "tie")
     for (pair_id, assignment_id, pseudonym), by_criterion in choices.items():
         items[pair_id].ratings.append({"annotator": pseudonym, "assignment_id": assignment_id, "scores": by_criterion})
-    return ItemPage(page, pages, total, list(items.values()))
+    return _with_comments(session, ItemPage(page, pages, total, list(items.values())))
+
+
+def _with_comments(session: Session, page: ItemPage) -> ItemPage:
+    """Each rating on the page with the comment of its assignment: one statement."""
+    assignment_ids = {rating["assignment_id"] for item in page.items for rating in item.ratings}
+    comments = dict(session.execute(select(Assignment.id, Assignment.comment)
+                                    .where(Assignment.id.in_(assignment_ids), Assignment.comment.is_not(None),
+                                           Assignment.comment != "")).all()) if assignment_ids else {}
+    for item in page.items:
+        for rating in item.ratings:
+            rating["comment"] = comments.get(rating["assignment_id"])
+    return page
 
 
 def _turns(session: Session, context_ids: set[int]) -> dict[int, list[dict[str, str]]]:

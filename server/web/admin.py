@@ -24,6 +24,7 @@ from server.annotation.pairwise_export import judgments_to_csv, pairwise_export_
 from server.annotation.preview import preview_payload
 from server.annotation.progress_counts import likert_counts, likert_scores, pairwise_counts
 from server.annotation.rater_table import rater_table, study_comments
+from server.annotation.study_log import study_log
 from server.store.models import Study
 from server.store.queries import assignment_counts, study_by_name
 from server.web import openapi
@@ -101,14 +102,15 @@ def dashboard():
 @admin_required
 def study_page(name: str):
     """One study for the researcher: progress, export links, the task preview, the per-rater table, the raters'
-    comments and the item browser (`?page=N`, 1-based)."""
+    comments, the study's log (withdrawals) and the item browser (`?page=N`, 1-based)."""
     page = _page_argument()
     engine = _engine()
     progress = study_progress(name)
     with Session(engine) as session:
         criteria = study_by_name(session, name).config.criterion_keys
     return render_template("admin_study.html", s=progress, criteria=criteria, items=item_page(engine, name, page=page),
-                           raters=rater_table(engine, name), comments=study_comments(engine, name))
+                           raters=rater_table(engine, name), comments=study_comments(engine, name),
+                           log=study_log(engine, name))
 
 
 def _page_argument() -> int:

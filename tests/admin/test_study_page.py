@@ -3,6 +3,7 @@ the per-rater table (assignments, median seconds per item, effective hourly pay 
 raters' comments and the export links; and the progress JSON, counted in SQL, agreeing with the export."""
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from collections import Counter
@@ -195,3 +196,68 @@ def test_the_progress_of_an_ab_study_carries_its_own_keys_only(store, app, beare
 def test_every_admin_page_links_back_or_onward(app, bearer, page):
     body = app.test_client().get(page, headers=bearer).get_data(as_text=True)
     assert ('href="/admin/studies/pilot"' in body) if page == "/admin" else ('href="/admin"' in body)
+
+
+def test_each_rating_in_the_item_browser_carries_its_assignments_comment(store, app, bearer):
+    rita, _ = invite(store, "rita", "pilot")
+    sam, _ = invite(store, "sam", "pilot")
+    commented = submit_after(store, rita.id, 5, comment="Some replies were in Spanish.")
+    submit_after(store, sam.id, 5)
+    items = {i["item_id"] for i in assignment_payload(store, commented)["items"]}
+    body = "".join(app.test_client().get(f"/admin/studies/pilot?page={page}", headers=bearer).get_data(as_text=True)
+                   for page in range(1, -(-items_of(store, "pilot") // 20) + 1))
+    for article in body.split('<article class="item" id="item-')[1:]:
+        item_id = int(article.split('"', 1)[0])
+        comments = re.findall(r'<td class="text item-comment">(.*?)</td>', article)
+        if item_id in items:
+            assert comments == ["Some replies were in Spanish."]
+        else:
+            assert set(comments) <= {""}
+
+
+def test_the_study_page_shows_the_log_of_withdrawals_without_the_name(store, app, bearer):
+    from server.annotation.withdraw import forget
+
+    rita, _ = invite(store, "rita", "pilot")
+    submit_after(store, rita.id, 5)
+    client = app.test_client()
+    assert "Nothing logged" in page_text(client.get("/admin/studies/pilot", headers=bearer))
+    forget(store, "rita", study="pilot")
+    answer = client.get("/admin/studies/pilot", headers=bearer)
+    log = answer.get_data(as_text=True).split('id="log-table"', 1)[1].split("</table>", 1)[0]
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", log)).split())
+    assert "withdrawal ratings removed: 12; choices removed: 0; comments removed: 0; assignments reopened: 1" in text
+    assert "name removed: True" in text and "rita" not in answer.get_data(as_text=True)
+
+
+def test_progress_costs_the_same_statements_however_many_ratings(store, app, bearer):
+    from tests.annotation.pairwise_fixtures import StatementCounter
+
+    client = app.test_client()
+    rita, _ = invite(store, "rita", "pilot")
+    counts = []
+    for _ in range(3):
+        with StatementCounter(store) as counter:
+            assert client.get("/api/studies/pilot/progress", headers=bearer).status_code == 200
+        counts.append(len(counter.statements))
+        submit_after(store, rita.id, 5)
+    assert counts[0] == counts[1] == counts[2], counts
+    assert not any("seconds_on_item, assignment.started_at" in s for s in counter.statements)  # not the export
+
+
+def test_an_unpaid_study_says_so_instead_of_an_hourly_pay(store, app, bearer):
+    from tests.annotation.conftest import make_study
+
+    spec_study = make_study(store, name="volunteers", count=4, k=1, per_assignment=4, systems=["sys-a", "sys-b"],
+                            controls=[])
+    assert spec_study is not None
+    with Session(store) as session, session.begin():
+        study = session.scalar(select(Study).where(Study.name == "volunteers"))
+        config = study.config
+        study.config = dataclasses.replace(config, pay=dataclasses.replace(config.pay, per_assignment=None))
+    rita, _ = invite(store, "rita", "volunteers")
+    submit_after(store, rita.id, 5, study="volunteers")
+    body = app.test_client().get("/admin/studies/volunteers", headers=bearer).get_data(as_text=True)
+    table = body.split('id="rater-table"', 1)[1].split("</table>", 1)[0]
+    assert "<td>unpaid</td>" in table and "USD" not in table
+    assert "no pay set in the study file" in body

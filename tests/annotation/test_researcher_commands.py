@@ -312,3 +312,43 @@ def test_the_tombstone_is_not_the_pseudonym_of_anyone_invited_under_that_name(st
     again, _ = invite(study_engine, "alice", "pilot")  # a new invite makes a new participant
     assert again.id != alice.id
     assert again.pseudonym == pseudonym_for(secret_key(study_engine), "local", "alice")
+
+
+def test_forget_in_an_ab_study_removes_her_choices_and_reopens_her_pairs_on_the_same_sides(sample_engine):
+    from server.store.models import AssignmentPair, Choice
+    from tests.annotation.pairwise_fixtures import make_ab_study
+
+    make_ab_study(sample_engine, name="ab", count=6, k=2, per_assignment=4, control_rate=0.0)
+    alice, _ = invite(sample_engine, "alice", "ab")
+    bob, _ = invite(sample_engine, "bob", "ab")
+    judged = {}
+    for rater in (alice, bob):
+        assignment_id = claim(sample_engine, rater.id, "ab")
+        pairs = assignment_payload(sample_engine, assignment_id)["items"]
+        submit_assignment(sample_engine, assignment_id, rater.id, {"submission_id": new_submission_id(), "judgments": [
+            {"item_id": p["item_id"], "choices": {"empathy": "A", "relevance": "B", "fluency": "T"}} for p in pairs]})
+        judged[rater.id] = assignment_id
+    hers = count(sample_engine, Choice, Choice.annotator_id == alice.id)
+    bobs = count(sample_engine, Choice, Choice.annotator_id == bob.id)
+    assert hers and bobs
+    result = cli_run(sample_engine, "annotators", "forget", "alice", "--study", "ab")
+    assert result.exit_code == 0, result.output
+    assert f"0 rating(s), {hers} choice(s) and 0 comment(s) deleted; 1 submitted assignment(s)" in result.output
+    assert count(sample_engine, Choice, Choice.annotator_id == alice.id) == 0
+    assert count(sample_engine, Choice, Choice.annotator_id == bob.id) == bobs  # bob's stay
+    with Session(sample_engine) as session:
+        copy = session.scalar(select(Assignment.id).where(Assignment.replaces_id == judged[alice.id]))
+        placed = lambda assignment_id: sorted(session.execute(  # noqa: E731
+            select(AssignmentPair.position, AssignmentPair.pair_item_id, AssignmentPair.shown_left)
+            .where(AssignmentPair.assignment_id == assignment_id)).all())
+        assert copy is not None and placed(copy) == placed(judged[alice.id])
+
+
+def test_annotators_list_shows_a_withdrawn_participant_by_her_tombstone_only(study_engine):
+    alice, _ = invite(study_engine, "alice", "pilot")
+    work(study_engine, alice.id)
+    assert cli_run(study_engine, "annotators", "forget", "alice", "--study", "pilot").exit_code == 0
+    result = cli_run(study_engine, "annotators", "list", "pilot")
+    assert result.exit_code == 0 and "alice" not in result.output and alice.pseudonym not in result.output
+    (row,) = [r for r in lines_of(result.output).values() if r[0].startswith("withdrawn-")]
+    assert row[1:] == ["-", "0", "-", "yes", "yes", "-"]  # no name, no work, revoked, withdrawn, not judged
