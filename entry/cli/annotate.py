@@ -23,7 +23,7 @@ from server.annotation.secrets import admin_token, secret_key
 
 @click.group()
 def annotators() -> None:
-    """Invite local annotators; revoke annotators."""
+    """Invite local annotators, list who works on a study, revoke annotators, withdraw a participant (forget)."""
 
 
 @annotators.command("invite")

@@ -15,7 +15,7 @@ from tasks.study_file import load_study_file
 
 @click.group()
 def study() -> None:
-    """Create Likert or pairwise (A/B) studies from a study file, follow their progress, close them."""
+    """Create Likert or pairwise (A/B) studies from a study file, list them, follow their progress, close them."""
 
 
 @study.command("create")

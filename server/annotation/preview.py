@@ -1,10 +1,12 @@
 """The researcher's preview of a study's task: the page a rater would see, built from the study's first assignment
 in design order without claiming it. Nothing is written: no claim, no seen context, no deadline.
 
-The contract with the task page: the payload has the shape of /api/annotate/next's assignment, with
-`"preview": true`, `"status": "preview"` and `"assignment_id": 0` (no assignment has id 0, so a submit the page
-might still send is refused by the submit route as "you have no assignment 0"); the assignment it shows is named
-in `"previewed_assignment"`. The page shows a banner and never posts.
+The contract with the task page: served at /admin/studies/<name>/preview (admin session), the page reads
+`{"assignment": ...}` from /api/studies/<name>/preview instead of /api/annotate/next. The payload has the shape of
+/api/annotate/next's assignment, with `"preview": true`, `"status": "preview"` and `"assignment_id": 0` (no
+assignment has id 0, so a submit the page might still send is refused by the submit route as "you have no
+assignment 0"); the assignment it shows is named in `"previewed_assignment"`. The page shows a banner and never
+posts.
 """
 from __future__ import annotations
 
