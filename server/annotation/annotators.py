@@ -103,8 +103,8 @@ class RosterLine(NamedTuple):
 
 
 def study_roster(engine: Engine, study: str) -> list[RosterLine]:
-    """Everyone handed an assignment of the study, or revoked in it, by pseudonym: one statement (NotFound when
-    there is no such study)."""
+    """Everyone handed an assignment of the study, or revoked in it, by pseudonym: two statements, the study and the
+    roster, however many there are (NotFound when there is no such study)."""
     with Session(engine) as session:
         study_id = study_by_name(session, study).id
         in_study = or_(Annotator.id.in_(select(Assignment.annotator_id).where(Assignment.study_id == study_id)),

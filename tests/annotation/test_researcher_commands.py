@@ -352,3 +352,33 @@ def test_annotators_list_shows_a_withdrawn_participant_by_her_tombstone_only(stu
     assert result.exit_code == 0 and "alice" not in result.output and alice.pseudonym not in result.output
     (row,) = [r for r in lines_of(result.output).values() if r[0].startswith("withdrawn-")]
     assert row[1:] == ["-", "0", "-", "yes", "yes", "-"]  # no name, no work, revoked, withdrawn, not judged
+
+
+def test_study_list_names_an_ab_study_pairwise(sample_engine):
+    from tests.annotation.pairwise_fixtures import make_ab_study
+
+    make_ab_study(sample_engine, name="ab", count=6, k=2, per_assignment=4, control_rate=0.0)
+    rows = lines_of(cli_run(sample_engine, "study", "list").output)
+    assert rows["ab"][1:4] == ["pairwise", "open", f"0/{assignments_of(sample_engine, 'ab')}"]
+
+
+def test_listing_studies_and_annotators_costs_the_same_statements_however_many_there_are(study_engine):
+    from server.annotation.annotators import study_roster
+    from server.annotation.study_list import study_summaries
+    from tests.annotation.pairwise_fixtures import StatementCounter
+
+    def statements(call) -> int:
+        with StatementCounter(study_engine) as counter:
+            call()
+        return len(counter.statements)
+
+    one_study, nobody = statements(lambda: study_summaries(study_engine)), statements(
+        lambda: study_roster(study_engine, "pilot"))
+    make_study(study_engine, name="second", count=4, k=1, per_assignment=4, controls=[])
+    make_study(study_engine, name="third", count=4, k=1, per_assignment=4, controls=[])
+    for name in ("alice", "bob", "carol"):
+        rater, _ = invite(study_engine, name, "pilot")
+        claim(study_engine, rater.id)
+    assert len(study_summaries(study_engine)) == 3 and len(study_roster(study_engine, "pilot")) == 3
+    assert statements(lambda: study_summaries(study_engine)) == one_study == 2
+    assert statements(lambda: study_roster(study_engine, "pilot")) == nobody == 2  # the study, then the roster
