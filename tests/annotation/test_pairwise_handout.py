@@ -102,7 +102,9 @@ def test_the_api_hands_out_pairs_and_takes_choices_through_the_one_submit_route(
 def test_pairwise_next_and_submit_cost_the_likert_budget_whatever_the_pairs(sample_engine, per_assignment):
     """At most six SQL statements for claiming, resuming, submitting and resubmitting, as for a Likert study
     (tests/annotation/test_statement_counts.py), the same with 2 or 8 pairs per assignment."""
-    make_ab_study(sample_engine, count=16, per_assignment=per_assignment)
+    # Two slots leave no room for a control (0.25 x 2 rounds to none, which study create refuses).
+    make_ab_study(sample_engine, count=16, per_assignment=per_assignment,
+                  control_rate=0.0 if per_assignment == 2 else 0.25)
     app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True})
     engine, client = app.extensions["empeval.engine"], app.test_client()
     _, token = invite(sample_engine, "counted", "ab")
