@@ -29,12 +29,15 @@ def _store(tmp_path, name):
     return engine
 
 
-def likert_store(tmp_path, raters=("rita",)):
+def likert_store(tmp_path, raters=("rita",), reply=None):
     """A Likert study of 8 contexts, one system, 4 items per assignment, each rated twice (so a rater can do two
-    assignments and another still finds work):
+    assignments and another still finds work), its replies `reply(context id)` where given:
     (engine, {rater: invite token})."""
     engine = _store(tmp_path, "page.db")
-    add_responses(engine, ["plain"], 8)
+    if reply is None:
+        add_responses(engine, ["plain"], 8)
+    else:
+        add_responses(engine, ["plain"], 8, text=lambda system, context_id: reply(context_id))
     make_study(engine, count=8, k=2, per_assignment=4, systems=["plain"], controls=[])
     return engine, {rater: invite(engine, rater, "pilot")[1] for rater in raters}
 

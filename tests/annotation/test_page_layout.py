@@ -66,6 +66,21 @@ def test_after_next_on_a_phone_the_conversation_and_the_reply_to_rate_are_on_scr
             assert page.evaluate("document.activeElement.id") == "item-heading"
 
 
+def test_after_next_on_a_phone_a_reply_too_long_to_show_with_its_conversation_still_ends_on_screen(tmp_path):
+    long_reply = "I am so sorry to hear that, it sounds like a really hard time for you and your family. " * 9
+    engine, tokens = likert_store(tmp_path, reply=lambda context_id: f"{context_id}: {long_reply}")
+    with serving(engine) as base, chromium_page() as page:
+        page.set_viewport_size(PHONE)
+        start(page, f"{base}/annotate#{tokens['rita']}")
+        for i in range(item_count(page) - 1):
+            answer(page, ["2", "2", "2"])
+            reply, heading = box(page, "#item .turn.response"), box(page, "#item-heading")
+            item_to_reply = reply["y"] + reply["height"] - heading["y"]
+            assert reply["height"] < PHONE["height"] < item_to_reply, (reply, heading)  # the case this test is about
+            assert on_screen(page, "#item .turn.response", PHONE["height"]), (i, reply)
+            assert abs(reply["y"] + reply["height"] - PHONE["height"]) < 2  # ends at the bottom: the most context
+
+
 def test_after_next_on_a_phone_the_pairwise_responses_start_on_screen(pairwise_link):
     with chromium_page() as page:
         page.set_viewport_size(PHONE)
