@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, and_, func, select
+from sqlalchemy import Engine, and_, exists, func, select
 from sqlalchemy.orm import Session, aliased
 
 from server.errors import BadInput
@@ -50,6 +50,7 @@ class ItemPage:
     pages: int
     total: int
     items: list[BrowsedItem]
+    rated_only: bool = False
 
 
 def _page_bounds(total: int, page: int, per_page: int) -> int:
@@ -61,20 +62,25 @@ def _page_bounds(total: int, page: int, per_page: int) -> int:
     return pages
 
 
-def item_page(engine: Engine, study: str, *, page: int = 1, per_page: int = PER_PAGE) -> ItemPage:
-    """Page `page` (1-based) of the study's items, ordered by context then system, so the responses to one
-    conversation sit together. NotFound for an unknown study, BadInput for a page that does not exist."""
+def item_page(engine: Engine, study: str, *, page: int = 1, per_page: int = PER_PAGE,
+              rated_only: bool = False) -> ItemPage:
+    """Page `page` (1-based) of the study's items (with `rated_only`, of those rated or judged at least once),
+    ordered by context then system, so the responses to one conversation sit together. NotFound for an unknown
+    study, BadInput for a page that does not exist."""
     with Session(engine) as session:
         study_row = study_by_name(session, study)
         if study_row.config.is_pairwise:
-            return _pair_page(session, study_row.id, page, per_page)
-        total = session.scalar(select(func.count()).where(StudyItem.study_id == study_row.id)) or 0
+            return _pair_page(session, study_row.id, page, per_page, rated_only)
+        shown = [StudyItem.study_id == study_row.id]
+        if rated_only:
+            shown.append(exists().where(Rating.item_id == StudyItem.id))
+        total = session.scalar(select(func.count()).select_from(StudyItem).where(*shown)) or 0
         pages = _page_bounds(total, page, per_page)
         rows = session.execute(
             select(StudyItem.id, Response.context_id, System.name, Response.text, StudyItem.is_control,
                    StudyItem.control_target)
             .join(Response, Response.id == StudyItem.response_id).join(System, System.id == Response.system_id)
-            .where(StudyItem.study_id == study_row.id)
+            .where(*shown)
             .order_by(Response.context_id, System.name, StudyItem.id).limit(per_page).offset((page - 1) * per_page)
         ).all()
         turns = _turns(session, {row.context_id for row in rows})
@@ -90,17 +96,20 @@ def item_page(engine: Engine, study: str, *, page: int = 1, per_page: int = PER_
         for (item_id, assignment_id, pseudonym), by_criterion in scores.items():
             items[item_id].ratings.append({"annotator": pseudonym, "assignment_id": assignment_id,
                                            "scores": by_criterion})
-        return _with_comments(session, ItemPage(page, pages, total, list(items.values())))
+        return _with_comments(session, ItemPage(page, pages, total, list(items.values()), rated_only))
 
 
 _RESPONSE_A, _RESPONSE_B = aliased(Response, name="response_a"), aliased(Response, name="response_b")
 _SYSTEM_A, _SYSTEM_B = aliased(System, name="system_a"), aliased(System, name="system_b")
 
 
-def _pair_page(session: Session, study_id: int, page: int, per_page: int) -> ItemPage:
+def _pair_page(session: Session, study_id: int, page: int, per_page: int, rated_only: bool) -> ItemPage:
     """A page of an A/B study's pairs: both responses with their systems, and each judgment as the system preferred
     on each criterion (the side she chose, read through the placement's `shown_left`)."""
-    total = session.scalar(select(func.count()).where(PairItem.study_id == study_id)) or 0
+    shown = [PairItem.study_id == study_id]
+    if rated_only:
+        shown.append(exists().where(Choice.pair_item_id == PairItem.id))
+    total = session.scalar(select(func.count()).select_from(PairItem).where(*shown)) or 0
     pages = _page_bounds(total, page, per_page)
     rows = session.execute(
         select(PairItem.id, PairItem.context_id, _SYSTEM_A.name, _RESPONSE_A.text, _SYSTEM_B.name, _RESPONSE_B.text,
@@ -109,7 +118,7 @@ def _pair_page(session: Session, study_id: int, page: int, per_page: int) -> Ite
         .join(_SYSTEM_A, _SYSTEM_A.id == _RESPONSE_A.system_id)
         .join(_RESPONSE_B, _RESPONSE_B.id == PairItem.response_b_id)
         .join(_SYSTEM_B, _SYSTEM_B.id == _RESPONSE_B.system_id)
-        .where(PairItem.study_id == study_id)
+        .where(*shown)
         .order_by(PairItem.context_id, PairItem.id).limit(per_page).offset((page - 1) * per_page)
     ).all()
     turns = _turns(session, {row[1] for row in rows})
@@ -129,7 +138,7 @@ def _pair_page(session: Session, study_id: int, page: int, per_page: int) -> Ite
             {"left": left, "right": right}.get(side, "tie")
     for (pair_id, assignment_id, pseudonym), by_criterion in choices.items():
         items[pair_id].ratings.append({"annotator": pseudonym, "assignment_id": assignment_id, "scores": by_criterion})
-    return _with_comments(session, ItemPage(page, pages, total, list(items.values())))
+    return _with_comments(session, ItemPage(page, pages, total, list(items.values()), rated_only))
 
 
 def _with_comments(session: Session, page: ItemPage) -> ItemPage:

@@ -102,15 +102,25 @@ def dashboard():
 @admin_required
 def study_page(name: str):
     """One study for the researcher: progress, export links, the task preview, the per-rater table, the raters'
-    comments, the study's log (withdrawals) and the item browser (`?page=N`, 1-based)."""
+    comments, the study's log (withdrawals) and the item browser (`?page=N`, 1-based; `&rated=only` for the items
+    rated at least once)."""
     page = _page_argument()
+    rated_only = _rated_argument()
     engine = _engine()
     progress = study_progress(name)
     with Session(engine) as session:
         criteria = study_by_name(session, name).config.criterion_keys
-    return render_template("admin_study.html", s=progress, criteria=criteria, items=item_page(engine, name, page=page),
+    items = item_page(engine, name, page=page, rated_only=rated_only)
+    return render_template("admin_study.html", s=progress, criteria=criteria, items=items,
                            raters=rater_table(engine, name), comments=study_comments(engine, name),
                            log=study_log(engine, name))
+
+
+def _rated_argument() -> bool:
+    text = request.args.get("rated", "all")
+    if text not in ("all", "only"):
+        raise BadRequest(f"rated must be all or only (the items rated at least once), got {text!r}")
+    return text == "only"
 
 
 def _page_argument() -> int:

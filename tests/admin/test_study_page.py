@@ -261,3 +261,39 @@ def test_an_unpaid_study_says_so_instead_of_an_hourly_pay(store, app, bearer):
     table = body.split('id="rater-table"', 1)[1].split("</table>", 1)[0]
     assert "<td>unpaid</td>" in table and "USD" not in table
     assert "no pay set in the study file" in body
+
+
+def test_the_browser_can_show_only_the_items_rated_so_far_and_keeps_to_them_across_pages(store, app, bearer):
+    client = app.test_client()
+    empty = client.get("/admin/studies/pilot?rated=only", headers=bearer)
+    assert empty.status_code == 200 and "Page 1 of 1 (0 rated at least once)" in page_text(empty)
+    assert '<article class="item"' not in empty.get_data(as_text=True)
+    raters = [invite(store, name, "pilot")[0] for name in ("rita", "sam", "tom", "uma", "vic", "wes")]
+    rated: set[int] = set()
+    for rater in raters:
+        assignment_id = submit_after(store, rater.id, 5)
+        rated |= {i["item_id"] for i in assignment_payload(store, assignment_id)["items"]}
+    assert len(rated) > 20  # more than a page
+    shown: list[int] = []
+    url = "/admin/studies/pilot?rated=only"
+    while url:
+        body = client.get(url, headers=bearer).get_data(as_text=True)
+        shown += [int(i) for i in re.findall(r'<article class="item" id="item-(\d+)"', body)]
+        following = re.search(r'rel="next" href="([^"]+)"', body)
+        url = html.unescape(following.group(1)).split("#")[0] if following else ""
+    assert sorted(shown) == sorted(rated)  # each rated item once, no unrated one
+    assert 'id="show-all"' in body
+    answer = client.get("/admin/studies/pilot?rated=some", headers=bearer)
+    assert answer.status_code == 400
+    assert answer.get_json()["message"] == "rated must be all or only (the items rated at least once), got 'some'"
+
+
+def test_the_browser_of_an_ab_study_can_show_only_the_pairs_judged(store, app, bearer):
+    rita, _ = invite(store, "rita", "ab")
+    assignment_id = next_assignment(store, "ab", rita.id)
+    pairs = {p["item_id"] for p in assignment_payload(store, assignment_id)["items"]}
+    submit_assignment(store, assignment_id, rita.id, {"submission_id": new_submission_id(), "judgments": [
+        {"item_id": p, "choices": {"empathy": "A", "relevance": "A", "fluency": "B"}} for p in pairs]})
+    body = app.test_client().get("/admin/studies/ab?rated=only", headers=bearer).get_data(as_text=True)
+    assert {int(i) for i in re.findall(r'<article class="item" id="item-(\d+)"', body)} == pairs
+    assert "Show all pairs" in body
