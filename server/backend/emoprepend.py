@@ -37,9 +37,9 @@ class EmoPrependRetrievalModel(RetrievalModel):
 
     def query_embeddings(self, contexts: Sequence[DialogueContext]) -> tuple[torch.Tensor, list[dict]]:
         texts = self.query_texts(contexts)
-        plain = self.encoder.encode(texts)
+        plain = self.encode_queries(texts)
         labels, probabilities = self.classifier.predict(plain)
-        prepended = self.encoder.encode([f"{label}: {text}" for label, text in zip(labels, texts, strict=True)])
+        prepended = self.encode_queries([f"{label}: {text}" for label, text in zip(labels, texts, strict=True)])
         details = [{"predicted_emotion": str(label), "emotion_probability": round(float(p), 4)}
                    for label, p in zip(labels, probabilities, strict=True)]
         return torch.from_numpy(prepended), details

@@ -26,6 +26,8 @@ from server.backend.resources import BackendResources
 from server.store.engine import unit_of_work
 
 DEFAULT_MAX_HISTORY = 4
+# Query batches at least this large are kept in the embedding cache (see RetrievalModel.encode_queries).
+CACHED_QUERY_BATCH = 16
 
 
 def history_text(context: DialogueContext, max_history: int = DEFAULT_MAX_HISTORY) -> str:
@@ -102,7 +104,16 @@ class RetrievalModel(ResponseModel):
 
     def query_embeddings(self, contexts: Sequence[DialogueContext]) -> tuple[torch.Tensor, list[dict]]:
         """Query embeddings, and what each query's construction decided (for provenance)."""
-        return torch.from_numpy(self.encoder.encode(self.query_texts(contexts))), [{} for _ in contexts]
+        return torch.from_numpy(self.encode_queries(self.query_texts(contexts))), [{} for _ in contexts]
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of query texts. A batch of at least CACHED_QUERY_BATCH texts (a `generate` run, the demo)
+        is kept in the embedding cache like the candidates, so running it again loads instead of encoding
+        (re-encoding the sample's 668 test contexts was half the demo's CPU); smaller batches, as single API
+        requests are, are encoded afresh, since a file per request would only fill the cache."""
+        if len(texts) < CACHED_QUERY_BATCH:
+            return self.encoder.encode(texts)
+        return self.encoder.encode_cached(texts, label="queries", description=f"encoding {len(texts):,} queries")
 
     def candidate_bonus(self, details: list[dict], candidate_emotions: np.ndarray) -> torch.Tensor | None:
         """Added to the cosine scores; plain retrieval adds nothing. `candidate_emotions` is (n_candidates,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sqlalchemy.orm import Session
 
 from server.backend.contexts import load_contexts
 from server.backend.emotion import accuracy_on_split, emotion_classifier
@@ -59,6 +60,24 @@ def test_candidate_embeddings_are_cached_on_disk_and_reused(resources, sample_en
     monkeypatch.setattr(type(fresh.encoder()), "encode", lambda *a, **k: pytest.fail("re-encoded cached candidates"))
     model.prepare()
     assert model.pool.embeddings.shape == (len(model.pool.texts), 384)
+
+
+def test_a_generation_batch_of_queries_is_cached_and_a_single_request_is_not(resources, sample_engine, cache_dir,
+                                                                              monkeypatch):
+    """A batch as `generate` sends (64 contexts) is encoded once: the same batch again, in a new process's
+    resources, loads its embeddings and answers the same; one context alone writes no cache file."""
+    contexts = contexts_of(sample_engine, "test", 64)
+    first = RetrievalModel("retrieval", {}, resources).respond_batch(contexts)
+    assert len(list((cache_dir / "embeddings").glob("queries-*.npy"))) >= 1
+    fresh = BackendResources(engine=sample_engine, cache_dir=cache_dir, show_progress=False)
+    model = RetrievalModel("retrieval", {}, fresh)
+    model.prepare()
+    monkeypatch.setattr(type(fresh.encoder()), "encode", lambda *a, **k: pytest.fail("re-encoded cached queries"))
+    assert [o.text for o in model.respond_batch(contexts)] == [o.text for o in first]
+    monkeypatch.undo()
+    before = set((cache_dir / "embeddings").glob("queries-*.npy"))
+    model.respond_batch(contexts[:1])
+    assert set((cache_dir / "embeddings").glob("queries-*.npy")) == before
 
 
 def test_emotion_classifier_beats_chance_by_far_on_the_sample(resources):
