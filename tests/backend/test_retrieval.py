@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sqlalchemy.orm import Session
 
 from server.backend.contexts import load_contexts
 from server.backend.emotion import accuracy_on_split, emotion_classifier
