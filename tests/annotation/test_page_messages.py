@@ -1,9 +1,9 @@
 """What the task page says when it cannot go on, and at the end: a bad or expired link says so and what to do; an
 unreachable or rate-limited server says what to do; a submit receipt carrying a completion code shows the code and
-returns the rater to Prolific (only to a web address); a preview assignment says nothing is recorded and Submit
-sends nothing; axe-core finds nothing serious on the completion and preview pages. The completion and preview
-fields are added to the real server's answers in the browser (page.route): their server side belongs to other
-modules and is tested there."""
+returns the rater to Prolific (only to a web address); a preview assignment (and the researcher's preview page at
+/admin/studies/<name>/preview) says nothing is recorded and Submit sends nothing; axe-core finds nothing serious
+on the completion and preview pages. The completion and preview fields are added to the real server's answers in
+the browser (page.route) where the test is about the page alone: their server side is tested with its modules."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from server.annotation.secrets import admin_token, secret_key
 from server.store.models import Assignment, Rating
 from tests.annotation.page_fixtures import answer, drafts_in, item_count, likert_store, serving, start
 from tests.axe import axe_violations, describe
@@ -153,3 +154,41 @@ def test_a_preview_says_nothing_is_recorded_and_its_submit_sends_nothing(served)
     with Session(engine) as s:
         assert "submitted" not in s.scalars(select(Assignment.status)).all()
         assert s.scalar(select(func.count()).select_from(Rating)) == 0
+
+
+def test_the_researchers_preview_page_shows_the_study_with_the_banner_and_records_nothing(served):
+    engine, base, _ = served
+    posts = []
+    with chromium_page() as page:
+        page.on("request", lambda request: posts.append(request.url) if request.method == "POST" else None)
+        page.goto(f"{base}/admin#{admin_token(secret_key(engine))}")
+        page.wait_for_selector("text=pilot")
+        page.goto(f"{base}/admin/studies/pilot/preview")
+        page.click("#consent-accept")
+        page.click("#start")
+        assert page.locator("#preview-banner").is_visible()
+        rate_all(page)
+        page.click("#submit")
+        assert page.locator("#preview-not-submitted").is_visible()
+        found = axe_violations(page)
+        assert found == [], describe(found)
+    assert [url for url in posts if "/api/" in url and "/submit" in url] == []
+    with Session(engine) as s:
+        assert s.scalar(select(func.count()).select_from(Rating)) == 0
+        assert set(s.scalars(select(Assignment.status)).all()) == {"open"}  # nothing claimed either
+
+
+def test_a_preview_whose_admin_session_is_gone_says_to_sign_in_again(served):
+    engine, base, _ = served
+    with chromium_page() as page:
+        def without_cookies(route):  # the session ends between the page and its payload
+            page.context.clear_cookies()
+            route.continue_()
+
+        page.goto(f"{base}/admin#{admin_token(secret_key(engine))}")
+        page.wait_for_selector("text=pilot")
+        page.route("**/api/studies/pilot/preview", without_cookies)
+        page.goto(f"{base}/admin/studies/pilot/preview")
+        page.wait_for_selector("#load-error")
+        assert page.locator("h1").inner_text() == "Sign in to preview this study"
+        assert "Open /admin, sign in" in page.locator("#load-error").inner_text()

@@ -22,7 +22,15 @@ function decoded(text) {
   }
 }
 
+// The researcher's preview of a study (/admin/studies/<name>/preview, signed in to /admin): the payload comes from
+// /api/studies/<name>/preview, marked `preview: true`, and the page records nothing (useTask.js).
+function previewSource() {
+  const match = window.location.pathname.match(/^\/admin\/studies\/([^/]+)\/preview\/?$/);
+  return match ? `/api/studies/${match[1]}/preview` : null;
+}
+
 function tokenInAddress() {
+  if (previewSource()) return "";
   const { hash, pathname } = window.location;
   if (hash.length > 1) return decoded(hash.slice(1));
   return decoded(pathname.split("/annotate/")[1] || "");
@@ -114,10 +122,13 @@ function submissionIdFor(assignmentId) {
 }
 
 // What a rater reads when the page cannot go on: what happened and what to do about it.
-function LoadError({ error }) {
+function LoadError({ error, preview }) {
   let title = "Your task could not be loaded";
   let advice = "Reload the page to try again. If it keeps happening, tell the researcher who sent you the link.";
-  if (error.status === 401 || error.status === 403) {
+  if (preview && (error.status === 401 || error.status === 403)) {
+    title = "Sign in to preview this study";
+    advice = "Open /admin, sign in with the admin token, then open the preview again.";
+  } else if (error.status === 401 || error.status === 403) {
     title = "This link is not valid or has expired";
     advice = "Ask the researcher who sent it for a new one.";
   } else if (error.status === 429) {
@@ -140,14 +151,15 @@ function LocalHost() {
   const [state, setState] = useState({ loading: true });
   const load = useCallback(() => {
     setState({ loading: true });
-    session.then(() => api("/api/annotate/next"))
+    const source = previewSource();
+    (source ? api(source) : session.then(() => api("/api/annotate/next")))
       .then((body) => setState({ assignment: body.assignment, message: body.message }))
       .catch((error) => setState({ error }));
   }, []);
   useEffect(load, [load]);
 
   if (state.loading) return <main><h1>Rate responses in conversations</h1><p>Loading...</p></main>;
-  if (state.error) return <LoadError error={state.error} />;
+  if (state.error) return <LoadError error={state.error} preview={Boolean(previewSource())} />;
   if (!state.assignment) {
     return <main><h1>Rate responses in conversations</h1><p id="no-work">{state.message}</p></main>;
   }
