@@ -113,3 +113,19 @@ def test_plan_refuses_controls_that_round_to_zero_naming_both_options(tmp_path, 
 def test_plan_refuses_impossible_sizes_naming_the_option(tmp_path, option, value):
     result = CliRunner().invoke(cli, ["plan", option, value, "--plot", str(tmp_path / "p.png")])
     assert result.exit_code == 2 and option in result.output
+
+
+def test_pairwise_plan_sizes_assignments_as_study_create_would_accept_them(store, tmp_path):
+    """The A/B design needs an even number of real pairs per assignment: left to its default (10 items, rate
+    0.1, so 9 pairs) plan grows the size to 11 as the study file does; given, an odd one is refused naming both
+    options; and the grown design agrees with `study create` on assignments and cost."""
+    grown = CliRunner().invoke(cli, ["plan", "--pairwise", "--pairs", "2", "--ks", "2", "--contexts", "12"])
+    assert grown.exit_code == 0, grown.output
+    assert "assignments of 11 pairs, 1 of them control" in grown.output
+    refused = CliRunner().invoke(cli, ["plan", "--pairwise", "--items-per-assignment", "10"])
+    assert refused.exit_code == 2
+    assert "--items-per-assignment" in refused.output and "--control-rate" in refused.output
+    assert "9 pair judgments" in refused.output
+    design = dict(count=12, k=2, per_assignment=11, control_rate=0.1)
+    assert planned(tmp_path, pairs=2, **design) == created(store, tmp_path, name="ab11", systems=3, pairwise=True,
+                                                           **design)

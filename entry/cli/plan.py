@@ -9,6 +9,7 @@ import pandas as pd
 
 from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 from tasks.design import controls_per_assignment
+from tasks.pairwise_design import pair_slots
 from tasks.study_create import controls_rounding_to_zero, planned_assignments
 
 
@@ -160,6 +161,26 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     click.echo(f"\nplot: {plot}")
 
 
+def _even_pair_slots(size: int, control_rate: float) -> int:
+    """The A/B design needs an even number of real pairs per assignment (see tasks.pairwise_design), as
+    `study create` does: the default size grows to the next one that fits, a size given that does not fit is
+    refused naming both options."""
+    def fits(n: int) -> bool:
+        slots = pair_slots(n, control_rate, with_controls=control_rate > 0)
+        return slots > 0 and slots % 2 == 0
+
+    if fits(size):
+        return size
+    given = click.get_current_context().get_parameter_source("items_per_assignment")
+    if given is click.core.ParameterSource.DEFAULT:
+        return next(n for n in range(size + 1, 201) if fits(n))
+    real = pair_slots(size, control_rate, with_controls=control_rate > 0)
+    raise click.BadParameter(
+        f"{size} items at --control-rate {control_rate:g} leave {real} pair judgments per assignment, an odd "
+        "number: the A/B design needs an even one so that each rater sees every pair's two orders equally often "
+        "(change --items-per-assignment or --control-rate)", param_hint="--items-per-assignment")
+
+
 def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, target_power: float, alpha: float,
                    ks: list[int], contexts: list[int], pairs: int, pairs_per_assignment: int, control_rate: float,
                    reward: float | None, fee: float) -> None:
@@ -175,6 +196,7 @@ def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, targe
         raise click.BadParameter("--pairs and --items-per-assignment must be at least 1", param_hint="--pairs")
     if not 0 < target_power < 1 or not 0 < alpha < 1:
         raise click.BadParameter("--power and --alpha must lie strictly between 0 and 1", param_hint="--power")
+    pairs_per_assignment = _even_pair_slots(pairs_per_assignment, control_rate)
     assignments_for = _assignments_counter(items_per_context=pairs, items_per_assignment=pairs_per_assignment,
                                            control_rate=control_rate)
     table = pairwise_plan_table(p_win=p_win, tie_rate=tie_rate, alpha=alpha, context_share=context_share, ks=ks,
