@@ -466,6 +466,36 @@ class Choice(Base):
     annotator: Mapped[Annotator] = relationship()
 
 
+class JudgeScore(Base):
+    """One automatic judge's score of one response on one criterion, with provenance: the judge's name, kind
+    and version, the hash of the rubric prompt (http-judge) or of the fitted models (learned-judge), the raw
+    output, the latency. A failure is a row with no score and the error (never a score), so a re-run retries
+    the failures only; one row per (response, criterion, judge, judge version)."""
+
+    __tablename__ = "judge_score"
+    __table_args__ = (
+        UniqueConstraint("response_id", "criterion", "judge", "judge_version"),
+        CheckConstraint("(score IS NULL) <> (error IS NULL)", name="score_or_error"),
+        Index("ix_judge_score_judge", "judge", "judge_version"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    response_id: Mapped[int] = mapped_column(ForeignKey("response.id", ondelete="CASCADE"))
+    criterion: Mapped[str] = mapped_column(String(32))
+    judge: Mapped[str] = mapped_column(String(100))
+    judge_kind: Mapped[str] = mapped_column(String(50))
+    judge_version: Mapped[str] = mapped_column(String(200))
+    prompt_hash: Mapped[str] = mapped_column(String(64))
+    score: Mapped[float | None]
+    raw_output: Mapped[str | None] = mapped_column(Text)
+    latency_ms: Mapped[float | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    details: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    response: Mapped[Response] = relationship()
+
+
 class AppSetting(Base):
     """Small pieces of installation state kept with the data (e.g. the key that signs invite links)."""
 
