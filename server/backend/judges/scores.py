@@ -1,0 +1,47 @@
+"""Reading a judge's stored scores of a study as the tidy table ``analysis.judged`` takes."""
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import Engine, func, select
+
+from server.errors import BadInput
+from server.store.engine import unit_of_work
+from server.store.models import JudgeScore, Response, StudyItem, System
+from server.store.queries import study_by_name
+
+SCORE_COLUMNS = ["context_id", "system", "criterion", "judge_score", "error"]
+
+
+def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None = None) -> pd.DataFrame:
+    """The scores `judge` gave the items of `study` (controls left out), one row per item and criterion
+    scored: ``context_id`` (the export's context id), ``system``, ``criterion``, ``judge_score`` (float; NaN
+    where the judge failed) and ``error`` (the failure's message, else None). Items the judge never scored
+    have no row (``analysis.judged.tables.judge_failures`` lists them against the human ratings).
+
+    `version` picks a judge version; by default the one that scored this study's items most recently (a
+    judge changed since, or a learned judge fitted on more ratings, has a newer version). NotFound when the
+    study does not exist; BadInput when the judge has no score of it, or not at that version.
+    """
+    with unit_of_work(engine) as session:
+        row = study_by_name(session, study)
+        in_study = (select(StudyItem.response_id)
+                    .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False)).scalar_subquery())
+        of_judge = (JudgeScore.judge == judge, JudgeScore.response_id.in_(in_study))
+        versions = dict(session.execute(select(JudgeScore.judge_version, func.max(JudgeScore.created_at))
+                                        .where(*of_judge).group_by(JudgeScore.judge_version)).all())
+        if not versions:
+            raise BadInput(f"judge {judge!r} has scored no item of study {study!r}: run "
+                           f"`empeval judge {study} --judges {judge}` first")
+        if version is None:
+            version = max(versions, key=lambda v: (versions[v], v))
+        elif version not in versions:
+            raise BadInput(f"judge {judge!r} has no score of study {study!r} at version {version!r}; it has "
+                           f"{', '.join(sorted(versions))}")
+        rows = session.execute(
+            select(Response.context_id, System.name, JudgeScore.criterion, JudgeScore.score, JudgeScore.error)
+            .join(Response, Response.id == JudgeScore.response_id).join(System, System.id == Response.system_id)
+            .where(*of_judge, JudgeScore.judge_version == version)
+            .order_by(JudgeScore.criterion, System.name, Response.context_id)).all()
+    table = pd.DataFrame([tuple(r) for r in rows], columns=SCORE_COLUMNS)
+    table["judge_score"] = table["judge_score"].astype(float)
+    return table

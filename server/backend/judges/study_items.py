@@ -1,0 +1,62 @@
+"""A study as the judges see it, read from the store: its items (controls left out), its criteria and scale
+from the stored study configuration, and its human ratings so far."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+from sqlalchemy import Engine, select
+
+from server.backend.contexts import load_contexts
+from server.backend.judges.base import JudgedItem, JudgedStudy
+from server.errors import BadInput
+from server.store.engine import unit_of_work
+from server.store.models import Annotator, Rating, Response, StudyItem, System
+from server.store.queries import study_by_name
+
+RATING_COLUMNS = ["context_id", "system", "criterion", "annotator", "score"]
+
+
+def load_judged_study(
+    engine: Engine,
+    study: str,
+    *,
+    criteria: Sequence[str] | None = None,
+    cross_fit: Callable[..., pd.DataFrame] | None = None,
+) -> JudgedStudy:
+    """The study called `study` (NotFound if there is none) with the `criteria` chosen (default: all of the
+    study's; an unknown key is refused, listing the study's). Pairwise studies are refused: judges score the
+    items of a Likert study."""
+    with unit_of_work(engine) as session:
+        row = study_by_name(session, study)
+        config = row.config
+        if config.is_pairwise:
+            raise BadInput(f"study {study!r} is a pairwise (A/B) study; judges score the items of a Likert study")
+        known = config.criterion_keys
+        chosen = list(known) if not criteria else list(dict.fromkeys(criteria))
+        unknown = [key for key in chosen if key not in known]
+        if unknown:
+            raise BadInput(f"study {study!r} has no criterion {', '.join(map(repr, unknown))}; its criteria are "
+                           f"{', '.join(known)}: choose among them with --criteria")
+        items = session.execute(
+            select(Response.id, Response.context_id, Response.text, System.name)
+            .join(StudyItem, StudyItem.response_id == Response.id).join(System, System.id == Response.system_id)
+            .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False))
+            .order_by(Response.context_id, System.name)).all()
+        contexts = {c.context_id: c for c in load_contexts(session, dataset=None,
+                                                           context_ids=sorted({i.context_id for i in items}))}
+        ratings = session.execute(
+            select(Response.context_id, System.name, Rating.criterion, Annotator.pseudonym, Rating.score)
+            .join(StudyItem, StudyItem.id == Rating.item_id).join(Response, Response.id == StudyItem.response_id)
+            .join(System, System.id == Response.system_id).join(Annotator, Annotator.id == Rating.annotator_id)
+            .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False))).all()
+    return JudgedStudy(
+        name=study,
+        items=tuple(JudgedItem(response_id, contexts[context_id], text, system)
+                    for response_id, context_id, text, system in items),
+        criteria=tuple(c for c in config.criteria if c.key in chosen),
+        scale=config.scale,
+        human_ratings=pd.DataFrame([tuple(r) for r in ratings], columns=RATING_COLUMNS),
+        cross_fit=cross_fit,
+        study_criteria=config.criteria,
+    )
