@@ -25,14 +25,16 @@ import requests
 
 from server.backend.judges import rubric
 from server.backend.judges.base import Judge, JudgedItem, JudgedStudy, Verdict
-from server.errors import BadInput
+from server.errors import BadInput, Unavailable
 from server.store.study_config import Criterion, Scale
 
 DEFAULTS = {"timeout": 30.0, "retries": 2, "backoff": 0.5, "max_tokens": 8, "concurrency": 1}
 RAW_LIMIT = 2000  # characters of a raw answer kept
 
 
-class _ItemFailed(Exception):
+class _ItemFailed(Unavailable):
+    """The endpoint failed on one item (after the retries it deserved); kept as that item's error."""
+
     def __init__(self, message: str, raw: str | None, attempts: int):
         super().__init__(message)
         self.raw, self.attempts = raw, attempts

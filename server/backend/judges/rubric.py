@@ -16,6 +16,7 @@ import re
 
 from server.backend.base import DialogueContext
 from server.backend.judges.base import text_hash
+from server.errors import Unavailable
 from server.store.study_config import Criterion, Scale
 
 # Bump when the wording below changes: it is part of every LLM judge's version.
@@ -24,8 +25,9 @@ ROLE_NAMES = {"speaker": "Speaker", "listener": "Listener"}
 FENCE = '"""'
 
 
-class AnswerRejected(ValueError):
-    """A judge's answer is not exactly one whole number on the scale; the message says what it was."""
+class AnswerRejected(Unavailable):
+    """A judge's answer is not exactly one whole number on the scale (a failure of the remote judge on that
+    item); the message says what it was."""
 
 
 def instruction(scale: Scale) -> str:
