@@ -16,6 +16,7 @@ from entry.cli.crowd import crowd
 from entry.cli.data import data
 from entry.cli.db import db
 from entry.cli.demo import demo
+from entry.cli.judge import judge
 from entry.cli.plan import plan
 from entry.cli.prolific import prolific
 from entry.cli.report import report
@@ -43,7 +44,7 @@ study.add_command(study_list)
 annotators.add_command(annotators_list)
 annotators.add_command(annotators_forget)
 for command in (db, data, annotators, serve, export, admin_token_command, secret, generate, metrics, systems, report,
-                plan, study, crowd, demo, assignments, prolific):
+                plan, study, crowd, demo, assignments, prolific, judge):
     cli.add_command(command)
 
 

@@ -42,6 +42,14 @@ def _slots_line(items_per_assignment: int, control_rate: float, what: str) -> st
             "`empeval study create` plans them")
 
 
+def _judge_correlation(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A `--judge-correlation` callback: a correlation strictly between -1 and 1, else a usage error (exit 2)."""
+    if value is not None and not -1 < value < 1:
+        raise click.BadParameter(f"{value:g} must lie strictly between -1 and 1 (a judge's correlation to the item "
+                                 "labels, e.g. 0.7)", ctx=ctx, param=param)
+    return value
+
+
 def _ints(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -84,10 +92,17 @@ def _ints(text: str) -> list[int]:
                    "optimistic for k > 1; 0.24 is what the simulation's default components imply).")
 @click.option("--pairs", default=1, show_default=True,
               help="With --pairwise: pairs of systems compared (for the cost; --items-per-assignment counts pairs).")
+@click.option("--judge-correlation", type=float, default=None, metavar="R", callback=_judge_correlation,
+              help="Plan a model-assisted study instead: the human-rated contexts a judge with correlation R to the "
+                   "item labels needs for --half-width on a system mean (PPI++), beside the human-only figure.")
+@click.option("--half-width", type=float, default=0.1, show_default=True,
+              help="With --judge-correlation: the target CI half-width on a system mean, in scale points.")
+@click.option("--judge-contexts", type=click.IntRange(min=2), default=None,
+              help="With --judge-correlation: contexts the judge scores in all (default: as many as needed).")
 @pass_cli
 def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts, systems,
          items_per_assignment, control_rate, reward, fee, replicates, plot, seed, pairwise, p_win, tie_rate,
-         context_share, pairs) -> None:
+         context_share, pairs, judge_correlation, half_width, judge_contexts) -> None:
     """Simulate designs to size a study: power to detect EFFECT on CRITERION, required contexts, cost.
 
     Power is that of the report's test (Wilcoxon signed-rank on item means, paired by context), estimated
@@ -97,7 +112,14 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     context counted once for the system with more wins among its k judgments, even contexts left out) for a
     given P-WIN and TIE-RATE, and the contexts it needs, per k judgments of each (context, pair); the k
     judgments of a context share CONTEXT-SHARE of their variance (a Thurstone model; see analysis.power).
+
+    With --judge-correlation R: the human-rated contexts (and ratings) a study needs for a CI of HALF-WIDTH on a
+    system mean when an automatic judge with correlation R to the item labels scores every context, beside the
+    human-only figure, per k (analysis.judged.planner; the label SD comes from the variance components).
     """
+    if judge_correlation is not None and pairwise:
+        raise click.BadParameter("plans Likert system means; it cannot be combined with --pairwise",
+                                 param_hint="--judge-correlation")
     if pairwise:
         _plan_pairwise(p_win=p_win, tie_rate=tie_rate, context_share=context_share, target_power=target_power,
                        alpha=alpha, ks=_ints(ks), contexts=_ints(contexts), pairs=pairs,
@@ -135,6 +157,10 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
 
     click.echo(f"variance components ({source}, {criterion}): context sd {components.context_sd:.2f}, response sd "
                f"{components.response_sd:.2f}, rater sd {components.rater_sd:.2f}, noise sd {components.noise_sd:.2f}")
+    if judge_correlation is not None:
+        _plan_with_judge(components, judge_correlation=judge_correlation, half_width=half_width, ks=ks_list,
+                         systems=systems, alpha=alpha, judge_contexts=judge_contexts)
+        return
     table = plan_table(components, effect=effect, alpha=alpha, ks=ks_list, contexts=contexts_list, systems=systems,
                        items_per_assignment=items_per_assignment, reward=reward, fee=fee, replicates=replicates,
                        seed=seed, assignments=assignments_for)
@@ -159,6 +185,40 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
                                  replicates=max(100, replicates // 2), seed=seed)
     figure.savefig(plot)
     click.echo(f"\nplot: {plot}")
+
+
+def _plan_with_judge(components, *, judge_correlation: float, half_width: float, ks: list[int], systems: int,
+                     alpha: float, judge_contexts: int | None) -> None:
+    """The model-assisted plan: per k, analysis.judged.planner.human_ratings_needed with the label SD of the
+    components, printed beside the human-only figure."""
+    from analysis.judged.planner import human_ratings_needed, label_sd_from_components
+
+    if not half_width > 0:
+        raise click.BadParameter(f"{half_width} must be positive", param_hint="--half-width")
+    if not 0 < alpha < 1:
+        raise click.BadParameter(f"{alpha} must lie strictly between 0 and 1", param_hint="--alpha")
+    pool = "as many contexts as needed" if judge_contexts is None else f"{judge_contexts} contexts"
+    click.echo(f"\nmodel-assisted (PPI++): a judge with correlation {judge_correlation:g} to the item labels scores "
+               f"{pool}; contexts people must rate for a {1 - alpha:.0%} CI half-width of {half_width:g} on a system "
+               f"mean, {systems} systems:")
+    click.echo(f"{'k':>3}{'label sd':>10}{'contexts (human only)':>23}{'contexts (with judge)':>23}"
+               f"{'ratings (human only)':>22}{'ratings (with judge)':>22}{'saving':>8}")
+    notes = []
+    for k in ks:
+        sd = label_sd_from_components(components, raters_per_item=k)
+        row = human_ratings_needed(judge_correlation, half_width=half_width, label_sd=sd, raters_per_item=k,
+                                   n_systems=systems, n_contexts=judge_contexts, ci_level=1 - alpha).iloc[0]
+        figures = [row.contexts_human_only, row.contexts_with_judge, row.ratings_human_only, row.ratings_with_judge]
+        human_only, with_judge, ratings_human, ratings_judge = ("-" if pd.isna(v) else f"{int(v)}" for v in figures)
+        saving = "-" if pd.isna(row.saving) else f"{row.saving:.0%}"
+        click.echo(f"{k:>3}{sd:>10.3f}{human_only:>23}{with_judge:>23}{ratings_human:>22}{ratings_judge:>22}"
+                   f"{saving:>8}")
+        if row.note:
+            notes.append(f"  k = {k}: {row.note}")
+    for note in notes:
+        click.echo(note)
+    click.echo("The judge's scores narrow the interval only through the PPI correction with the human ratings; "
+               "the human-rated contexts must be a uniform random sample.")
 
 
 def _even_pair_slots(size: int, control_rate: float) -> int:
