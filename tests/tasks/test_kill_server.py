@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -88,10 +89,19 @@ class Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def rate(base: str, token: str, ledger: Ledger, stop: threading.Event, deadline: float) -> None:
-    """Ask for work and submit it until none is left. A submission the dead server never answered is sent again,
-    with the same submission id, once the server is back (as the task page retries); a `next` it never answered
-    is asked again (and resumes the assignment if the claim had committed)."""
+def likert_body(assignment: dict) -> dict:
+    """A whole Likert submission for the assignment: every item scored on every criterion."""
+    return {"submission_id": uuid.uuid4().hex,
+            "ratings": [{"item_id": i["item_id"], "scores": {c: 1 + i["item_id"] % 5 for c in CRITERIA}}
+                        for i in assignment["items"]]}
+
+
+def rate(base: str, token: str, ledger: Ledger, stop: threading.Event, deadline: float, *,
+         body_for: Callable[[dict], dict] = likert_body, counted: str = "ratings") -> None:
+    """Ask for work and submit `body_for(assignment)` until none is left; the receipt's `counted` field is what
+    the ledger keeps. A submission the dead server never answered is sent again, with the same submission id,
+    once the server is back (as the task page retries); a `next` it never answered is asked again (and resumes
+    the assignment if the claim had committed)."""
     headers = {"Authorization": f"Bearer {token}"}
     current: tuple[int, dict] | None = None  # the assignment in hand and the body to send for it
     while not stop.is_set() and time.monotonic() < deadline:
@@ -103,10 +113,7 @@ def rate(base: str, token: str, ledger: Ledger, stop: threading.Event, deadline:
                 assignment = answer.json()["assignment"]
                 if assignment is None:
                     return
-                current = (assignment["assignment_id"], {
-                    "submission_id": uuid.uuid4().hex,
-                    "ratings": [{"item_id": i["item_id"], "scores": {c: 1 + i["item_id"] % 5 for c in CRITERIA}}
-                                for i in assignment["items"]]})
+                current = (assignment["assignment_id"], body_for(assignment))
             assignment_id, body = current
             sent = requests.post(f"{base}/api/assignments/{assignment_id}/submit", json=body, headers=headers,
                                  timeout=10)
@@ -115,7 +122,7 @@ def rate(base: str, token: str, ledger: Ledger, stop: threading.Event, deadline:
             receipt = sent.json()
             assert receipt["submission_id"] == body["submission_id"]
             with ledger.lock:
-                ledger.acknowledged[assignment_id] = (receipt["submission_id"], receipt["ratings"])
+                ledger.acknowledged[assignment_id] = (receipt["submission_id"], receipt[counted])
             current = None
         except (requests.ConnectionError, requests.Timeout):
             with ledger.lock:

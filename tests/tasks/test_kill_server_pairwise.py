@@ -12,58 +12,31 @@ import uuid
 from collections import Counter
 
 import pytest
-import requests
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.annotation.annotators import invite
 from server.store.models import Assignment, AssignmentPair, Choice, PairItem
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, make_ab_study
-from tests.tasks.test_kill_server import DEADLINE, KILL_AFTER, Ledger, Served, free_port
+from tests.tasks.test_kill_server import DEADLINE, KILL_AFTER, Ledger, Served, free_port, rate
 
 RATERS = 6
 PAIRS_PER_ASSIGNMENT = 4
 
 
+def pairwise_body(assignment: dict) -> dict:
+    """A whole A/B submission: every pair judged on every criterion (A, B or T by item and criterion)."""
+    if assignment.get("kind") != "pairwise":
+        raise AssertionError(f"next handed out a {assignment.get('kind')!r} assignment")
+    return {"submission_id": uuid.uuid4().hex,
+            "judgments": [{"item_id": i["item_id"],
+                           "choices": {c: "ABT"[(i["item_id"] + j) % 3] for j, c in enumerate(AB_CRITERIA)}}
+                          for i in assignment["items"]]}
+
+
 def judge(base: str, token: str, ledger: Ledger, stop: threading.Event, deadline: float) -> None:
-    """Ask for pairs and submit choices until none is left; what the dead server never answered is sent again
-    with the same submission id once it is back, as the page retries."""
-    headers = {"Authorization": f"Bearer {token}"}
-    current: tuple[int, dict] | None = None
-    while not stop.is_set() and time.monotonic() < deadline:
-        try:
-            if current is None:
-                answer = requests.get(f"{base}/api/annotate/next", headers=headers, timeout=10)
-                if answer.status_code != 200:
-                    raise AssertionError(f"next -> {answer.status_code} {answer.text[:200]}")
-                assignment = answer.json()["assignment"]
-                if assignment is None:
-                    return
-                if assignment.get("kind") != "pairwise":
-                    raise AssertionError(f"next handed out a {assignment.get('kind')!r} assignment")
-                current = (assignment["assignment_id"], {
-                    "submission_id": uuid.uuid4().hex,
-                    "judgments": [{"item_id": i["item_id"],
-                                   "choices": {c: "ABT"[(i["item_id"] + j) % 3] for j, c in enumerate(AB_CRITERIA)}}
-                                  for i in assignment["items"]]})
-            assignment_id, body = current
-            sent = requests.post(f"{base}/api/assignments/{assignment_id}/submit", json=body, headers=headers,
-                                 timeout=10)
-            if sent.status_code != 200:
-                raise AssertionError(f"submit -> {sent.status_code} {sent.text[:200]}")
-            receipt = sent.json()
-            assert receipt["submission_id"] == body["submission_id"]
-            with ledger.lock:
-                ledger.acknowledged[assignment_id] = (receipt["submission_id"], receipt["choices"])
-            current = None
-        except (requests.ConnectionError, requests.Timeout):
-            with ledger.lock:
-                ledger.unanswered["submit" if current is not None else "next"] += 1
-            time.sleep(0.1)
-        except AssertionError as error:
-            with ledger.lock:
-                ledger.failures.append(str(error))
-            return
+    """The Likert kill test's rater loop, sending A/B judgments and keeping the receipts' choice counts."""
+    rate(base, token, ledger, stop, deadline, body_for=pairwise_body, counted="choices")
 
 
 @pytest.mark.slow
