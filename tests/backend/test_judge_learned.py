@@ -157,3 +157,27 @@ def test_bad_fold_settings_are_config_errors():
         LearnedJudge("learned", {"seed": "x"}, object())
 
 
+
+
+def test_stored_learned_scores_read_with_their_folds_feed_cross_prediction_powered_means(store, cache_dir):
+    from analysis.judged.crossfit import crossppi_system_means
+    from analysis.judged.tables import item_labels
+    from server.backend.judges.length_judge import LengthJudge
+    from server.backend.judges.scores import judge_scores
+
+    add_ratings(store, "pilot", contexts=rated_contexts(store, 8), score=quality)
+    study = load_judged_study(store, "pilot", criteria=["empathy"], cross_fit=cross_fit_judge)
+    judge_study(store, LearnedJudge("learned", {"n_folds": 4},
+                                    BackendResources(engine=store, cache_dir=cache_dir, show_progress=False)), study)
+    table = judge_scores(store, "pilot", "learned", folds=True)
+    assert list(table.columns[:6]) == ["context_id", "system", "criterion", "judge_score", "error", "fold"]
+    assert [c for c in table.columns if c.startswith("fold_score_")] == [f"fold_score_{k}" for k in range(4)]
+    assert table.loc[table["fold"] >= 0, "fold_score_0"].isna().all()
+    assert table.loc[table["fold"] == -1, "fold_score_3"].notna().all()
+    labels = item_labels(study.human_ratings)[["criterion", "system", "context_id", "label"]]
+    means = crossppi_system_means(table.merge(labels, on=["criterion", "system", "context_id"], how="left"))
+    assert sorted(means["system"]) == ["sys-plain", "sys-terse", "sys-warm"] and (means["n_human"] == 8).all()
+    assert means["crossppi_ci_low"].le(means["crossppi_mean"]).all()
+    judge_study(store, LengthJudge("length"), study)
+    with pytest.raises(BadInput, match="only a learned judge has folds"):
+        judge_scores(store, "pilot", "length", folds=True)

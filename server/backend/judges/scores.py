@@ -1,6 +1,9 @@
 """Reading a judge's stored scores of a study as the tidy table ``analysis.judged`` takes."""
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, func, select
 
@@ -12,7 +15,8 @@ from server.store.queries import study_by_name
 SCORE_COLUMNS = ["context_id", "system", "criterion", "judge_score", "error"]
 
 
-def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None = None) -> pd.DataFrame:
+def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None = None,
+                 folds: bool = False) -> pd.DataFrame:
     """The scores `judge` gave the items of `study` (controls left out), one row per item and criterion
     scored: ``context_id`` (the export's context id), ``system``, ``criterion``, ``judge_score`` (float; NaN
     where the judge failed) and ``error`` (the failure's message, else None). Items the judge never scored
@@ -21,6 +25,11 @@ def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None 
     `version` picks a judge version; by default the one that scored this study's items most recently (a
     judge changed since, or a learned judge fitted on more ratings, has a newer version). NotFound when the
     study does not exist; BadInput when the judge has no score of it, or not at that version.
+
+    With `folds` (a learned judge only), two more kinds of column, what cross-prediction-powered inference
+    (``analysis.judged.crossfit.crossppi_system_means``, with a ``label`` column added) needs: ``fold`` (the fold
+    of a human-rated item's context, -1 for an unrated item) and ``fold_score_0`` ... ``fold_score_{K-1}``
+    (each fold model's score of an unrated item; NaN for rated ones).
     """
     with unit_of_work(engine) as session:
         row = study_by_name(session, study)
@@ -38,10 +47,27 @@ def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None 
             raise BadInput(f"judge {judge!r} has no score of study {study!r} at version {version!r}; it has "
                            f"{', '.join(sorted(versions))}")
         rows = session.execute(
-            select(Response.context_id, System.name, JudgeScore.criterion, JudgeScore.score, JudgeScore.error)
+            select(Response.context_id, System.name, JudgeScore.criterion, JudgeScore.score, JudgeScore.error,
+                   JudgeScore.judge_kind, JudgeScore.raw_output)
             .join(Response, Response.id == JudgeScore.response_id).join(System, System.id == Response.system_id)
             .where(*of_judge, JudgeScore.judge_version == version)
             .order_by(JudgeScore.criterion, System.name, Response.context_id)).all()
-    table = pd.DataFrame([tuple(r) for r in rows], columns=SCORE_COLUMNS)
+    table = pd.DataFrame([tuple(r) for r in rows], columns=SCORE_COLUMNS + ["kind", "raw_output"])
     table["judge_score"] = table["judge_score"].astype(float)
+    if folds:
+        table = _with_folds(table, judge)
+    return table.drop(columns=["kind", "raw_output"])
+
+
+def _with_folds(table: pd.DataFrame, judge: str) -> pd.DataFrame:
+    """The fold and per-fold scores a learned judge keeps in its raw output, as columns."""
+    kinds = set(table["kind"])
+    if kinds != {"learned-judge"}:
+        raise BadInput(f"judge {judge!r} is a {', '.join(sorted(kinds))}: only a learned judge has folds")
+    fitted = [json.loads(raw) if raw else {"fold": -1, "fold_scores": []} for raw in table["raw_output"]]
+    n_folds = max(len(f["fold_scores"]) for f in fitted)
+    table = table.assign(fold=[int(f["fold"]) for f in fitted])
+    for k in range(n_folds):
+        table[f"fold_score_{k}"] = [np.nan if k >= len(f["fold_scores"]) or f["fold_scores"][k] is None
+                                    else float(f["fold_scores"][k]) for f in fitted]
     return table
