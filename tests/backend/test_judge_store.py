@@ -257,3 +257,21 @@ def test_judges_are_read_from_the_config_and_an_unknown_kind_is_refused_listing_
     with pytest.raises(ConfigError, match="judge 'oracle' needs a `kind`, one of http-judge, learned-judge, "
                                           "length-judge"):
         load_judges(odd)
+
+
+def test_an_interrupted_run_keeps_its_finished_batches_and_the_next_run_resumes_after_them(engine):
+    study = load_judged_study(engine, "pilot", criteria=["empathy"])
+
+    class CrashingJudge(ScriptedJudge):
+        def score_batch(self, items, criterion, scale):
+            if len(self.asked) >= 20:  # the third batch of ten never comes back
+                raise KeyboardInterrupt
+            return super().score_batch(items, criterion, scale)
+
+    with pytest.raises(KeyboardInterrupt):
+        judge_study(engine, CrashingJudge(), study, batch_size=10)
+    with unit_of_work(engine) as session:
+        assert session.scalar(select(func.count(JudgeScore.id))) == 20
+    resumed = ScriptedJudge()
+    report = judge_study(engine, resumed, study, batch_size=10)
+    assert (report.scored, report.skipped) == (16, 20) and len(resumed.asked) == 16
