@@ -203,3 +203,15 @@ def test_a_study_judged_over_http_stores_scores_and_failures_and_a_rerun_asks_on
     again = judge_study(engine, llm, study)
     assert (again.scored, again.failed, again.skipped) == (0, 12, 12) and len(server.calls) == 36
     engine.dispose()
+
+
+def test_the_version_follows_the_model_and_prompt_settings_not_timeouts_or_the_key_variable(tmp_path):
+    engine = judged_store(tmp_path / "version.db", contexts=2)
+    study = load_judged_study(engine, "pilot")
+    engine.dispose()
+    base = {"base_url": "http://127.0.0.1:1/v1", "model": "m"}
+    version = HttpJudge("llm", base).version(study)
+    assert HttpJudge("llm", {**base, "timeout": 90, "retries": 5, "concurrency": 4,
+                             "api_key_env": "OTHER"}).version(study) == version
+    assert HttpJudge("llm", {**base, "model": "m2"}).version(study) != version
+    assert HttpJudge("llm", {**base, "max_tokens": 3}).version(study) != version

@@ -13,6 +13,10 @@ one whole number on the scale. As for `http` systems, timeouts, connection error
 up to `retries` times with backoff; 4xx answers, bodies that are not JSON, bodies without choices and answers
 that are not a number on the scale are failures of that item at once. A failure is stored as an error with the
 raw answer, never as a score.
+
+The judge's version names the model, the endpoint, the rubric template and the parameters that can change an
+answer (`model`, `max_tokens`, `version`, ...), not `timeout`, `retries`, `backoff`, `concurrency` or
+`api_key_env`: asking more patiently does not make the stored scores stale.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from server.store.study_config import Criterion, Scale
 
 DEFAULTS = {"timeout": 30.0, "retries": 2, "backoff": 0.5, "max_tokens": 8, "concurrency": 1}
 RAW_LIMIT = 2000  # characters of a raw answer kept
+OPERATIONAL = ("api_key_env", "timeout", "retries", "backoff", "concurrency")
 
 
 class _ItemFailed(Unavailable):
@@ -63,8 +68,9 @@ class HttpJudge(Judge):
         return f"{remote}-{rubric.TEMPLATE_VERSION}"
 
     def public_parameters(self):
-        # Which variable holds the key is not part of what the judge is: moving the key changes no score.
-        return {k: v for k, v in self.parameters.items() if k != "api_key_env"}
+        # What changes no answer is not part of the version: where the key is kept, and how patiently and how
+        # many at a time the endpoint is asked (a longer timeout must not make every stored score stale).
+        return {k: v for k, v in self.parameters.items() if k not in OPERATIONAL}
 
     def prepare(self, study: JudgedStudy) -> None:
         variable = self.parameters.get("api_key_env")
