@@ -8,7 +8,9 @@
 3. N concurrent simulated annotators (next, then submit, in a loop) against gunicorn on 127.0.0.1, against the
    same server's trivial endpoint (/healthz: a constant JSON answer, no database) at the same concurrency
    (goal: at least 0.5 of its requests/s), with submissions/s, p50/p99, acknowledged vs stored ratings and the
-   CPU the load client and the server used (a client that used its CPU to the full measured itself).
+   CPU the load client and the server used (a client that used its CPU to the full measured itself); on SQLite
+   the same load then runs against benchmarks/floor_app.py (the same routes, JSON and gunicorn settings over raw
+   sqlite3 with no ORM, checks or validation), whose ratio is the most any annotation API on this stack reaches.
 
 The studies of part 2 and 3 are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
 10 items per assignment, k = 3, items shuffled per round; synthetic two-turn dialogues, one per context.
@@ -449,6 +451,41 @@ def load_phase(port: int, pgid: int, tokens: list[str], mode: str, seconds: floa
     return merged
 
 
+def _wait_for(port: int) -> None:
+    for _ in range(150):
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            connection.request("GET", "/healthz")
+            if connection.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("the server did not start")
+
+
+def floor(scratch: Path, tokens: list[str], args: argparse.Namespace) -> dict:
+    """The same load against benchmarks/floor_app.py (the same routes and JSON, raw sqlite3, no ORM, checks or
+    validation) under the same gunicorn settings: the ratio no annotation API on this stack can beat."""
+    from floor_app import prepare
+
+    path = scratch / "floor.db"
+    prepare(str(path), args.load_assignments)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads", "4", "--worker-class",
+         "gthread", "--bind", f"127.0.0.1:{port}", "floor_app:app"],
+        env={**os.environ, "FLOOR_DB": str(path)}, cwd=Path(__file__).parent, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait_for(port)
+        trivial = load_phase(port, server.pid, tokens, "trivial", args.trivial_seconds, args.client_processes)
+        api = load_phase(port, server.pid, tokens, "api", args.seconds, args.client_processes)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    return {"trivial": trivial, "api": api}
+
+
 def throughput(url: str, args: argparse.Namespace) -> dict:
     built = build_study(url, args.load_assignments, done=0.0, active=0, callers=0)
     engine = make_engine(url)
@@ -460,16 +497,7 @@ def throughput(url: str, args: argparse.Namespace) -> dict:
         env={**os.environ, "EMPEVAL_DATABASE_URL": url}, cwd=REPO, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        for _ in range(150):
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-                connection.request("GET", "/healthz")
-                if connection.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            raise SystemExit("the server did not start")
+        _wait_for(port)
         trivial = load_phase(port, server.pid, tokens, "trivial", args.trivial_seconds, args.client_processes)
         api = load_phase(port, server.pid, tokens, "api", args.seconds, args.client_processes)
     finally:
@@ -478,7 +506,7 @@ def throughput(url: str, args: argparse.Namespace) -> dict:
     with Session(engine) as session:
         api["stored"] = session.scalar(select(func.count(Rating.id)))
     engine.dispose()
-    return {"trivial": trivial, "api": api}
+    return {"trivial": trivial, "api": api, "tokens": tokens}
 
 
 # --- main ------------------------------------------------------------------------------------------------------
@@ -500,6 +528,8 @@ def main() -> None:
     parser.add_argument("--load-assignments", type=int, default=20000, help="assignments of the part 3 study")
     parser.add_argument("--seconds", type=float, default=20.0, help="rating phase (part 3)")
     parser.add_argument("--trivial-seconds", type=float, default=10.0, help="trivial endpoint phase (part 3)")
+    parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                        help="also load benchmarks/floor_app.py, the least an annotation API can do (SQLite)")
     parser.add_argument("--postgres-url", default=None, help="a PostgreSQL admin URL (default: a throwaway cluster)")
     args = parser.parse_args()
     stores = args.stores.split(",")
@@ -569,6 +599,16 @@ def main() -> None:
                     ratio = api_rps / trivial_rps
                     print(f"throughput vs trivial endpoint: goal >= {THROUGHPUT_GOAL}, measured {ratio:.2f}: "
                           f"{_check(ratio >= THROUGHPUT_GOAL)}")
+                    if store == "sqlite" and args.floor:
+                        least = floor(scratch, result["tokens"], args)
+                        least_trivial = least["trivial"]["requests"] / least["trivial"]["elapsed"]
+                        least_api = least["api"]["requests"] / least["api"]["elapsed"]
+                        print(f"  the floor (benchmarks/floor_app.py: same routes, JSON and gunicorn settings; raw "
+                              f"sqlite3, one claim and one store transaction, no ORM, checks or validation): "
+                              f"trivial {least_trivial:.1f} req/s, next+submit {least_api:.1f} req/s "
+                              f"({least['api']['submissions'] / least['api']['elapsed']:.1f} submissions/s), "
+                              f"ratio {least_api / least_trivial:.2f}; empeval reaches "
+                              f"{ratio / (least_api / least_trivial):.2f} of the floor's ratio")
         finally:
             databases.drop_all()
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
