@@ -8,6 +8,7 @@ section naming the A/B studies linked to it.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -245,9 +246,13 @@ def pairwise_summary_lines(ab: pd.DataFrame) -> list[str]:
     return lines
 
 
-def likert_summary_lines(means: pd.DataFrame) -> list[str]:
-    """The Likert report's system means (tables/system_means.csv) in a line per criterion, best first."""
+def likert_summary_lines(means: pd.DataFrame, criteria: Sequence[str] = ()) -> list[str]:
+    """The Likert report's system means (tables/system_means.csv) in a line per criterion, best first; the
+    criteria in the order of `criteria` (the study's), any others after them as the table has them."""
     lines = []
+    order = {criterion: rank for rank, criterion in enumerate(criteria)}
+    ranks = means["criterion"].map(lambda c: order.get(c, len(order)))
+    means = means.assign(_rank=ranks).sort_values("_rank", kind="stable")
     for criterion, group in means.groupby("criterion", sort=False):
         ranked = group.sort_values("mean", ascending=False)
         lines.append(f"  {criterion:<10} " + ", ".join(f"{row.system} {row.mean:.2f}"

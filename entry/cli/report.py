@@ -2,13 +2,21 @@
 pairwise (A/B), or of an export file."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
 import pandas as pd
 
 from entry.cli.common import CliContext, pass_cli
-from entry.reporting import likert_summary_lines, pairwise_summary_lines, write_export_report, write_study_report
+from entry.reporting import (
+    export_criteria_order,
+    likert_summary_lines,
+    pairwise_summary_lines,
+    study_meta,
+    write_export_report,
+    write_study_report,
+)
 
 
 @click.command()
@@ -44,7 +52,8 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
     else:
         paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
                                    exclude_flagged=not keep_flagged, seed=seed, latex=latex)
-    for line in summary_lines(paths):
+    criteria = (export_criteria_order() if export_file is not None else study_meta(obj.engine(), study)["criteria"])
+    for line in summary_lines(paths, criteria):
         click.echo(line)
     click.echo(f"report: {paths['html']}")
     click.echo(f"markdown: {paths['markdown']}")
@@ -54,15 +63,17 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
         click.echo("latex: no table written (the report says what could not be computed)")
 
 
-def summary_lines(paths: dict[str, Path]) -> list[str]:
+def summary_lines(paths: dict[str, Path], criteria: Sequence[str] = ()) -> list[str]:
     """A few lines about a written report, read back from its tables: the A/B table of a pairwise report, the
-    system means of a Likert one, then what the report could not compute."""
+    system means of a Likert one (criteria in the order of `criteria`, the study's), then what the report could
+    not compute."""
     if "table_ab_table" in paths:
         return ["A/B (win / lose / tie % of the judgments; * significant after Holm):",
                 *pairwise_summary_lines(pd.read_csv(paths["table_ab_table"]))]
     lines = []
     if "table_system_means" in paths:
-        lines = ["mean score per system (best first):", *likert_summary_lines(pd.read_csv(paths["table_system_means"]))]
+        lines = ["mean score per system (best first):", *likert_summary_lines(pd.read_csv(paths["table_system_means"]),
+                                                                             criteria)]
     return lines + gap_lines(paths["markdown"].read_text(encoding="utf-8"))
 
 

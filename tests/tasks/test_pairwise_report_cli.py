@@ -51,9 +51,9 @@ def linked_studies(sample_engine, tmp_path_factory):
     url = sample_engine.url.render_as_string(hide_password=False)
     with live_server(create_app({"DATABASE_URL": url})) as base:
         likert = run_crowd_over_http(base, invites, likert_raters, item_systems(sample_engine, "pilot"), model=MODEL,
-                                     seed=4, max_workers=4)
+                                     seed=4, max_workers=1)
         ab = run_pairwise_crowd_over_http(base, invites, ab_raters, pair_placements(sample_engine, "ab"), model=MODEL,
-                                          seed=4, max_workers=4)
+                                          seed=4, max_workers=1)
     assert likert.errors == [] and ab.errors == []
     assert ab.choices > 0
     return url, ab

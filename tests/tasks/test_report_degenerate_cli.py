@@ -153,6 +153,8 @@ def test_a_study_reports_its_criteria_in_the_study_files_order_and_how_raters_we
     assert result.exit_code == 0, result.output
     markdown = (tmp_path / "r" / "report.md").read_text()
     assert "| System | n | Fluency | Empathy | Relevance |" in markdown
+    summary = [line.split()[0] for line in result.output.splitlines() if line.startswith("  ")]
+    assert summary == ["fluency", "empathy", "relevance"], result.output  # the terminal lines too
     methods = _section(markdown, "Methods")
     assert ("Annotators were recruited on Amazon Mechanical Turk (MTurk) with a reward of 0.80 USD per assignment "
             "of 4 items") in methods and "MTurk's fee was 20% on top." in methods
