@@ -27,6 +27,17 @@ def test_contexts_another_rater_saw_do_not_keep_her_from_their_second_rating(sam
     assert next_assignment(sample_engine, "one-block", second.id) is not None
 
 
+def test_contexts_another_rater_saw_do_not_keep_her_from_a_pairwise_study_either(sample_engine):
+    """The A/B twin: two contexts, every assignment holds both; the second rater must still get one."""
+    from tests.annotation.pairwise_fixtures import make_ab_study
+
+    make_ab_study(sample_engine, name="ab-one-couple", count=2, k=2, per_assignment=2, control_rate=0.0)
+    first, _ = invite(sample_engine, "first", "ab-one-couple")
+    second, _ = invite(sample_engine, "second", "ab-one-couple")
+    assert next_assignment(sample_engine, "ab-one-couple", first.id) is not None
+    assert next_assignment(sample_engine, "ab-one-couple", second.id) is not None
+
+
 def test_a_direct_claim_stamps_when_she_started(study_engine):
     annotator, _ = invite(study_engine, "crowd-worker", "pilot")
     now = now_utc()
