@@ -471,11 +471,17 @@ def floor(scratch: Path, tokens: list[str], args: argparse.Namespace) -> dict:
     path = scratch / "floor.db"
     prepare(str(path), args.load_assignments)
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads", "4", "--worker-class",
-         "gthread", "--bind", f"127.0.0.1:{port}", "floor_app:app"],
-        env={**os.environ, "FLOOR_DB": str(path)}, cwd=Path(__file__).parent, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True)
+    command = [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads", "4", "--worker-class",
+               "gthread", "--bind", f"127.0.0.1:{port}", "floor_app:app"]
+    return _served_load(command, {"FLOOR_DB": str(path)}, Path(__file__).parent, port, tokens, args)
+
+
+def _served_load(command: list[str], env: dict[str, str], cwd: Path, port: int, tokens: list[str],
+                 args: argparse.Namespace) -> dict:
+    """Start `command` (a server on 127.0.0.1:`port`) in its own session, run the trivial then the API load
+    phase against it, stop it: {"trivial": ..., "api": ...}."""
+    server = subprocess.Popen(command, env={**os.environ, **env}, cwd=cwd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_for(port)
         trivial = load_phase(port, server.pid, tokens, "trivial", args.trivial_seconds, args.client_processes)
@@ -491,18 +497,10 @@ def throughput(url: str, args: argparse.Namespace) -> dict:
     engine = make_engine(url)
     tokens = [invite(engine, f"load-{i}", built.study)[1] for i in range(args.annotators)]
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "entry.cli", "serve", "--host", "127.0.0.1", "--port",
-         str(port), "--workers", str(args.workers)],
-        env={**os.environ, "EMPEVAL_DATABASE_URL": url}, cwd=REPO, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        _wait_for(port)
-        trivial = load_phase(port, server.pid, tokens, "trivial", args.trivial_seconds, args.client_processes)
-        api = load_phase(port, server.pid, tokens, "api", args.seconds, args.client_processes)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+    command = [sys.executable, "-m", "entry.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",
+               str(args.workers)]
+    phases = _served_load(command, {"EMPEVAL_DATABASE_URL": url}, REPO, port, tokens, args)
+    trivial, api = phases["trivial"], phases["api"]
     with Session(engine) as session:
         api["stored"] = session.scalar(select(func.count(Rating.id)))
     engine.dispose()
