@@ -23,6 +23,7 @@ from entry.cli.report import report
 from entry.cli.researcher import annotators_forget, annotators_list, assignments, study_list
 from entry.cli.secret import CliContextWithSecret, secret
 from entry.cli.study import study
+from entry.cli.train import train
 
 
 @click.group(cls=EmpevalGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,7 +45,7 @@ study.add_command(study_list)
 annotators.add_command(annotators_list)
 annotators.add_command(annotators_forget)
 for command in (db, data, annotators, serve, export, admin_token_command, secret, generate, metrics, systems, report,
-                plan, study, crowd, demo, assignments, prolific, judge):
+                plan, study, crowd, demo, assignments, prolific, judge, train):
     cli.add_command(command)
 
 
