@@ -7,6 +7,8 @@ VENV        ?= .venv
 TORCH_SPEC  ?= torch==2.13.0
 PIP_FLAGS   ?= --disable-pip-version-check --quiet
 PYTEST_ARGS ?=
+# make test runs the suite on this many pytest-xdist workers, a whole test file per worker (0: one process).
+TEST_WORKERS ?= 2
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -85,7 +87,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: $(STAMP) $(UI_BUNDLE) system-deps crowd lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Mutation testing (mutmut) of the critical modules listed in mutation/modules.toml, each against its own fast
 # tests, in scratch copies under mutation/work/ (the working tree is never mutated): a seeded sample of 150
