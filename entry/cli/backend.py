@@ -8,7 +8,7 @@ from sqlalchemy import Engine, func, select
 
 from entry.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
 from server.backend.contexts import ED_DATASET, load_contexts
-from server.backend.registry import ConfigError, Registry, load_config
+from server.backend.registry import ConfigError, Registry, load_config, load_judges
 from server.backend.resources import BackendResources, default_cache_dir
 from server.progress import progress_bar
 from server.store.engine import unit_of_work
@@ -155,12 +155,23 @@ def metrics(obj: CliContext, split: str, systems: str, p_at_100: bool, limit: in
 @config_option
 @click.pass_context
 def systems(ctx: click.Context, config_path: Path | None) -> None:
-    """List the configured systems (name, kind, parameters); `systems replay-align` rebuilds the replay file."""
+    """List the configured systems and judges (name, kind, parameters); `systems replay-align` rebuilds the
+    replay file."""
     if ctx.invoked_subcommand is not None:
         return
     specs = load_config(config_path)
+    judges = load_judges(config_path)
     click.echo(f"{'name':<22}{'kind':<22}parameters")
     for spec in specs:
+        parameters = {k: v for k, v in spec.parameters.items() if k != "headers"}
+        click.echo(f"{spec.name:<22}{spec.kind:<22}{parameters}")
+    click.echo("")
+    if not judges:
+        click.echo("judges: none configured (add one under [judges.NAME] to score items with `empeval judge`)")
+        return
+    click.echo(f"{'judge':<22}{'kind':<22}parameters")
+    for spec in judges:
+        # Headers may carry credentials; the judge names the variable holding its key, never the key itself.
         parameters = {k: v for k, v in spec.parameters.items() if k != "headers"}
         click.echo(f"{spec.name:<22}{spec.kind:<22}{parameters}")
 
