@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from sqlalchemy import func, select
@@ -14,60 +12,47 @@ from server.backend.generate import generate_responses
 from server.backend.http_model import HttpModel
 from server.store.engine import unit_of_work
 from server.store.models import Response
+from tests.backend.stub_http import JsonStubHandler, stub_server
 
 CONTEXT = DialogueContext(turns=(ContextTurn("speaker", "My dog died yesterday."),
                                  ContextTurn("listener", "Oh no, I'm so sorry."),
                                  ContextTurn("speaker", "He was 14.")), emotion="sad", situation="My dog died.")
 
 
-class FakeModelServer(BaseHTTPRequestHandler):
+class FakeModelServer(JsonStubHandler):
     """Routes: /json (plain protocol), /v1/chat/completions (OpenAI), /slow, /fail500, /flaky, /bad400,
     /malformed, /notjson. Every request is recorded in `server.calls`."""
-
-    def log_message(self, *args):  # keep test output clean
-        pass
-
-    def _send(self, status: int, body) -> None:
-        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.calls.append((self.path, body, dict(self.headers)))
-        n_calls = sum(1 for path, _, _ in self.server.calls if path == self.path)
         if self.path == "/json":
-            self._send(200, {"response": f"echo: {body['context'][-1]['text']} ({body['emotion']})"})
+            self.send_json(200, {"response": f"echo: {body['context'][-1]['text']} ({body['emotion']})"})
         elif self.path == "/v1/chat/completions":
             last = body["messages"][-1]["content"]
-            self._send(200, {"choices": [{"message": {"role": "assistant", "content": f"I hear you: {last}"}}]})
+            self.send_json(200, {"choices": [{"message": {"role": "assistant", "content": f"I hear you: {last}"}}]})
         elif self.path == "/slow":
             time.sleep(0.6)
-            self._send(200, {"response": "too late"})
+            self.send_json(200, {"response": "too late"})
         elif self.path == "/fail500":
-            self._send(500, {"error": "model crashed"})
+            self.send_json(500, {"error": "model crashed"})
         elif self.path == "/flaky":  # fails twice, then answers
-            self._send(503, {"error": "warming up"}) if n_calls <= 2 else self._send(200, {"response": "ready now"})
+            if self.calls_to(self.path) <= 2:
+                self.send_json(503, {"error": "warming up"})
+            else:
+                self.send_json(200, {"response": "ready now"})
         elif self.path == "/bad400":
-            self._send(400, {"error": "context too long"})
+            self.send_json(400, {"error": "context too long"})
         elif self.path == "/malformed":
-            self._send(200, {"text": "wrong key"})
+            self.send_json(200, {"text": "wrong key"})
         elif self.path == "/notjson":
-            self._send(200, b"<html>hello</html>")
+            self.send_json(200, b"<html>hello</html>")
 
 
 @pytest.fixture()
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeModelServer)
-    httpd.calls = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with stub_server(FakeModelServer) as httpd:
+        yield httpd
 
 
 def url(server, path=""):

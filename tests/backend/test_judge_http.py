@@ -6,9 +6,7 @@ environment and is never stored."""
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from sqlalchemy import select
@@ -23,6 +21,7 @@ from server.errors import BadInput
 from server.store import unit_of_work
 from server.store.models import JudgeScore
 from server.store.study_config import Criterion, Scale
+from tests.backend.stub_http import JsonStubHandler, stub_server
 from tests.backend.test_judge_store import judged_store
 
 EMPATHY = Criterion("empathy", "Empathy", "Did the response show understanding of the feelings of the person?",
@@ -46,20 +45,9 @@ ANSWERS = {
 }
 
 
-class FakeJudgeServer(BaseHTTPRequestHandler):
+class FakeJudgeServer(JsonStubHandler):
     """Routes {ROUTE}/chat/completions for every ROUTE of ANSWERS, plus /slow (answers after 0.6 s) and /flaky
     (503 twice, then "3"). Every request is recorded in `server.calls`."""
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, status: int, body) -> None:
-        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -67,27 +55,24 @@ class FakeJudgeServer(BaseHTTPRequestHandler):
         self.server.calls.append((route, body, dict(self.headers)))
         if route == "/slow":
             time.sleep(0.6)
-            self._send(200, {"choices": [{"message": {"content": "5"}}]})
+            self.send_json(200, {"choices": [{"message": {"content": "5"}}]})
         elif route == "/flaky":
-            n_calls = sum(1 for r, _, _ in self.server.calls if r == route)
-            self._send(503, {"error": "warming up"}) if n_calls <= 2 else self._send(
-                200, {"choices": [{"message": {"content": "3"}}]})
+            if self.calls_to(route) <= 2:
+                self.send_json(503, {"error": "warming up"})
+            else:
+                self.send_json(200, {"choices": [{"message": {"content": "3"}}]})
         elif route == "/by-criterion":  # "4" on empathy, nonsense on the other criteria
             rubric = body["messages"][0]["content"]
-            self._send(200, {"choices": [{"message": {"content": "4" if "Criterion: Empathy" in rubric else "n/a"}}]})
+            answer = "4" if "Criterion: Empathy" in rubric else "n/a"
+            self.send_json(200, {"choices": [{"message": {"content": answer}}]})
         else:
-            self._send(*ANSWERS[route])
+            self.send_json(*ANSWERS[route])
 
 
 @pytest.fixture()
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeJudgeServer)
-    httpd.calls = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with stub_server(FakeJudgeServer) as httpd:
+        yield httpd
 
 
 def judge(server, route, **parameters):
