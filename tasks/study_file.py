@@ -16,6 +16,9 @@
     items_per_assignment = 10        # at most, including controls (contexts are cut into near-equal blocks)
     control_rate = 0.1               # share of each assignment that is a control item
     assignment_minutes = 30          # after this an unsubmitted assignment expires
+    # human_share = 0.25             # optional (model-assisted evaluation): people rate a seeded uniform sample of
+    # human_share_seed = 11          # a quarter of the contexts (every system's response on each), judges score
+                                     # every item (`empeval judge`); the seed defaults to the study's
     [pay]                            # for crowd runs; shown in the report's methods paragraph
     per_assignment = 0.60
     currency = "USD"
@@ -79,6 +82,7 @@ from server.store.study_config import (
     Scale,
     StudyConfig,
 )
+from tasks.design import human_share_problem
 from tasks.pairwise_design import pair_slots
 
 # The study files that ship with empeval (the demo's among them).
@@ -218,7 +222,8 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
         raise r.error("systems.names", f"{sorted(overlap)[0]!r} is a control; list it under systems.controls")
 
     d = r.table(data, "design", "design", {"ratings_per_response", "items_per_assignment", "control_rate",
-                                           "assignment_minutes", "judgments_per_pair", "ties"})
+                                           "assignment_minutes", "judgments_per_pair", "ties", "human_share",
+                                           "human_share_seed"})
     if pairwise and "ratings_per_response" in d:
         raise r.error("design.ratings_per_response", "a pairwise study counts judgments per (context, pair): "
                       "use design.judgments_per_pair")
@@ -236,6 +241,8 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
         assignment_minutes=r.integer(d, "assignment_minutes", "design.assignment_minutes",
                                      Design.assignment_minutes, minimum=1, maximum=24 * 60),
     )
+    design = _human_share(r, d, design, n_contexts=count if count is not None else len(ids), seed=seed or 0,
+                          pairwise=pairwise)
     if design.control_rate > 0 and not controls:
         raise r.error("design.control_rate", "is above 0 but systems.controls lists no control")
     if controls and round(design.items_per_assignment * design.control_rate) >= design.items_per_assignment:
@@ -305,6 +312,26 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
                        else "",
                        control_targets={c: CONTROL_TARGETS[c] for c in controls},
                        kind=kind, pairwise=setup, compare_with=compare_with, recruitment=_recruitment(r, data))
+
+
+def _human_share(r: _Reader, d: dict, design: Design, *, n_contexts: int, seed: int, pairwise: bool) -> Design:
+    """design.human_share and design.human_share_seed (model-assisted evaluation): people rate a seeded uniform
+    sample of round(share x contexts) contexts, judges score every item. The share must be a number strictly
+    between 0 and 1 that samples at least two contexts and not all of them (tasks.design.human_share_problem);
+    the seed defaults to the study's and is stored resolved, so the stored configuration reproduces the draw."""
+    if "human_share" not in d:
+        if "human_share_seed" in d:
+            raise r.error("design.human_share_seed", "is the seed of design.human_share's sample; set "
+                          "design.human_share too, or remove it")
+        return design
+    if pairwise:
+        raise r.error("design.human_share", "is for Likert studies only: judges score the items of a Likert "
+                      "study, not pairs")
+    share = d["human_share"]
+    if problem := human_share_problem(share, n_contexts):
+        raise r.error("design.human_share", problem)
+    sample_seed = r.integer(d, "human_share_seed", "design.human_share_seed", seed, minimum=0)
+    return replace(design, human_share=float(share), human_share_seed=sample_seed)
 
 
 def _recruitment(r: _Reader, data: dict) -> Recruitment:

@@ -219,6 +219,21 @@ class StudyItem(Base):
     response: Mapped[Response] = relationship()
 
 
+class StudyContext(Base):
+    """A context of a Likert study, and whether people rate it: `human_rated` is false for a context of the
+    model-assisted design (design.human_share) that only the judges score, so the analysis can tell the
+    human-rated-by-design contexts from the judge-only ones (whether or not ratings came in) and a reviewer can
+    check the seeded draw (the share and its seed are in the study's configuration). Written with the study
+    (migration 0008); studies created before have no rows."""
+
+    __tablename__ = "study_context"
+
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), primary_key=True)
+    context_id: Mapped[int] = mapped_column(ForeignKey("context.id", ondelete="RESTRICT"), primary_key=True,
+                                            index=True)
+    human_rated: Mapped[bool] = mapped_column(Boolean)
+
+
 class Annotator(Base):
     """A rater. `pseudonym` is never a raw crowd-platform worker id (those are hashed before storage)."""
 

@@ -76,6 +76,10 @@ class Design:
     items_per_assignment: int = 10  # at most, controls included
     control_rate: float = 0.1
     assignment_minutes: int = 30  # an unsubmitted assignment expires after this
+    # Model-assisted evaluation: people rate a seeded uniform sample of this share of the contexts (every
+    # system's item on each), judges score all items; None = people rate every context.
+    human_share: float | None = None
+    human_share_seed: int | None = None  # the sample's seed (the study file's default: the study's seed)
 
 
 @dataclass(frozen=True)
@@ -219,6 +223,9 @@ class StudyConfig:
         for key, default in _LATER_KEYS.items():
             if stored[key] == default:
                 del stored[key]
+        for key in _LATER_DESIGN_KEYS:
+            if stored["design"][key] is None:
+                del stored["design"][key]
         return stored
 
     @classmethod
@@ -252,7 +259,9 @@ class StudyConfig:
                                                     d_design.items_per_assignment),
                 control_rate=reader.number(design, "control_rate", "design.control_rate", d_design.control_rate),
                 assignment_minutes=reader.integer(design, "assignment_minutes", "design.assignment_minutes",
-                                                  d_design.assignment_minutes)),
+                                                  d_design.assignment_minutes),
+                human_share=reader.number(design, "human_share", "design.human_share", None),
+                human_share_seed=reader.integer(design, "human_share_seed", "design.human_share_seed", None)),
             criteria=DEFAULT_CRITERIA if criteria is None else reader.criteria(criteria),
             scale=Scale(min=reader.integer(scale, "min", "scale.min", d_scale.min),
                         max=reader.integer(scale, "max", "scale.max", d_scale.max),
@@ -278,6 +287,8 @@ class StudyConfig:
 # Keys StudyConfig gained after studies were first stored, with the defaults to_json leaves out.
 _LATER_KEYS: dict[str, Any] = {"kind": "likert", "pairwise": None, "compare_with": "",
                                "recruitment": asdict(Recruitment())}
+# Design keys added later (the human share of model-assisted evaluation), left out of the JSON while None.
+_LATER_DESIGN_KEYS = ("human_share", "human_share_seed")
 
 
 def _jsonable(value: Any) -> Any:
