@@ -28,12 +28,13 @@ from server.store.models import (
     PairItem,
     Response,
     Study,
+    StudyContext,
     StudyItem,
     System,
 )
 from server.store.queries import assignment_counts
 from server.store.study_config import StudyConfig
-from tasks.design import Candidate, controls_per_assignment, plan_assignments
+from tasks.design import Candidate, controls_per_assignment, draw_human_sample, human_share_problem, plan_assignments
 from tasks.pairwise_design import plan_pairwise
 
 
@@ -141,6 +142,9 @@ class StudySummary:
     currency: str | None
     kind: str = "likert"
     pairs: int = 0  # pairwise: the pairs of systems compared
+    human_contexts: int | None = None  # with design.human_share: the contexts people rate (judges score all)
+    human_share: float | None = None
+    human_share_seed: int | None = None
 
     def describe(self) -> str:
         if self.kind == "pairwise":
@@ -148,6 +152,13 @@ class StudySummary:
                     f"{self.items} pair items (+{self.control_items} control pairs), {self.assignments} assignments, "
                     f"k={self.ratings_per_response} judgments per (context, pair), {self.expected_ratings} "
                     "choices expected")
+        elif self.human_contexts is not None:
+            text = (f"study {self.name!r}: {self.contexts} contexts x {len(self.systems)} systems = {self.items} "
+                    f"items, all for the judges (`empeval judge {self.name} --judges NAME`); people rate "
+                    f"{self.human_contexts} of the {self.contexts} contexts (design.human_share {self.human_share:g}, "
+                    f"seed {self.human_share_seed}): {self.human_contexts * len(self.systems)} items "
+                    f"(+{self.control_items} control items), {self.assignments} assignments, "
+                    f"k={self.ratings_per_response} ratings per response, {self.expected_ratings} ratings expected")
         else:
             text = (f"study {self.name!r}: {self.contexts} contexts x {len(self.systems)} systems = {self.items} "
                     f"items (+{self.control_items} control items), {self.assignments} assignments, "
@@ -167,7 +178,14 @@ def _context_key(conv_id: str, n_turns: int) -> str:
 
 
 def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
-    """Write `spec` as a study with its items and planned assignments; see StudySetupError for what can fail."""
+    """Write `spec` as a study with its items and planned assignments; see StudySetupError for what can fail.
+
+    With design.human_share (a Likert study only), every chosen context's items are written, for the judges, but
+    the assignments hold only the items (and controls) of the contexts people rate: a seeded uniform sample
+    (tasks.design.draw_human_sample), recorded in study_context with each context's `human_rated`."""
+    if spec.design.human_share is not None and spec.is_pairwise:
+        raise StudySetupError("design.human_share is for Likert studies only: judges score the items of a Likert "
+                              f"study, and {spec.name!r} is pairwise")
     check_controls_fit(items_per_assignment=spec.design.items_per_assignment, control_rate=spec.design.control_rate,
                        controls=spec.controls)
     with unit_of_work(engine) as session:
@@ -231,10 +249,18 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
         if spec.is_pairwise:
             return _write_pairwise(session, spec, systems, responses, sorted(chosen_ids))
 
+        human_ids = chosen_ids
+        share, share_seed = spec.design.human_share, spec.design.human_share_seed
+        if share is not None:
+            if problem := human_share_problem(share, len(chosen)):
+                raise StudySetupError(f"design.human_share: {problem}")
+            share_seed = spec.seed if share_seed is None else share_seed
+            human_ids = {complete[key] for key in draw_human_sample(chosen, share, share_seed)}
         items = [Candidate(key=responses[(cid, systems[name].id)], context=cid, system=name)
                  for cid in sorted(chosen_ids) for name in spec.systems]
+        rated = [item for item in items if item.context in human_ids]
         controls = [Candidate(key=responses[(cid, systems[name].id)], context=cid, system=name)
-                    for name in spec.controls for cid in sorted(chosen_ids) if (cid, systems[name].id) in responses]
+                    for name in spec.controls for cid in sorted(human_ids) if (cid, systems[name].id) in responses]
         if spec.controls and controls_per_assignment(spec.design.items_per_assignment, spec.design.control_rate):
             covered = {c.system for c in controls}
             lacking = [name for name in spec.controls if name not in covered]
@@ -242,7 +268,7 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                 raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: "
                                       f"{how_to_get_responses([lacking[0]], spec.contexts.split)}")
 
-        plan = plan_assignments(items, controls, ratings_per_response=spec.design.ratings_per_response,
+        plan = plan_assignments(rated, controls, ratings_per_response=spec.design.ratings_per_response,
                                 items_per_assignment=spec.design.items_per_assignment,
                                 control_rate=spec.design.control_rate, seed=spec.seed)
 
@@ -259,6 +285,8 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                                          control_target=spec.control_targets[candidate.system],
                                          design={"system": candidate.system})
         session.add_all(study_items.values())
+        session.add_all(StudyContext(study_id=study.id, context_id=cid, human_rated=cid in human_ids)
+                        for cid in sorted(chosen_ids))
         session.flush()
         for planned in plan:
             assignment = Assignment(study_id=study.id, status="open", round=planned.round,
@@ -273,7 +301,9 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                             control_items=len(used_controls), assignments=len(plan),
                             ratings_per_response=spec.design.ratings_per_response,
                             expected_ratings=n_slots * len(spec.criteria), cost=cost,
-                            currency=spec.pay.currency if cost is not None else None)
+                            currency=spec.pay.currency if cost is not None else None,
+                            human_contexts=len(human_ids) if share is not None else None, human_share=share,
+                            human_share_seed=share_seed if share is not None else None)
 
 
 def _write_pairwise(session: Session, spec: StudyConfig, systems: dict[str, System],

@@ -24,12 +24,17 @@ def study() -> None:
 def create(obj: CliContext, study_file: Path) -> None:
     """Create the study described in STUDY_FILE (TOML): items (or pairs), controls and counterbalanced assignments.
 
-    The responses must exist already (`empeval generate`). See tasks/study_file.py for every field.
+    The responses must exist already (`empeval generate`). See tasks/study_file.py for every field. With
+    design.human_share, people rate a seeded sample of the contexts and judges score every item.
     """
     spec = load_study_file(study_file)
     summary = create_study(obj.engine(), spec)
     click.echo(summary.describe())
-    click.echo(f"next: `empeval annotators invite NAME --study {spec.name}`, then `empeval serve`")
+    if summary.human_contexts is not None:
+        click.echo(f"next: `empeval judge {spec.name} --judges NAME` (every item), and "
+                   f"`empeval annotators invite NAME --study {spec.name}`, then `empeval serve` (the sample)")
+    else:
+        click.echo(f"next: `empeval annotators invite NAME --study {spec.name}`, then `empeval serve`")
 
 
 @study.command("status")

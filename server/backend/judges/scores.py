@@ -1,4 +1,5 @@
-"""Reading a judge's stored scores of a study as the tidy table ``analysis.judged`` takes."""
+"""Reading a judge's stored scores of a study, and which of its contexts people rate by design, as the tidy
+tables ``analysis.judged`` takes."""
 from __future__ import annotations
 
 import json
@@ -9,10 +10,11 @@ from sqlalchemy import Engine, func, select
 
 from server.errors import BadInput
 from server.store.engine import unit_of_work
-from server.store.models import JudgeScore, Response, StudyItem, System
+from server.store.models import JudgeScore, Response, StudyContext, StudyItem, System
 from server.store.queries import study_by_name
 
 SCORE_COLUMNS = ["context_id", "system", "criterion", "judge_score", "error"]
+SAMPLE_COLUMNS = ["context_id", "sampled"]
 
 
 def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None = None,
@@ -57,6 +59,33 @@ def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None 
     if folds:
         table = _with_folds(table, judge)
     return table.drop(columns=["kind", "raw_output"])
+
+
+def human_sample(engine: Engine, study: str) -> pd.DataFrame:
+    """Which contexts of the Likert study `study` people rate by design: one row per context of the study,
+    ``context_id`` (the export's and ``judge_scores``'s context id) and ``sampled`` (bool: in the human share's
+    seeded sample, so in the assignments; False for a context only the judges score), sorted by context id.
+
+    A study without ``design.human_share`` has every context sampled (as has one created before migration 0008,
+    read from its items). The frame's ``attrs`` say how the sample was drawn: ``human_share`` (None without one)
+    and ``human_share_seed`` (tasks.design.draw_human_sample redraws it from the contexts' conv_id#n_turns keys).
+    NotFound when the study does not exist; BadInput for a pairwise study (judges score Likert items).
+    """
+    with unit_of_work(engine) as session:
+        row = study_by_name(session, study)
+        config = row.config
+        if config.is_pairwise:
+            raise BadInput(f"study {study!r} is a pairwise (A/B) study; the human share is a Likert study's design")
+        rows = session.execute(select(StudyContext.context_id, StudyContext.human_rated)
+                               .where(StudyContext.study_id == row.id).order_by(StudyContext.context_id)).all()
+        if not rows:  # created before the design recorded its contexts: people rate every context
+            rows = [(context_id, True) for context_id in session.scalars(
+                select(Response.context_id).join(StudyItem, StudyItem.response_id == Response.id)
+                .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False))
+                .distinct().order_by(Response.context_id))]
+    table = pd.DataFrame([tuple(r) for r in rows], columns=SAMPLE_COLUMNS).astype({"context_id": int, "sampled": bool})
+    table.attrs.update(human_share=config.design.human_share, human_share_seed=config.design.human_share_seed)
+    return table
 
 
 def _with_folds(table: pd.DataFrame, judge: str) -> pd.DataFrame:
