@@ -230,6 +230,49 @@ def analyse_judged_arrays(arrays: dict[str, np.ndarray], *, ci_level: float = 0.
     return rows, pairs
 
 
+def cross_fitted_estimates(
+    study: JudgedStudy,
+    *,
+    n_folds: int = 5,
+    cluster_by: str | None = "assignment_id",
+    ci_level: float = 0.95,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A learned judge on a simulated study, as ``learned-judge`` builds one: ridge regression
+    (``analysis.judged.crossfit.cross_fit_judge``, ``n_folds`` folds over the human-rated contexts) from two
+    features per item, the simulated judge's score and its system (one-hot), to the item labels; then the
+    cross-prediction-powered means and paired differences (Zrnic and Candès 2024) with the shared-rater term
+    over ``cluster_by``. The ridge learns to undo the simulated judge's shift, scale and system bias on the
+    rated contexts, which is what training on the study's own ratings is for.
+
+    Returns
+    -------
+    means, pairs : pandas.DataFrame
+        ``crossppi_system_means`` and ``crossppi_paired_differences`` of the study.
+
+    Examples
+    --------
+    >>> from analysis.simulate_judges import BIASED_JUDGE, simulate_judged_study
+    >>> study = simulate_judged_study(judge=BIASED_JUDGE, n_contexts=200, human_share=0.25, seed=3)
+    >>> means, pairs = cross_fitted_estimates(study)
+    >>> columns = ["system", "n_human", "human_mean", "crossppi_mean", "width_ratio"]
+    >>> print(means[columns].round(2).to_string(index=False))
+      system  n_human  human_mean  crossppi_mean  width_ratio
+    baseline       50        3.40           3.39         0.85
+        gold       50        3.89           3.86         0.87
+        moel       50        3.72           3.75         0.84
+    """
+    from analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
+
+    items = study.judge_scores[["context_id", "system"]].reset_index(drop=True)
+    systems = sorted(items["system"].unique())
+    features = np.column_stack([study.judge_scores["judge_score"].to_numpy(dtype=float),
+                                *[(items["system"] == system).to_numpy(dtype=float) for system in systems]])
+    scores = cross_fit_judge(items, features, study.human_ratings, n_folds=n_folds, seed=seed)
+    options = {"human_ratings": study.human_ratings, "cluster_by": cluster_by, "ci_level": ci_level}
+    return crossppi_system_means(scores, **options), crossppi_paired_differences(scores, **options)
+
+
 def true_means(system_effects: dict[str, float], *, components: Components, severities) -> dict[str, float]:
     """Expected label of each system for a pool of raters with the given severities: the mean over the pool
     of E[clip(round(m_s + severity + Z))], Z ~ N(0, context_sd^2 + response_sd^2 + noise_sd^2),

@@ -34,7 +34,8 @@ def test_the_built_in_config_lists_its_three_judges_with_their_kinds():
 def test_a_judges_headers_are_not_printed(tmp_path):
     config = tmp_path / "systems.toml"
     config.write_text('[systems.gold]\nkind = "gold"\n\n[judges.remote]\nkind = "http-judge"\n'
-                      'base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\nheaders = { Authorization = "Bearer s3cret" }\n',
+                      'base_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+                      'headers = { Authorization = "Bearer s3cret" }\n',
                       encoding="utf-8")
     result = run("--config", str(config))
     assert result.exit_code == 0, result.output

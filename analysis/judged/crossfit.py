@@ -11,7 +11,15 @@ item is scored by all K models. Cross-PPI then estimates the mean as
     theta = mean_j mean_k f_k(X~_j) + mean_i (Y_i - f_{k(i)}(X_i)),
 
 with a CLT interval (``ppi_py.crossppi_mean_ci``; no power tuning, as in Zrnic and Candès), for system means
-and for paired system differences. (No shared-rater term here yet: see ``analysis.judged.estimates``.)
+and for paired system differences.
+
+Shared raters. Like ppi_py's PPI intervals, ppi_py's cross-PPI intervals treat the human-rated contexts as
+independent, and the items of one assignment share its rater. Given the ``human_ratings`` the labels came
+from, the same two-way cluster-robust term as ``analysis.judged.estimates`` adds to the PPI++ variance
+(Cameron, Gelbach and Miller 2011; ``shared_rater_variance``, clustered by ``cluster_by``, default
+``assignment_id``) is added to the cross-PPI and human-only variances: it is the covariance shared batches add
+to the mean of the labels, and the rectifier mean_i (Y_i - f(X_i)) carries it unchanged (the judge's scores are
+per item). Without ``human_ratings`` (or with ``cluster_by=None``) the intervals are ppi_py's exactly.
 
 The default model is ridge regression (scikit-learn's ``Ridge``), for embeddings such as MiniLM's of
 (context, response); any object with ``fit(X, y)`` and ``predict(X)`` built by ``make_model`` will do.
@@ -29,6 +37,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.compare import adjust_by_family
+from analysis.judged.estimates import clustered_ratings, rater_variance_of_difference, rater_variance_of_mean
 from analysis.judged.tables import ITEM_KEYS, check_rated_share, item_labels
 
 with warnings.catch_warnings():  # ppi_py silences every warning on import; see analysis.judged.estimates
@@ -38,7 +47,8 @@ with warnings.catch_warnings():  # ppi_py silences every warning on import; see 
 CROSS_FIT_COLUMNS = ("criterion", "system", "context_id", "label", "fold", "judge_score")
 CROSS_MEAN_COLUMNS = (
     "criterion", "system", "n_human", "n_judge_only", "human_mean", "human_ci_low", "human_ci_high",
-    "judge_mean_biased", "crossppi_mean", "crossppi_ci_low", "crossppi_ci_high", "width_ratio", "n_folds",
+    "judge_mean_biased", "crossppi_mean", "crossppi_ci_low", "crossppi_ci_high", "width_ratio",
+    "effective_n_human", "rater_variance", "n_folds",
 )
 
 
@@ -142,10 +152,18 @@ def cross_fit_judge(
     return scores[list(CROSS_FIT_COLUMNS) + fold_columns].sort_values(ITEM_KEYS).reset_index(drop=True)
 
 
-def crossppi_system_means(cross_fit_scores: pd.DataFrame, *, ci_level: float = 0.95) -> pd.DataFrame:
+def crossppi_system_means(
+    cross_fit_scores: pd.DataFrame,
+    *,
+    human_ratings: pd.DataFrame | None = None,
+    cluster_by: str | None = "assignment_id",
+    ci_level: float = 0.95,
+) -> pd.DataFrame:
     """Mean label per criterion and system by cross-prediction-powered inference (Zrnic and Candès 2024;
     ``ppi_py.crossppi_mean_ci``) from the output of ``cross_fit_judge``, beside the human-only mean and CLT
-    interval on the same labels.
+    interval on the same labels. With ``human_ratings`` (the ratings the labels are the item means of), both
+    intervals get the shared-rater term of ``analysis.judged.estimates`` over ``cluster_by`` (module
+    docstring).
 
     Returns
     -------
@@ -153,7 +171,8 @@ def crossppi_system_means(cross_fit_scores: pd.DataFrame, *, ci_level: float = 0
         One row per criterion and system: ``criterion``, ``system``, ``n_human``, ``n_judge_only``,
         ``human_mean``, ``human_ci_low``, ``human_ci_high``, ``judge_mean_biased`` (the learned judge's mean over
         every item, uncorrected), ``crossppi_mean``, ``crossppi_ci_low``, ``crossppi_ci_high``, ``width_ratio``
-        (cross-PPI width / human-only width), ``n_folds``.
+        (cross-PPI width / human-only width), ``effective_n_human`` (n_human / width_ratio^2),
+        ``rater_variance`` (the shared-rater term added; 0 without ``human_ratings``), ``n_folds``.
 
     Examples
     --------
@@ -171,12 +190,15 @@ def crossppi_system_means(cross_fit_scores: pd.DataFrame, *, ci_level: float = 0
       gold       60        2.85           2.86         0.72
     """
     fold_columns = _fold_columns(cross_fit_scores, ci_level)
+    clustered = _clustered(cross_fit_scores, human_ratings, cluster_by)
     rows = []
     for (criterion, system), part in cross_fit_scores.groupby(["criterion", "system"], sort=True):
         check_rated_share(part, where=f"system {system!r}, criterion {criterion!r}")
         rated = part["label"].notna().to_numpy()
+        extra = rater_variance_of_mean(clustered, criterion, system, label_mean=part["label"].mean(),
+                                       n_items=int(rated.sum()))
         result = _crossppi(part["label"].to_numpy()[rated], part["judge_score"].to_numpy()[rated],
-                           part.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level)
+                           part.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level, rater_variance=extra)
         result.pop("p")
         rows.append({"criterion": criterion, "system": system, **result,
                      "judge_mean_biased": float(part["judge_score"].mean()), "n_folds": len(fold_columns)})
@@ -186,6 +208,8 @@ def crossppi_system_means(cross_fit_scores: pd.DataFrame, *, ci_level: float = 0
 def crossppi_paired_differences(
     cross_fit_scores: pd.DataFrame,
     *,
+    human_ratings: pd.DataFrame | None = None,
+    cluster_by: str | None = "assignment_id",
     ci_level: float = 0.95,
     family: str = "criterion",
     correction: str = "holm",
@@ -195,15 +219,16 @@ def crossppi_paired_differences(
     inference (``ppi_py.crossppi_mean_ci`` on label differences, out-of-fold score differences and each fold
     model's score differences on the unrated contexts; a context's items share a fold, so both sides of a
     difference come from one model), with the z-test of "no difference" and its p-value corrected over
-    ``family`` by ``correction`` as ``analysis.judged.estimates.ppi_paired_differences`` does.
+    ``family`` by ``correction`` as ``analysis.judged.estimates.ppi_paired_differences`` does. ``human_ratings``
+    and ``cluster_by`` add the shared-rater term as in ``crossppi_system_means``.
 
     Returns
     -------
     pairs : pandas.DataFrame
         One row per criterion and pair (a, b), systems in sorted order: ``criterion``, ``system_a``,
         ``system_b``, ``n_human``, ``n_judge_only``, ``human_diff``, ``human_ci_low``, ``human_ci_high``,
-        ``crossppi_diff``, ``crossppi_ci_low``, ``crossppi_ci_high``, ``width_ratio``, ``p_crossppi``,
-        ``p_adj``, ``significant``, ``correction``, ``family``.
+        ``crossppi_diff``, ``crossppi_ci_low``, ``crossppi_ci_high``, ``width_ratio``, ``effective_n_human``,
+        ``rater_variance``, ``p_crossppi``, ``p_adj``, ``significant``, ``correction``, ``family``.
 
     Examples
     --------
@@ -225,6 +250,7 @@ def crossppi_paired_differences(
     if family not in ("criterion", "study"):
         raise ValueError(f"family must be one of ('criterion', 'study'), got {family!r}")
     fold_columns = _fold_columns(cross_fit_scores, ci_level)
+    clustered = _clustered(cross_fit_scores, human_ratings, cluster_by)
     rows = []
     for criterion, part in cross_fit_scores.groupby("criterion", sort=True):
         wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score", *fold_columns])
@@ -233,14 +259,17 @@ def crossppi_paired_differences(
             difference = difference.loc[difference["judge_score"].notna()]
             check_rated_share(difference, where=f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
             rated = difference["label"].notna().to_numpy()
+            extra = rater_variance_of_difference(clustered, criterion, system_a, system_b, wide["label"],
+                                                 contexts=difference.index[rated])
             result = _crossppi(difference["label"].to_numpy()[rated], difference["judge_score"].to_numpy()[rated],
-                               difference.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level)
+                               difference.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level,
+                               rater_variance=extra)
             rows.append({"criterion": criterion, "system_a": system_a, "system_b": system_b,
                          "human_diff": result.pop("human_mean"), "crossppi_diff": result.pop("crossppi_mean"),
                          "p_crossppi": result.pop("p"), **result})
     columns = ["criterion", "system_a", "system_b", "n_human", "n_judge_only", "human_diff", "human_ci_low",
                "human_ci_high", "crossppi_diff", "crossppi_ci_low", "crossppi_ci_high", "width_ratio",
-               "p_crossppi", "p_adj", "significant", "correction", "family"]
+               "effective_n_human", "rater_variance", "p_crossppi", "p_adj", "significant", "correction", "family"]
     table = pd.DataFrame(rows)
     if table.empty:
         return pd.DataFrame(columns=columns)
@@ -263,14 +292,44 @@ def _fold_columns(cross_fit_scores: pd.DataFrame, ci_level: float) -> list[str]:
     return fold_columns
 
 
-def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: float) -> dict:
-    """Cross-PPI and human-only intervals on one set of labels, and the cross-PPI z-test of 0."""
+def _clustered(cross_fit_scores: pd.DataFrame, human_ratings: pd.DataFrame | None,
+               cluster_by: str | None) -> dict[tuple, pd.DataFrame] | None:
+    """The human ratings of the rated items, by (criterion, system), for the shared-rater term (None without
+    ratings or clustering); refuses ratings that do not give the labels of ``cross_fit_scores``."""
+    if human_ratings is None or cluster_by is None:
+        return None
+    labels = item_labels(human_ratings)
+    rated = cross_fit_scores.loc[cross_fit_scores["label"].notna(), ITEM_KEYS + ["label"]]
+    merged = rated.merge(labels, on=ITEM_KEYS, how="left", suffixes=("", "_ratings"))
+    differs = ~np.isclose(merged["label"], merged["label_ratings"])
+    if differs.any():
+        first = merged.loc[differs].iloc[0]
+        raise ValueError(f"human_ratings do not give the labels of cross_fit_scores (criterion {first['criterion']!r}, "
+                         f"system {first['system']!r}, context {first['context_id']!r}: label {first['label']} "
+                         f"in the scores, {first['label_ratings']} from the ratings); pass the ratings the labels "
+                         "are the item means of")
+    return clustered_ratings(human_ratings, merged.drop(columns="label_ratings"), cluster_by)
+
+
+def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: float, *,
+              rater_variance: float = 0.0) -> dict:
+    """Cross-PPI and human-only intervals on one set of labels, and the cross-PPI z-test of 0; with
+    ``rater_variance``, both variances widened by it (module docstring)."""
     alpha = 1.0 - ci_level
+    z = stats.norm.ppf(1 - alpha / 2)
     low, high = (float(np.squeeze(bound)) for bound in crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
     human_low, human_high = (float(np.squeeze(bound)) for bound in classical_mean_ci(y, alpha=alpha))
     estimate = float(f_unrated.mean() + (y - f).mean())
-    se = (high - low) / (2 * stats.norm.ppf(1 - alpha / 2))
+    se = (high - low) / (2 * z)
+    if rater_variance > 0:
+        se = float(np.sqrt(se**2 + rater_variance))
+        human_se = float(np.sqrt(((human_high - human_low) / (2 * z)) ** 2 + rater_variance))
+        low, high = estimate - z * se, estimate + z * se
+        human_low, human_high = float(y.mean()) - z * human_se, float(y.mean()) + z * human_se
+    ratio = (high - low) / (human_high - human_low) if human_high > human_low else np.nan
     return {"n_human": int(y.size), "n_judge_only": int(f_unrated.shape[0]), "human_mean": float(y.mean()),
             "human_ci_low": human_low, "human_ci_high": human_high, "crossppi_mean": estimate,
-            "crossppi_ci_low": low, "crossppi_ci_high": high, "width_ratio": (high - low) / (human_high - human_low),
+            "crossppi_ci_low": low, "crossppi_ci_high": high, "width_ratio": ratio,
+            "effective_n_human": float(y.size / ratio**2) if ratio > 0 else np.nan,
+            "rater_variance": float(rater_variance),
             "p": float(2 * stats.norm.sf(abs(estimate) / se)) if se > 0 else np.nan}

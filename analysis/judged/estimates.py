@@ -264,18 +264,13 @@ def ppi_system_means(
     """
     level = _check_level(ci_level)
     items, dropped = judged_items(human_ratings, judge_scores, judge=judge, allow_missing=allow_missing)
-    clustered = _clustered_ratings(human_ratings, items, cluster_by)
+    clustered = clustered_ratings(human_ratings, items, cluster_by)
     rows = []
     for (criterion, system), part in items.groupby(["criterion", "system"], sort=True, observed=True):
         check_rated_share(part, where=f"system {system!r}, criterion {criterion!r}")
         rated = part["label"].notna().to_numpy()
-        extra = 0.0
-        if clustered is not None:
-            ratings = clustered.get((criterion, system))
-            if ratings is not None:
-                centred = (ratings["score"] - part["label"].mean()) / ratings["n_ratings"]
-                extra = shared_rater_variance(centred, ratings["context_id"], ratings["cluster"],
-                                              n_items=int(rated.sum()))
+        extra = rater_variance_of_mean(clustered, criterion, system, label_mean=part["label"].mean(),
+                                       n_items=int(rated.sum()))
         result = ppi_mean_interval(part["label"].to_numpy()[rated], part["judge_score"].to_numpy()[rated],
                                    part["judge_score"].to_numpy()[~rated], ci_level=level, rater_variance=extra)
         result.update(criterion=criterion, system=system, n_ratings=int(part["n_ratings"].sum()),
@@ -340,7 +335,7 @@ def ppi_paired_differences(
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     level = _check_level(ci_level)
     items, _ = judged_items(human_ratings, judge_scores, judge=judge, allow_missing=allow_missing)
-    clustered = _clustered_ratings(human_ratings, items, cluster_by)
+    clustered = clustered_ratings(human_ratings, items, cluster_by)
     rows = []
     for criterion, part in items.groupby("criterion", sort=True, observed=True):
         wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score"])
@@ -351,20 +346,8 @@ def ppi_paired_differences(
                                         "judge_score": judged})
             check_rated_share(differences, where=f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
             rated = differences["label"].notna().to_numpy()
-            extra = 0.0
-            if clustered is not None:
-                both = differences.index[rated]
-                sides = []
-                for system, sign in ((system_a, 1.0), (system_b, -1.0)):
-                    ratings = clustered.get((criterion, system))
-                    if ratings is not None:
-                        ratings = ratings.loc[ratings["context_id"].isin(both)]
-                        sides.append(ratings.assign(
-                            centred=sign * (ratings["score"] - labels.loc[both, system].mean()) / ratings["n_ratings"]))
-                if sides:
-                    side_ratings = pd.concat(sides)
-                    extra = shared_rater_variance(side_ratings["centred"], side_ratings["context_id"],
-                                                  side_ratings["cluster"], n_items=int(rated.sum()))
+            extra = rater_variance_of_difference(clustered, criterion, system_a, system_b, labels,
+                                                 contexts=differences.index[rated])
             result = ppi_mean_interval(differences["label"].to_numpy()[rated], judged.to_numpy()[rated],
                                        judged.to_numpy()[~rated], ci_level=level, rater_variance=extra)
             rows.append({
@@ -388,17 +371,55 @@ def ppi_paired_differences(
     return table.reindex(columns=list(DIFFERENCE_COLUMNS))
 
 
-def _clustered_ratings(
+def clustered_ratings(
     human_ratings: pd.DataFrame, items: pd.DataFrame, cluster_by: str | None
 ) -> dict[tuple, pd.DataFrame] | None:
-    """The human ratings of the items kept, with their cluster and their item's label and rating count, per
-    (criterion, system); None when ``cluster_by`` is None."""
+    """The human ratings of the human-rated items of ``items`` (``criterion``, ``system``, ``context_id``,
+    ``label``, ``n_ratings``), with their cluster (the ``cluster_by`` column) and their item's label and rating
+    count, per (criterion, system): what ``rater_variance_of_mean`` and ``rater_variance_of_difference`` read.
+    None when ``cluster_by`` is None (items treated as independent)."""
     if cluster_by is None:
         return None
     ratings = rating_clusters(human_ratings, cluster_by=cluster_by)
     rated = items.loc[items["label"].notna(), ITEM_KEYS + ["label", "n_ratings"]]
     ratings = ratings.merge(rated, on=ITEM_KEYS, how="inner")
     return {key: part for key, part in ratings.groupby(["criterion", "system"], sort=False, observed=True)}
+
+
+def rater_variance_of_mean(
+    clustered: dict[tuple, pd.DataFrame] | None, criterion, system, *, label_mean: float, n_items: int
+) -> float:
+    """The shared-rater variance (``shared_rater_variance``) of one system's mean label on one criterion, over
+    its ``n_items`` human-rated items whose labels average ``label_mean``; 0 when ``clustered`` is None or
+    holds no rating of that system."""
+    ratings = clustered.get((criterion, system)) if clustered is not None else None
+    if ratings is None:
+        return 0.0
+    centred = (ratings["score"] - label_mean) / ratings["n_ratings"]
+    return shared_rater_variance(centred, ratings["context_id"], ratings["cluster"], n_items=n_items)
+
+
+def rater_variance_of_difference(
+    clustered: dict[tuple, pd.DataFrame] | None, criterion, system_a, system_b, labels: pd.DataFrame, *, contexts
+) -> float:
+    """The shared-rater variance of the mean per-context difference a - b of the labels over ``contexts`` (those
+    people rated for both systems): each rating of a contributes +(x - mean label of a) / k, each of b
+    -(x - mean label of b) / k, so a rater who rated both sides of a context adds the covariance of the two.
+    ``labels`` holds the item labels with one column per system, indexed by context."""
+    if clustered is None:
+        return 0.0
+    sides = []
+    for system, sign in ((system_a, 1.0), (system_b, -1.0)):
+        ratings = clustered.get((criterion, system))
+        if ratings is not None:
+            ratings = ratings.loc[ratings["context_id"].isin(contexts)]
+            sides.append(ratings.assign(
+                centred=sign * (ratings["score"] - labels.loc[contexts, system].mean()) / ratings["n_ratings"]))
+    if not sides:
+        return 0.0
+    side_ratings = pd.concat(sides)
+    return shared_rater_variance(side_ratings["centred"], side_ratings["context_id"], side_ratings["cluster"],
+                                 n_items=len(contexts))
 
 
 def _check_level(ci_level: float) -> float:
