@@ -258,9 +258,9 @@ def cross_fitted_estimates(
     >>> columns = ["system", "n_human", "human_mean", "crossppi_mean", "width_ratio"]
     >>> print(means[columns].round(2).to_string(index=False))
       system  n_human  human_mean  crossppi_mean  width_ratio
-    baseline       50        3.40           3.39         0.85
-        gold       50        3.89           3.86         0.87
-        moel       50        3.72           3.75         0.84
+    baseline       50        3.40           3.40         0.88
+        gold       50        3.89           3.85         0.99
+        moel       50        3.72           3.74         0.86
     """
     from analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
 
