@@ -26,6 +26,7 @@ from analysis.conclusions import DEFINITION as CONCLUSION_DEFINITION
 from analysis.conclusions import conclusion_changes
 from analysis.document import Block, BulletList, Document, Heading, Image, Paragraph, Table, to_html, to_markdown
 from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators
+from analysis.judged_report import JudgeRequest, calibration_plot, judged_blocks, judged_tables
 from analysis.latex import booktabs
 from analysis.load import DEFAULT_SCALE, require_columns, tidy_from_export
 from analysis.quality import (
@@ -86,6 +87,7 @@ def write_report(
     seed: int = 0,
     include_late: bool = True,
     latex: bool = False,
+    judge: JudgeRequest | None = None,
 ) -> dict[str, Path]:
     """Analyse ``ratings`` (the tidy table, or the store's export, which is validated and converted first) and
     write ``report.md``, ``report.html`` (self-contained, figures as base64 PNG),
@@ -106,6 +108,13 @@ def write_report(
     A ``comment`` column (the export's, one comment per assignment repeated on its rows) is listed in a
     Comments section, once per assignment.
 
+    With ``judge`` (``analysis.judged_report.JudgeRequest``: an automatic judge's scores of the study's items),
+    a model-assisted section before the methods: human-only, judge-only (biased) and prediction-powered means,
+    paired differences corrected as the Likert ones, judge-human agreement, a calibration figure
+    (figures/judge_calibration.png), the items the judge failed on; its tables go to tables/judge_*.csv. When
+    the judge failed on an item and ``judge.allow_missing`` is False, ``JudgeCoverageError`` is raised before
+    anything is written.
+
     Returns a dict with the paths: "markdown", "html", one "figure_<name>" per figure, one "table_<name>" per
     CSV and, with ``latex``, "latex_main_results" (latex/main_results.tex, a booktabs table). Figures and the
     tables of analyses that could not run are not written.
@@ -114,11 +123,11 @@ def write_report(
         return _write_report(ratings, out_dir, study_meta=study_meta, exclude_flagged=exclude_flagged,
                              correction=correction, family=family, alpha=alpha, n_boot=n_boot, ci_level=ci_level,
                              scale=scale, quality_thresholds=quality_thresholds, random_effects=random_effects,
-                             seed=seed, include_late=include_late, latex=latex)
+                             seed=seed, include_late=include_late, latex=latex, judge=judge)
 
 
 def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, family, alpha, n_boot, ci_level,
-                  scale, quality_thresholds, random_effects, seed, include_late, latex) -> dict[str, Path]:
+                  scale, quality_thresholds, random_effects, seed, include_late, latex, judge) -> dict[str, Path]:
     if "item" not in ratings.columns and "item_id" in ratings.columns:
         # The store's export as it comes.
         ratings = with_export_comments(tidy_from_export(ratings, scale=scale), ratings)
@@ -135,8 +144,6 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
             raise ValueError(f"all {late['n_ratings']} ratings were submitted late: nothing to report without "
                              "them (include_late=True keeps them)")
     out_dir = Path(out_dir)
-    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
-    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
     meta = dict(study_meta or {})
 
     quality = rater_quality(ratings, **(quality_thresholds or {}))
@@ -183,8 +190,24 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
             tables.update(system_means_side_by_side=both["means"], pairwise_tests_side_by_side=both["pairs"],
                           agreement_side_by_side=both["agreement"])
 
+    judged = None
+    if judge is not None:  # before anything is written: a judge that failed on an item stops the report here
+        judged = judged_tables(analysed, judge.scores, judge=judge.name, version=judge.version,
+                               cross_fitted=judge.cross_fitted, allow_missing=judge.allow_missing, criteria=criteria,
+                               correction=correction, family=family, alpha=alpha, ci_level=ci_level, n_boot=n_boot,
+                               seed=seed)
+        tables.update(judged.csv_tables())
+
+    (out_dir / "figures").mkdir(parents=True, exist_ok=True)
+    (out_dir / "tables").mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     pngs: dict[str, bytes] = {}
+    if judged is not None and not judged.calibration.empty:
+        pngs["judge_calibration"] = plots.figure_png(calibration_plot(
+            judged.calibration, criteria=[c for c in judged.criteria if c in set(judged.calibration["criterion"])],
+            ci_level=ci_level))
+        paths["figure_judge_calibration"] = out_dir / "figures" / "judge_calibration.png"
+        paths["figure_judge_calibration"].write_bytes(pngs["judge_calibration"])
     if means is not None:
         order = plots.system_order(means)
         figures = {"score_distributions": plots.stacked_score_shares(analysed, scale=scale, criteria=criteria,
@@ -269,6 +292,12 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
                                "comment), as written:"))
         document.add(BulletList([f"{c.annotator}, assignment {c.assignment}: {c.comment}"
                                  for c in comments.itertuples(index=False)], literal=True))
+    if judged is not None:
+        document.add(*judged_blocks(judged, figure_png=pngs.get("judge_calibration"),
+                                    figure_path="figures/judge_calibration.png",
+                                    correction_name=CORRECTION_NAMES.get(correction, correction),
+                                    family_words=_family_words(family), alpha=alpha, ci_level=ci_level,
+                                    n_boot=n_boot))
     document.add(Heading("Methods"))
     document.add(Paragraph(methods_paragraph(
         facts, agreement=agreement, pairs=pairs, friedman=friedman, rater_check=rater_check, meta=meta,

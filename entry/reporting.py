@@ -54,29 +54,83 @@ def export_criteria_order() -> list[str]:
 
 
 def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late: bool = True,
-                       exclude_flagged: bool = True, seed: int = 0, latex: bool = False) -> dict[str, Path]:
+                       exclude_flagged: bool = True, seed: int = 0, latex: bool = False, judge: str | None = None,
+                       judge_version: str | None = None, allow_missing: bool = False) -> dict[str, Path]:
     """Export the study's ratings (a pairwise study's choices) and write its report into out_dir; returns the
     written paths. Late ratings are left out of the analysis when include_late is False, and the report says
     how many. A pairwise study goes to write_pairwise_study_report; a Likert study that pairwise studies name in
-    `compare_with` gets a closing section about them. With latex, booktabs tables go to out_dir/latex/."""
+    `compare_with` gets a closing section about them. With latex, booktabs tables go to out_dir/latex/.
+
+    With `judge` (a judge that scored the study with `empeval judge`; `judge_version`, default its latest), the
+    Likert report gains the model-assisted section (analysis.judged_report): cross-prediction-powered for a
+    learned judge, PPI++ otherwise. BadInput, before anything is written, when the judge failed on an item and
+    not `allow_missing` (which drops those items and counts them in the report)."""
+    from analysis.judged_report import JudgeCoverageError
     from analysis.report import write_report
 
     with unit_of_work(engine) as session:
         pairwise = study_by_name(session, name).config.is_pairwise
     if pairwise:
+        if judge is not None:
+            raise BadInput(f"study {name!r} is a pairwise (A/B) study: --judge adds model-assisted estimates of "
+                           "Likert means, so it goes with a Likert study's report")
         return write_pairwise_study_report(engine, name, out_dir, include_late=include_late,
                                            exclude_flagged=exclude_flagged, seed=seed, latex=latex)
+    request = _judge_request(engine, name, judge, judge_version, allow_missing) if judge is not None else None
     rows = export_rows(engine, name)
     if not rows:
         raise BadInput(f"study {name!r} has no ratings yet: nothing to report. Invite annotators "
                        f"(empeval annotators invite NAME --study {name}) and run the report once they have "
                        "submitted work")
-    paths = write_report(pd.DataFrame(rows), out_dir, study_meta=study_meta(engine, name), include_late=include_late,
-                         exclude_flagged=exclude_flagged, seed=seed, latex=latex)
+    try:
+        paths = write_report(pd.DataFrame(rows), out_dir, study_meta=study_meta(engine, name),
+                             include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex,
+                             judge=request)
+    except JudgeCoverageError as error:
+        raise BadInput(str(error)) from None
     linked = _linked_pairwise_studies(engine, name)
     if linked:
         _append_section(paths, _linked_pairwise_blocks(engine, name, linked))
     return paths
+
+
+def _judge_request(engine: Engine, study: str, judge: str, version: str | None, allow_missing: bool):
+    """The stored scores of `judge` for the study (server.backend.judges.scores), with their folds when it is a
+    learned judge, as the report's JudgeRequest."""
+    from analysis.judged_report import JudgeRequest
+    from server.backend.judges.scores import judge_scores
+    from server.store.models import JudgeScore
+
+    with unit_of_work(engine) as session:
+        kinds = set(session.scalars(select(JudgeScore.judge_kind).where(JudgeScore.judge == judge).distinct()))
+        if not kinds:
+            known = sorted(session.scalars(select(JudgeScore.judge).distinct()))
+            raise BadInput(f"judge {judge!r} has scored nothing in this store; judges with scores: "
+                           f"{', '.join(known) or 'none'} (score the study first: empeval judge {study} --judges "
+                           f"{judge})")
+    cross_fitted = kinds == {"learned-judge"}
+    scores = judge_scores(engine, study, judge, version=version, folds=cross_fitted)
+    if version is None:
+        version = _latest_version(engine, study, judge)
+    return JudgeRequest(name=judge, scores=scores, version=version, cross_fitted=cross_fitted,
+                        allow_missing=allow_missing)
+
+
+def _latest_version(engine: Engine, study: str, judge: str) -> str | None:
+    """The judge version judge_scores reads by default: the one that scored the study's items most recently."""
+    from sqlalchemy import func
+
+    from server.store.models import JudgeScore, StudyItem
+
+    with unit_of_work(engine) as session:
+        study_id = study_by_name(session, study).id
+        in_study = select(StudyItem.response_id).where(StudyItem.study_id == study_id).scalar_subquery()
+        row = session.execute(select(JudgeScore.judge_version, func.max(JudgeScore.created_at).label("latest"))
+                              .where(JudgeScore.judge == judge, JudgeScore.response_id.in_(in_study))
+                              .group_by(JudgeScore.judge_version)
+                              .order_by(func.max(JudgeScore.created_at).desc(), JudgeScore.judge_version.desc())
+                              ).first()
+    return row[0] if row is not None else None
 
 
 def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: bool = True,

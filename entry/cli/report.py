@@ -36,22 +36,39 @@ from entry.reporting import (
 @click.option("--latex", is_flag=True,
               help="Also write LaTeX booktabs tables under OUT/latex/: the main results (a Likert study) or the A/B "
                    "table (a pairwise study); \\usepackage{booktabs} in the paper.")
+@click.option("--judge", default=None,
+              help="Add a model-assisted section with this judge's scores (`empeval judge STUDY --judges NAME` "
+                   "first): human-only, judge-only (biased) and prediction-powered means, paired differences, "
+                   "judge-human agreement and calibration.")
+@click.option("--judge-version", default=None,
+              help="With --judge: the judge version whose scores to use (default: the latest that scored the study).")
+@click.option("--allow-missing", is_flag=True,
+              help="With --judge: drop the items the judge failed on (the report lists and counts them) instead of "
+                   "refusing.")
 @pass_cli
 def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int,
-           export_file: Path | None, likert_export: Path | None, latex: bool) -> None:
+           export_file: Path | None, likert_export: Path | None, latex: bool, judge: str | None,
+           judge_version: str | None, allow_missing: bool) -> None:
     """Write the analysis report of STUDY: for a Likert study the paper-style table, agreement, significance,
-    rater quality; for a pairwise (A/B) study the Win / Lose / Tie table with its per-context test, the linked
-    Likert study's means beside it, the ranking, agreement, position bias and control pairs."""
+    rater quality (with --judge, model-assisted estimates beside them); for a pairwise (A/B) study the Win / Lose
+    / Tie table with its per-context test, the linked Likert study's means beside it, the ranking, agreement,
+    position bias and control pairs."""
     out_dir = out_dir or Path("reports") / study
     if likert_export is not None and export_file is None:
         raise click.UsageError("--likert-export goes with --export (a study in the store names its linked study)")
+    if judge is None and (judge_version is not None or allow_missing):
+        raise click.UsageError("--judge-version and --allow-missing go with --judge NAME")
+    if judge is not None and export_file is not None:
+        raise click.UsageError("--judge reads the judge's scores from the store: it goes with a study in the store, "
+                               "not with --export")
     if export_file is not None:
         paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
                                     exclude_flagged=not keep_flagged, seed=seed, likert_export=likert_export,
                                     latex=latex)
     else:
         paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
-                                   exclude_flagged=not keep_flagged, seed=seed, latex=latex)
+                                   exclude_flagged=not keep_flagged, seed=seed, latex=latex, judge=judge,
+                                   judge_version=judge_version, allow_missing=allow_missing)
     criteria = (export_criteria_order() if export_file is not None else study_meta(obj.engine(), study)["criteria"])
     for line in summary_lines(paths, criteria):
         click.echo(line)
