@@ -150,6 +150,7 @@ def stored_scores(url: str, judge: str = "length") -> pd.DataFrame:
     return scores.assign(context_id=scores["context_id"].astype(str))
 
 
+@pytest.mark.slow  # writes a whole report: 7-13 s
 def test_the_section_shows_analysis_judged_estimates_figures(store, tmp_path):
     out = tmp_path / "report"
     result = run(store, "report", "pilot", "--out", str(out), "--judge", "length")
@@ -196,6 +197,7 @@ def test_the_section_shows_analysis_judged_estimates_figures(store, tmp_path):
     assert "n × (human-only width / model-assisted width)²" in text
 
 
+@pytest.mark.slow  # writes a whole report: 7-13 s
 def test_a_judge_failure_stops_the_report_naming_the_count_and_the_flag(store, tmp_path):
     engine = make_engine(store)
     with unit_of_work(engine) as session:
@@ -226,6 +228,7 @@ def test_a_judge_failure_stops_the_report_naming_the_count_and_the_flag(store, t
     assert (dropped["n_human"] + dropped["n_judge_only"]).sum() == 16 * 3 - 2
 
 
+@pytest.mark.slow  # writes a whole report: 7-13 s
 def test_a_learned_judge_is_estimated_by_cross_ppi(store, tmp_path):
     """A learned judge's stored scores with folds (here the length judge's scores re-labelled as a learned
     judge's, folds over the rated contexts as cross_fit_judge draws them) take the cross-PPI path."""
@@ -258,6 +261,7 @@ def test_a_learned_judge_is_estimated_by_cross_ppi(store, tmp_path):
     assert (means["rater_variance"] >= 0).all() and "judge-only mean (biased)" in text
 
 
+@pytest.mark.slow  # writes a whole report: 7-13 s
 def test_without_judge_the_report_has_no_model_assisted_section(store, tmp_path):
     out = tmp_path / "plain"
     result = run(store, "report", "pilot", "--out", str(out))

@@ -377,7 +377,28 @@ def clustered_ratings(
     """The human ratings of the human-rated items of ``items`` (``criterion``, ``system``, ``context_id``,
     ``label``, ``n_ratings``), with their cluster (the ``cluster_by`` column) and their item's label and rating
     count, per (criterion, system): what ``rater_variance_of_mean`` and ``rater_variance_of_difference`` read.
-    None when ``cluster_by`` is None (items treated as independent)."""
+    None when ``cluster_by`` is None (items treated as independent).
+
+    Returns
+    -------
+    clustered : dict or None
+        (criterion, system) -> the ratings of its rated items: ``criterion``, ``system``, ``context_id``,
+        ``score``, ``cluster``, ``label``, ``n_ratings``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> ratings = pd.DataFrame({"context_id": ["c1", "c2", "c1"], "system": "gold", "criterion": "empathy",
+    ...                         "annotator": ["ann", "ann", "bob"], "score": [4, 2, 5],
+    ...                         "assignment_id": ["a1", "a1", "a2"]})
+    >>> items = pd.DataFrame({"criterion": "empathy", "system": "gold", "context_id": ["c1", "c2"],
+    ...                       "label": [4.5, 2.0], "n_ratings": [2, 1]})
+    >>> clustered_ratings(ratings, items, "assignment_id")[("empathy", "gold")][["context_id", "cluster", "label"]]
+      context_id cluster  label
+    0         c1      a1    4.5
+    1         c2      a1    2.0
+    2         c1      a2    4.5
+    """
     if cluster_by is None:
         return None
     ratings = rating_clusters(human_ratings, cluster_by=cluster_by)
@@ -391,7 +412,25 @@ def rater_variance_of_mean(
 ) -> float:
     """The shared-rater variance (``shared_rater_variance``) of one system's mean label on one criterion, over
     its ``n_items`` human-rated items whose labels average ``label_mean``; 0 when ``clustered`` is None or
-    holds no rating of that system."""
+    holds no rating of that system.
+
+    Returns
+    -------
+    extra : float
+        The variance to add to the mean's (never negative).
+
+    Examples
+    --------
+    Two items rated in one assignment, both above the mean label by 1, each by one rater:
+
+    >>> import pandas as pd
+    >>> ratings = pd.DataFrame({"context_id": ["c1", "c2"], "score": [5.0, 5.0], "cluster": ["a1", "a1"],
+    ...                         "n_ratings": [1, 1]})
+    >>> rater_variance_of_mean({("empathy", "gold"): ratings}, "empathy", "gold", label_mean=4.0, n_items=2)
+    0.5
+    >>> rater_variance_of_mean(None, "empathy", "gold", label_mean=4.0, n_items=2)
+    0.0
+    """
     ratings = clustered.get((criterion, system)) if clustered is not None else None
     if ratings is None:
         return 0.0
@@ -405,7 +444,27 @@ def rater_variance_of_difference(
     """The shared-rater variance of the mean per-context difference a - b of the labels over ``contexts`` (those
     people rated for both systems): each rating of a contributes +(x - mean label of a) / k, each of b
     -(x - mean label of b) / k, so a rater who rated both sides of a context adds the covariance of the two.
-    ``labels`` holds the item labels with one column per system, indexed by context."""
+    ``labels`` holds the item labels with one column per system, indexed by context.
+
+    Returns
+    -------
+    extra : float
+        The variance to add to the mean difference's (never negative).
+
+    Examples
+    --------
+    One rater's batch holds gold's response to c1 and base's to c2: her severity enters the difference with
+    opposite signs on the two contexts, and the shared term cancels out:
+
+    >>> import pandas as pd
+    >>> labels = pd.DataFrame({"gold": [5.0, 3.0], "base": [3.0, 5.0]}, index=["c1", "c2"])
+    >>> one = lambda system, context, score: pd.DataFrame({"context_id": [context], "score": [score],
+    ...                                                   "cluster": ["a1"], "n_ratings": [1]})
+    >>> clustered = {("empathy", "gold"): pd.concat([one("gold", "c1", 5.0), one("gold", "c2", 3.0)]),
+    ...              ("empathy", "base"): pd.concat([one("base", "c1", 3.0), one("base", "c2", 5.0)])}
+    >>> rater_variance_of_difference(clustered, "empathy", "gold", "base", labels, contexts=["c1", "c2"])
+    0.0
+    """
     if clustered is None:
         return 0.0
     sides = []
