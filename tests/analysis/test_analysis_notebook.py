@@ -34,7 +34,18 @@ def test_walkthrough_notebook_runs_clean_on_an_export(simulated, tmp_path, monke
         line = next(line for line in text.splitlines() if line.startswith(f"{criterion}: "))
         assert line.index(best) < line.index(middle) < line.index(worst)
     images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.get("data", {})]
-    assert len(images) == 2
+    assert len(images) == 3  # system means, score distributions, the judge's calibration
+    # The model-assisted section: one PPI++ line per simulated system, each interval around the truth it prints.
+    lines = [line for line in text.splitlines() if line.startswith("model-assisted: ")]
+    assert [line.split()[1] for line in lines] == ["baseline", "gold", "moel"]
+    for line in lines:
+        low, high = (float(x) for x in line.split("[", 1)[1].split("]", 1)[0].split(", "))
+        truth = float(line.split("(truth ", 1)[1].split(";", 1)[0])
+        assert low <= truth <= high, line
+        assert "biased" in line and "human-rated contexts instead of 60" in line
+    ppi = {line.split()[1]: float(line.split()[3]) for line in lines}
+    judge_alone = {line.split()[1]: float(line.split("judge alone ", 1)[1].split(",", 1)[0]) for line in lines}
+    assert judge_alone["baseline"] > judge_alone["gold"] and ppi["gold"] > ppi["baseline"]  # the bias, corrected
 
 
 def test_notebooks_are_stored_without_outputs():
