@@ -13,6 +13,7 @@ listed at the top and named in its section instead of a table. With ``latex`` th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -26,7 +27,6 @@ from analysis.conclusions import DEFINITION as CONCLUSION_DEFINITION
 from analysis.conclusions import conclusion_changes
 from analysis.document import Block, BulletList, Document, Heading, Image, Paragraph, Table, to_html, to_markdown
 from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators
-from analysis.judged_report import JudgeRequest, calibration_plot, judged_blocks, judged_tables
 from analysis.latex import booktabs
 from analysis.load import DEFAULT_SCALE, require_columns, tidy_from_export
 from analysis.quality import (
@@ -54,6 +54,9 @@ from analysis.report_tables import (
 )
 from analysis.report_tables import agreement_table as agreement_table_text
 from analysis.threads import single_threaded_blas
+
+if TYPE_CHECKING:  # the model-assisted section imports ppi_py (and numba): only when a judge is asked for
+    from analysis.judged_report import JudgeRequest
 
 CORRECTION_NAMES = {
     "holm": "Holm-Bonferroni",
@@ -192,6 +195,8 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
 
     judged = None
     if judge is not None:  # before anything is written: a judge that failed on an item stops the report here
+        from analysis.judged_report import judged_tables
+
         judged = judged_tables(analysed, judge.scores, judge=judge.name, version=judge.version,
                                cross_fitted=judge.cross_fitted, allow_missing=judge.allow_missing, criteria=criteria,
                                correction=correction, family=family, alpha=alpha, ci_level=ci_level, n_boot=n_boot,
@@ -203,6 +208,8 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
     paths: dict[str, Path] = {}
     pngs: dict[str, bytes] = {}
     if judged is not None and not judged.calibration.empty:
+        from analysis.judged_report import calibration_plot
+
         pngs["judge_calibration"] = plots.figure_png(calibration_plot(
             judged.calibration, criteria=[c for c in judged.criteria if c in set(judged.calibration["criterion"])],
             ci_level=ci_level))
@@ -293,6 +300,8 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
         document.add(BulletList([f"{c.annotator}, assignment {c.assignment}: {c.comment}"
                                  for c in comments.itertuples(index=False)], literal=True))
     if judged is not None:
+        from analysis.judged_report import judged_blocks
+
         document.add(*judged_blocks(judged, figure_png=pngs.get("judge_calibration"),
                                     figure_path="figures/judge_calibration.png",
                                     correction_name=CORRECTION_NAMES.get(correction, correction),

@@ -65,7 +65,6 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
     Likert report gains the model-assisted section (analysis.judged_report): cross-prediction-powered for a
     learned judge, PPI++ otherwise. BadInput, before anything is written, when the judge failed on an item and
     not `allow_missing` (which drops those items and counts them in the report)."""
-    from analysis.judged_report import JudgeCoverageError
     from analysis.report import write_report
 
     with unit_of_work(engine) as session:
@@ -82,11 +81,16 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
         raise BadInput(f"study {name!r} has no ratings yet: nothing to report. Invite annotators "
                        f"(empeval annotators invite NAME --study {name}) and run the report once they have "
                        "submitted work")
+    refusals: tuple[type[Exception], ...] = ()
+    if request is not None:  # imported only then: the model-assisted analysis loads ppi_py and numba
+        from analysis.judged_report import JudgeCoverageError
+
+        refusals = (JudgeCoverageError,)
     try:
         paths = write_report(pd.DataFrame(rows), out_dir, study_meta=study_meta(engine, name),
                              include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex,
                              judge=request)
-    except JudgeCoverageError as error:
+    except refusals as error:
         raise BadInput(str(error)) from None
     linked = _linked_pairwise_studies(engine, name)
     if linked:

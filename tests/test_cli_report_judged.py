@@ -155,6 +155,9 @@ def test_the_section_shows_analysis_judged_estimates_figures(store, tmp_path):
     out = tmp_path / "report"
     result = run(store, "report", "pilot", "--out", str(out), "--judge", "length")
     assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines.index("model-assisted mean per system (PPI++; effective human-rated contexts in brackets):")
+    assert [line.split()[0] for line in lines[start + 1:start + 4]] == ["empathy", "relevance", "fluency"]
     markdown = (out / "report.md").read_text()
     assert "flagged annotators excluded" not in markdown  # the ratings compared below are the analysed ones
     text = section(markdown)
@@ -174,6 +177,8 @@ def test_the_section_shows_analysis_judged_estimates_figures(store, tmp_path):
         assert cells[5] == f"{row.judge_mean_biased:.2f}"
         assert cells[6] == f"{row.ppi_mean:.2f} [{row.ppi_ci_low:.2f}, {row.ppi_ci_high:.2f}]"
         assert cells[7] == f"{row.lam:.2f}" and cells[8] == f"{row.effective_n_human:.0f}"
+        assert f"{row.system} {row.ppi_mean:.2f} ({row.effective_n_human:.0f})" in lines[start + 1 + [
+            "empathy", "relevance", "fluency"].index(row.criterion)]
     written = pd.read_csv(out / "tables" / "judge_means.csv")
     np.testing.assert_allclose(written["ppi_ci_low"], expected["ppi_ci_low"], atol=1e-12)
     pairs = ppi_paired_differences(ratings, scores)

@@ -91,7 +91,24 @@ def summary_lines(paths: dict[str, Path], criteria: Sequence[str] = ()) -> list[
     if "table_system_means" in paths:
         lines = ["mean score per system (best first):", *likert_summary_lines(pd.read_csv(paths["table_system_means"]),
                                                                              criteria)]
+    if "table_judge_means" in paths:
+        lines += judged_summary_lines(pd.read_csv(paths["table_judge_means"]), criteria)
     return lines + gap_lines(paths["markdown"].read_text(encoding="utf-8"))
+
+
+def judged_summary_lines(means: pd.DataFrame, criteria: Sequence[str] = ()) -> list[str]:
+    """The model-assisted section's means (tables/judge_means.csv) in a line per criterion (in the order of
+    `criteria`, others after), best first: the PPI++ or cross-PPI mean and, in brackets, the human-rated
+    contexts the judge was worth."""
+    estimate = "crossppi_mean" if "crossppi_mean" in means.columns else "ppi_mean"
+    name = "cross-PPI" if estimate == "crossppi_mean" else "PPI++"
+    order = {criterion: rank for rank, criterion in enumerate(criteria)}
+    lines = [f"model-assisted mean per system ({name}; effective human-rated contexts in brackets):"]
+    for criterion in sorted(dict.fromkeys(means["criterion"]), key=lambda c: order.get(c, len(order))):
+        ranked = means.loc[means["criterion"] == criterion].sort_values(estimate, ascending=False)
+        lines.append(f"  {criterion:<10} " + ", ".join(
+            f"{row['system']} {row[estimate]:.2f} ({row['effective_n_human']:.0f})" for _, row in ranked.iterrows()))
+    return lines
 
 
 def gap_lines(markdown: str) -> list[str]:
