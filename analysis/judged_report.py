@@ -256,12 +256,7 @@ def judged_blocks(tables: JudgedTables, *, figure_png: bytes | None, figure_path
     if tables.means is None:
         blocks.append(Paragraph(f"Estimates not computed: {tables.why_not_estimated}."))
     else:
-        blocks.append(Table(_means_text(tables), caption=(
-            f"Mean label per system: human-only (CLT interval over the human-rated contexts), judge-only (biased: "
-            f"the judge's mean over every context, uncorrected) and {name} with its {ci_level:.0%} interval; "
-            "λ: the weight given to the judge (0: ignored; cross-PPI has no power tuning); effective n: the "
-            "human-rated contexts a human-only study would need for an interval as narrow as the "
-            f"{name} one.")))
+        blocks.append(Table(means_table(tables), caption=means_caption(tables, ci_level)))
         if tables.pairs is not None and not tables.pairs.empty:
             blocks.append(Table(_pairs_text(tables, alpha), caption=(
                 f"Paired differences a − b per context: human-only on the contexts people rated for both, "
@@ -329,7 +324,17 @@ def judged_methods(tables: JudgedTables, *, correction_name: str, family_words: 
     )
 
 
-def _means_text(tables: JudgedTables) -> pd.DataFrame:
+def means_caption(tables: JudgedTables, ci_level: float) -> str:
+    """The caption of ``means_table``: what each column is."""
+    name = ESTIMATOR_NAMES[tables.estimator]
+    return (f"Mean label per system: human-only (CLT interval over the human-rated contexts), judge-only (biased: "
+            f"the judge's mean over every context, uncorrected) and {name} with its {ci_level:.0%} interval; "
+            "λ: the weight given to the judge (0: ignored; cross-PPI has no power tuning); effective n: the "
+            f"human-rated contexts a human-only study would need for an interval as narrow as the {name} one.")
+
+
+def means_table(tables: JudgedTables) -> pd.DataFrame:
+    """The section's table of means as text cells (criteria in the study's order), for the document and LaTeX."""
     means = in_criterion_order(tables.means, tables.criteria)
     estimate = "crossppi" if tables.estimator == CROSS_PPI else "ppi"
     name = ESTIMATOR_NAMES[tables.estimator]

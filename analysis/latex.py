@@ -20,6 +20,7 @@ _SPECIAL = {
 _SYMBOLS = {
     "†": r"\textsuperscript{\dag}", "–": "--", "−": "$-$", "Δ": r"$\Delta$", "α": r"$\alpha$", "χ": r"$\chi$",
     "²": r"\textsuperscript{2}", "×": r"$\times$", "±": r"$\pm$", "≥": r"$\geq$", "≤": r"$\leq$", "…": r"\ldots{}",
+    "λ": r"$\lambda$", "ρ": r"$\rho$",
 }
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 

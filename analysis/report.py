@@ -300,7 +300,11 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
         document.add(BulletList([f"{c.annotator}, assignment {c.assignment}: {c.comment}"
                                  for c in comments.itertuples(index=False)], literal=True))
     if judged is not None:
-        from analysis.judged_report import judged_blocks
+        from analysis.judged_report import judged_blocks, means_caption, means_table
+
+        if judged.means is not None:
+            tex["judge_means"] = booktabs(means_table(judged), caption=means_caption(judged, ci_level),
+                                          label="tab:judge-means")
 
         document.add(*judged_blocks(judged, figure_png=pngs.get("judge_calibration"),
                                     figure_path="figures/judge_calibration.png",

@@ -153,8 +153,11 @@ def stored_scores(url: str, judge: str = "length") -> pd.DataFrame:
 @pytest.mark.slow  # writes a whole report: 7-13 s
 def test_the_section_shows_analysis_judged_estimates_figures(store, tmp_path):
     out = tmp_path / "report"
-    result = run(store, "report", "pilot", "--out", str(out), "--judge", "length")
+    result = run(store, "report", "pilot", "--out", str(out), "--judge", "length", "--latex")
     assert result.exit_code == 0, result.output
+    tex = (out / "latex" / "judge_means.tex").read_text()
+    assert r"\label{tab:judge-means}" in tex and "judge-only mean (biased)" in tex and r"$\lambda$" in tex
+    assert f"latex: {out / 'latex' / 'judge_means.tex'}" in result.output
     lines = result.output.splitlines()
     start = lines.index("model-assisted mean per system (PPI++; effective human-rated contexts in brackets):")
     assert [line.split()[0] for line in lines[start + 1:start + 4]] == ["empathy", "relevance", "fluency"]
