@@ -49,7 +49,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sqlalchemy import Engine, func, select  # noqa: E402
+from sqlalchemy import Engine, func, select, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from server.annotation.annotators import invite  # noqa: E402
@@ -324,17 +324,19 @@ def time_next(studies: dict[int, tuple[str, Built]], calls: int) -> dict[int, tu
 def full_scans(url: str, built: Built) -> list[str]:
     """The lines of the database's plan of the claim's candidate choice that read a whole table (SQLite: SCAN
     without an index; PostgreSQL: Seq Scan): what `next` must not do at any size."""
-    from server.annotation.handout import _first_fitting
+    from server.annotation.hot_sql import FIRST_FITTING_SQL
 
     engine = make_engine(url)
-    query = _first_fitting(1, built.callers[0])
-    sql = str(query.compile(engine, compile_kwargs={"literal_binds": True}))
+    sqlite_sql, postgresql_sql = FIRST_FITTING_SQL
+    params = {"study": 1, "annotator": built.callers[0]}
     with engine.connect() as connection:
         if engine.dialect.name == "sqlite":
-            plan = [row[-1] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sql)]
-            bad = [line for line in plan if line.startswith("SCAN") and "INDEX" not in line]
+            plan = [row[-1] for row in connection.execute(text("EXPLAIN QUERY PLAN " + sqlite_sql), params)]
+            # (SCAN CONSTANT ROW is the one-row SELECT of the study id, not a table)
+            bad = [line for line in plan
+                   if line.startswith("SCAN") and "INDEX" not in line and "CONSTANT ROW" not in line]
         else:
-            plan = [row[0] for row in connection.exec_driver_sql("EXPLAIN " + sql)]
+            plan = [row[0] for row in connection.execute(text("EXPLAIN " + postgresql_sql), params)]
             bad = [line.strip() for line in plan if "Seq Scan" in line]
     engine.dispose()
     return bad

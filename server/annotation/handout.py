@@ -27,12 +27,15 @@ Cost, whatever the size of the study or of an assignment (tests/annotation/test_
 is two statements (who she is and where she stands in one, the items with their turns in the other), claiming
 six; every read goes by index (migration 0004) and stops at the first fitting candidate. The claim's
 transaction holds the write lock (SQLite: BEGIN IMMEDIATE, see store.engine) only for its four statements; the
-items are read after it commits.
+items are read after it commits. The statements of `next` are prepared once (server.annotation.hot_sql) and run on
+a Core connection: no ORM object is loaded and no statement built per call, so the write lock is held for little
+more than SQLite's own work.
 """
 from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
@@ -41,9 +44,7 @@ from sqlalchemy import (
     DateTime,
     Engine,
     Integer,
-    Select,
     String,
-    and_,
     delete,
     exists,
     false,
@@ -51,36 +52,34 @@ from sqlalchemy import (
     literal,
     or_,
     select,
-    true,
     union,
     update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
+from server.annotation import hot_sql
+from server.annotation.hot_sql import Executor, StudyView
 from server.annotation.pairwise_payload import pairwise_items, pairwise_payload
 from server.errors import Conflict, Forbidden, NotFound
-from server.store.engine import unit_of_work
+from server.store.engine import unit_of_work, write_connection
 from server.store.models import (
     ACTIVE,
     Annotator,
     Assignment,
     AssignmentItem,
     AssignmentPair,
-    Context,
     PairItem,
     Response,
     SeenContext,
     Study,
     StudyItem,
     StudyRevocation,
-    Turn,
 )
 from server.store.queries import STUDY_CLOSED, assignment_counts, iso_utc, now_utc, study_by_name
+from server.store.study_config import Criterion, Scale
 
-# Aliases made once: an alias made per call costs SQLAlchemy more than running the query it is used in.
-_CANDIDATE = aliased(Assignment, name="candidate")
-_RESUMABLE = aliased(Assignment, name="resumable")
+# Made once: an alias made per call costs SQLAlchemy more than running the query it is used in.
 _COPY = aliased(Assignment, name="copy")
 
 # Each failed attempt means another claim committed (another annotator took the candidate, or this annotator's
@@ -102,7 +101,7 @@ def revoked_clause(study_id: Any, annotator_id: int) -> Any:
                exists().where(StudyRevocation.study_id == study_id, StudyRevocation.annotator_id == annotator_id))
 
 
-def refuse_unless_may_work(study: Study, revoked: bool) -> None:
+def refuse_unless_may_work(study: Study | StudyView, revoked: bool) -> None:
     """Raise StudyClosed or AccessRevoked when the study is closed or the annotator revoked."""
     if study.status == STUDY_CLOSED:
         raise StudyClosed(f"study {study.name!r} is closed and takes no more ratings. Thank you for your help!")
@@ -116,7 +115,7 @@ def ensure_may_work(session: Session, study: Study, annotator_id: int) -> None:
     refuse_unless_may_work(study, bool(session.scalar(select(revoked_clause(study.id, annotator_id)))))
 
 
-def _expire_all(session: Session, assignment_ids: list[int], now: datetime) -> set[int]:
+def _expire_all(session: Executor, assignment_ids: list[int], now: datetime) -> set[int]:
     """Expire those of these assignments still active and put a copy of each, with the same items (or pairs, on
     the same sides), in the pool: four statements however many there are. Returns the ids this call expired."""
     if not assignment_ids:
@@ -175,6 +174,7 @@ class Handed(NamedTuple):
 
 # The study row as Core table aliases: the link is read in SQL from the stored configuration's compare_with, so
 # every claim (local, crowd ingest, a direct `claim`) writes the linked study's seen rows without being told to.
+# (The hot path's statements, in hot_sql, read it the same way.)
 _OWN_STUDY, _LINKED_STUDY = Study.__table__.alias("own_study"), Study.__table__.alias("linked_study")
 
 
@@ -188,105 +188,65 @@ def _studies_seen_in(study_id: Any) -> CompoundSelect[Any]:
     return select(own.label("study_id")).union_all(linked)
 
 
-def _first_fitting(study_id: int, annotator_id: int, *, pairwise: bool = False) -> Select[int]:
-    """The first open assignment of the study, in design order, holding no context this annotator has seen (in
-    this study or in the one its compare_with names): walked by index (study, status, design order), stopping at
-    the first that fits."""
-    candidate = _CANDIDATE
-    seen_here = SeenContext.study_id.in_(_studies_seen_in(study_id))
-    seen_in_it = (
-        select(AssignmentItem.id)
-        .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
-        .join(Response, Response.id == StudyItem.response_id)
-        .join(SeenContext, and_(SeenContext.context_id == Response.context_id, seen_here,
-                                SeenContext.annotator_id == annotator_id))
-        .where(AssignmentItem.assignment_id == candidate.id)
-    ) if not pairwise else (
-        select(AssignmentPair.id)
-        .join(PairItem, PairItem.id == AssignmentPair.pair_item_id)
-        .join(SeenContext, and_(SeenContext.context_id == PairItem.context_id, seen_here,
-                                SeenContext.annotator_id == annotator_id))
-        .where(AssignmentPair.assignment_id == candidate.id)
-    )
-    # SKIP LOCKED (PostgreSQL): raters asking at once try different candidates instead of queueing on the first
-    # one. SQLite has one writer at a time anyway and ignores it.
-    return (select(candidate.id)
-            .where(candidate.study_id == study_id, candidate.status == "open", ~seen_in_it.exists())
-            .order_by(candidate.design_index, candidate.id).limit(1)
-            .with_for_update(skip_locked=True, of=candidate))
-
-
-def _take_turn(session: Session, annotator_id: int) -> None:
+def _take_turn(connection: Executor, annotator_id: int) -> None:
     """Make this annotator's claims take turns: a no-op UPDATE of her row, first in the claim's transaction. On
     PostgreSQL it is a row lock, held to commit; on SQLite the transaction holds the database's write lock from
     its start anyway. Either way a second tab's claim waits here until the first has committed, and then sees its
     assignment. Without it, the second could look for an active assignment before the first committed, find every
     fitting candidate taken (or locked) by the first, and answer "nothing left"."""
-    session.execute(update(Annotator).where(Annotator.id == annotator_id)
-                    .values(display_name=Annotator.display_name))
+    hot_sql.run(connection, hot_sql.TAKE_TURN, {"annotator": annotator_id})
 
 
-def _active_after_expiry(session: Session, study_id: int, annotator_id: int, now: datetime) -> Handed | None:
+def _active_after_expiry(connection: Executor, study_id: int, annotator_id: int, now: datetime) -> Handed | None:
     """Expire the study's overdue assignments (hers among them) and return her active assignment, if any: one read
     of the study's active assignments that are hers or overdue (as many as raters at work, not as the study)."""
-    rows = session.execute(
-        select(Assignment.id, Assignment.annotator_id, Assignment.expires_at,
-               (Assignment.expires_at < now).label("overdue"))
-        .where(Assignment.study_id == study_id, Assignment.status == ACTIVE,
-               or_(Assignment.annotator_id == annotator_id, Assignment.expires_at < now))
-        .with_for_update(skip_locked=True)
-    ).all()
-    expired = _expire_all(session, [row.id for row in rows if row.overdue], now)
-    mine = [Handed(row.id, row.expires_at) for row in rows if row.annotator_id == annotator_id
+    rows = hot_sql.run(connection, hot_sql.ACTIVE_OR_OVERDUE, {"study": study_id, "annotator": annotator_id,
+                                                               "now": hot_sql.moment(connection, now)}).all()
+    expired = _expire_all(connection, [row.id for row in rows if row.overdue], now)
+    mine = [Handed(row.id, hot_sql.read_moment(row.expires_at)) for row in rows if row.annotator_id == annotator_id
             and row.id not in expired]
     return mine[0] if mine else None
 
 
-def _claim_first_fitting(session: Session, study_id: int, annotator_id: int, *, now: datetime,
+def _claim_first_fitting(connection: Executor, study_id: int, annotator_id: int, *, now: datetime,
                          minutes: int | None, pairwise: bool = False) -> Handed | None:
-    """Claim the first fitting open assignment (see _first_fitting) in one UPDATE whose WHERE chooses it, and
-    write its seen rows (under the linked study too); None when none fits."""
+    """Claim the first open assignment of the study, in design order, holding no context this annotator has seen
+    (in this study or in the one its compare_with names), in one UPDATE whose WHERE chooses it (walked by index,
+    stopping at the first that fits), and write its seen rows (under the linked study too); None when none
+    fits."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
-    claimed = session.scalar(
-        update(Assignment)
-        .where(Assignment.id == _first_fitting(study_id, annotator_id, pairwise=pairwise).scalar_subquery(),
-               Assignment.status == "open")
-        .values(status=ACTIVE, annotator_id=annotator_id, started_at=now, expires_at=expires_at)
-        .returning(Assignment.id).execution_options(synchronize_session=False)
-    )
+    statement = hot_sql.CLAIM_FIRST_FITTING_PAIR if pairwise else hot_sql.CLAIM_FIRST_FITTING
+    claimed = hot_sql.run(connection, statement, {
+        "study": study_id, "annotator": annotator_id, "now": hot_sql.moment(connection, now),
+        "expires_at": hot_sql.moment(connection, expires_at)}).scalar()
     if claimed is None:
         return None
-    _record_seen(session, claimed, annotator_id, now)
+    _record_seen(connection, claimed, annotator_id, now)
     return Handed(claimed, expires_at)
 
 
-def _hand_out(engine: Engine, study_name: str, annotator_id: int, now: datetime) -> tuple[Study, Handed] | None:
+def _hand_out(engine: Engine, study_name: str, annotator_id: int, now: datetime) -> tuple[StudyView, Handed] | None:
     """The study and the assignment this annotator works on now (resumed or newly claimed), or None when nothing
     suitable is left. One read says whether she may work and what she holds; only a claim writes."""
-    with Session(engine) as session:
-        resumable = _RESUMABLE
-        row = session.execute(
-            select(Study, revoked_clause(Study.id, annotator_id), resumable.id, resumable.expires_at)
-            .outerjoin(resumable, and_(resumable.study_id == Study.id, resumable.annotator_id == annotator_id,
-                                       resumable.status == ACTIVE,
-                                       or_(resumable.expires_at.is_(None), resumable.expires_at >= now)))
-            .where(Study.name == study_name)
-        ).first()
-        if row is None:
-            raise NotFound(f"no study named {study_name!r}")
-        study, revoked, resumable_id, expires_at = row
-        refuse_unless_may_work(study, bool(revoked))
-        minutes, pairwise = study.config.design.assignment_minutes, study.config.is_pairwise
-    if resumable_id is not None:  # resuming work that is not overdue needs no turn
-        return study, Handed(resumable_id, expires_at)
+    with engine.connect() as connection:
+        row = hot_sql.run(connection, hot_sql.STUDY_AND_RESUMABLE,
+                          {"study": study_name, "annotator": annotator_id, "now": hot_sql.moment(connection, now)}
+                          ).first()
+    if row is None:
+        raise NotFound(f"no study named {study_name!r}")
+    study = hot_sql.study_view(row.id, study_name, row.status, row.config)
+    refuse_unless_may_work(study, bool(row.revoked))
+    if row.resumable_id is not None:  # resuming work that is not overdue needs no turn
+        return study, Handed(row.resumable_id, hot_sql.read_moment(row.expires_at))
+    minutes, pairwise = study.config.design.assignment_minutes, study.config.is_pairwise
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:
-            with unit_of_work(engine) as session:
-                _take_turn(session, annotator_id)
+            with write_connection(engine) as connection:
+                _take_turn(connection, annotator_id)
                 # Expiry, the active check and the claim in one turn: another tab cannot be expiring her
                 # assignment (and claiming the next) while this one reads it as still hers.
-                handed = (_active_after_expiry(session, study.id, annotator_id, now)
-                          or _claim_first_fitting(session, study.id, annotator_id, now=now, minutes=minutes,
+                handed = (_active_after_expiry(connection, study.id, annotator_id, now)
+                          or _claim_first_fitting(connection, study.id, annotator_id, now=now, minutes=minutes,
                                                   pairwise=pairwise))
                 return None if handed is None else (study, handed)
         except IntegrityError:
@@ -312,10 +272,11 @@ def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, 
     if handed is None:
         return None
     study, (assignment_id, expires_at) = handed
-    with Session(engine) as session:
+    with engine.connect() as connection:
         if study.config.is_pairwise:
-            return pairwise_payload(study, assignment_id, ACTIVE, expires_at, pairwise_items(session, assignment_id))
-        return _payload(study, assignment_id, ACTIVE, expires_at, _items(session, assignment_id))
+            return pairwise_payload(study, assignment_id, ACTIVE, expires_at,
+                                    pairwise_items(connection, assignment_id))
+        return _payload(study, assignment_id, ACTIVE, expires_at, _items(connection, assignment_id))
 
 
 def _contexts_of(assignment_id: int) -> Any:
@@ -331,19 +292,13 @@ def _contexts_of(assignment_id: int) -> Any:
     ).subquery("contexts")
 
 
-def _record_seen(session: Session, assignment_id: int, annotator_id: int, now: datetime) -> None:
+def _record_seen(connection: Executor, assignment_id: int, annotator_id: int, now: datetime) -> None:
     """One seen_context row per context of the assignment, for this annotator, under its study and under the study
     its compare_with names, if any: one INSERT ... SELECT.
 
     Raises IntegrityError when she has already seen one of its contexts in the study or in the linked one."""
-    own_study = select(Assignment.study_id).where(Assignment.id == assignment_id).scalar_subquery()
-    studies = _studies_seen_in(own_study).subquery("studies")
-    contexts = _contexts_of(assignment_id)
-    session.execute(insert(SeenContext).from_select(
-        ["study_id", "annotator_id", "context_id", "assignment_id", "seen_at"],
-        select(studies.c.study_id, literal(annotator_id, Integer), contexts.c.context_id,
-               literal(assignment_id, Integer), literal(now, DateTime(timezone=True)))
-        .select_from(studies).join(contexts, true())))
+    hot_sql.run(connection, hot_sql.RECORD_SEEN,
+                {"assignment": assignment_id, "annotator": annotator_id, "now": hot_sql.moment(connection, now)})
 
 
 def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datetime, minutes: int | None) -> bool:
@@ -412,20 +367,12 @@ def close_study(engine: Engine, name: str) -> Closing:
         return Closing(was_open, assignment_counts(session, study.id))
 
 
-def _items(session: Session, assignment_id: int) -> list[dict[str, Any]]:
+def _items(connection: Executor, assignment_id: int) -> list[dict[str, Any]]:
     """The assignment's items in stored order, each with its response and the context's turns: one statement (a
     row per turn), however many items."""
-    rows = session.execute(
-        select(AssignmentItem.position, StudyItem.id, Response.text, Turn.role, Turn.text)
-        .join(StudyItem, StudyItem.id == AssignmentItem.item_id)
-        .join(Response, Response.id == StudyItem.response_id)
-        .join(Context, Context.id == Response.context_id)
-        .outerjoin(Turn, and_(Turn.dialogue_id == Context.dialogue_id, Turn.idx <= Context.n_turns))
-        .where(AssignmentItem.assignment_id == assignment_id)
-        .order_by(AssignmentItem.position, Turn.idx)
-    ).all()
     items: list[dict[str, Any]] = []
-    for position, item_id, response, role, text in rows:
+    for position, item_id, response, role, text in hot_sql.run(connection, hot_sql.ITEMS,
+                                                               {"assignment": assignment_id}):
         if not items or items[-1]["position"] != position:
             items.append({"item_id": item_id, "position": position, "response": response, "context": []})
         if role is not None:
@@ -433,17 +380,28 @@ def _items(session: Session, assignment_id: int) -> list[dict[str, Any]]:
     return items
 
 
-def _payload(study: Study, assignment_id: int, status: str, expires_at: datetime | None,
+@lru_cache(maxsize=256)
+def _criteria_json(criteria: tuple[Criterion, ...]) -> tuple[dict[str, Any], ...]:
+    return tuple(asdict(c) for c in criteria)
+
+
+@lru_cache(maxsize=256)
+def _scale_json(scale: Scale) -> dict[str, Any]:
+    return {**asdict(scale), "labels": list(scale.labels)}
+
+
+def _payload(study: Study | StudyView, assignment_id: int, status: str, expires_at: datetime | None,
              items: list[dict[str, Any]]) -> dict[str, Any]:
     config = study.config
+    scale = _scale_json(config.scale)
     return {
         "assignment_id": assignment_id,
         "status": status,
         "expires_at": iso_utc(expires_at),
         "study": {"name": study.name, "title": config.title or "Rate responses in conversations",
                   "instructions": config.instructions},
-        "criteria": [asdict(c) for c in config.criteria],
-        "scale": {**asdict(config.scale), "labels": list(config.scale.labels)},
+        "criteria": [dict(c) for c in _criteria_json(config.criteria)],  # copies: the caller may change them
+        "scale": {**scale, "labels": list(scale["labels"])},
         "items": items,
     }
 

@@ -15,39 +15,24 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
+from server.annotation import hot_sql
+from server.annotation.hot_sql import Executor, StudyView
 from server.errors import BadInput, NotFound
-from server.store.models import Assignment, AssignmentPair, Context, PairItem, Response, Study, Turn
+from server.store.models import Assignment, Study
 from server.store.queries import iso_utc
 
 PAIRWISE = "pairwise"
 DEFAULT_TITLE = "Compare responses in conversations"
 
-_RESPONSE_A = aliased(Response, name="response_a")
-_RESPONSE_B = aliased(Response, name="response_b")
-
-
-def pairwise_items(session: Session, assignment_id: int) -> list[dict[str, Any]]:
+def pairwise_items(connection: Executor, assignment_id: int) -> list[dict[str, Any]]:
     """The assignment's pairs in stored order: `item_id` (the pair item), `position`, `context` (its turns) and
     `response_a` / `response_b`, the texts shown left and right. One statement, however many pairs."""
-    shown_left_is_a = AssignmentPair.shown_left == "a"
-    rows = session.execute(
-        select(AssignmentPair.position, AssignmentPair.pair_item_id,
-               case((shown_left_is_a, _RESPONSE_A.text), else_=_RESPONSE_B.text),
-               case((shown_left_is_a, _RESPONSE_B.text), else_=_RESPONSE_A.text),
-               Turn.role, Turn.text)
-        .join(PairItem, PairItem.id == AssignmentPair.pair_item_id)
-        .join(_RESPONSE_A, _RESPONSE_A.id == PairItem.response_a_id)
-        .join(_RESPONSE_B, _RESPONSE_B.id == PairItem.response_b_id)
-        .join(Context, Context.id == PairItem.context_id)
-        .outerjoin(Turn, and_(Turn.dialogue_id == Context.dialogue_id, Turn.idx <= Context.n_turns))
-        .where(AssignmentPair.assignment_id == assignment_id)
-        .order_by(AssignmentPair.position, Turn.idx)
-    ).all()
     items: list[dict[str, Any]] = []
-    for position, pair_item_id, left, right, role, text in rows:
+    for position, pair_item_id, left, right, role, text in hot_sql.run(connection, hot_sql.PAIRS,
+                                                                       {"assignment": assignment_id}):
         if not items or items[-1]["position"] != position:
             items.append({"item_id": pair_item_id, "position": position, "context": [],
                           "response_a": left, "response_b": right})
@@ -56,7 +41,7 @@ def pairwise_items(session: Session, assignment_id: int) -> list[dict[str, Any]]
     return items
 
 
-def pairwise_payload(study: Study, assignment_id: int, status: str, expires_at: datetime | None,
+def pairwise_payload(study: Study | StudyView, assignment_id: int, status: str, expires_at: datetime | None,
                      items: list[dict[str, Any]]) -> dict[str, Any]:
     """The page's payload for a pairwise assignment, in the Likert payload's shape where they share a meaning
     (assignment_id, status, expires_at, study, criteria, items) plus `kind` and `ties`, and no scale."""

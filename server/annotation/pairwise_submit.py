@@ -17,11 +17,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Double, Engine, case, func, insert, literal, select, update
+from sqlalchemy import Engine, Row, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation.handout import ensure_may_work, refuse_unless_may_work, revoked_clause
+from server.annotation import hot_sql
+from server.annotation.handout import refuse_unless_may_work
+from server.annotation.hot_sql import Executor
 from server.annotation.submission_schema import (
     MAX_COMMENT,
     MAX_SECONDS,
@@ -34,10 +36,16 @@ from server.annotation.submission_schema import (
     json_integer,
     json_number,
 )
-from server.annotation.submit import ValidSubmission, _mark_submitted, _own_assignment, _refuse_unknown_fields
-from server.errors import BadInput, Conflict, NotFound
-from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentPair, Choice, Study
+from server.annotation.submit import (
+    ValidSubmission,
+    _mark_submitted,
+    _own_assignment,
+    _refuse_unknown_fields,
+    _study_of,
+)
+from server.errors import BadInput, Conflict
+from server.store.engine import write_connection
+from server.store.models import Assignment
 from server.store.queries import as_utc, now_utc
 from server.store.storable import text_problem
 
@@ -47,8 +55,6 @@ JUDGMENT_FIELDS = {"item_id": True, "choices": True, "seconds": False}
 # What the rater answers (the labels on screen) -> what is stored (the screen side).
 SIDES = {"A": "left", "B": "right", "T": "tie"}
 TIE = "T"
-# Choices per INSERT: far below SQLite's 32,766 and PostgreSQL's 65,535 bound parameters (seven per choice).
-CHOICES_PER_INSERT = 2000
 
 
 class ExpectedChoices(NamedTuple):
@@ -179,30 +185,30 @@ def _receipt(assignment_id: int, submission_id: str | None, late: bool, submitte
             "late": bool(late), "submitted_at": moment.isoformat() if moment is not None else None}
 
 
-def _already_submitted(session: Session, assignment: Assignment, submission_id: object) -> dict[str, Any]:
-    if assignment.submission_id == submission_id:
-        count = session.scalar(select(func.count()).select_from(Choice).where(Choice.assignment_id == assignment.id))
-        return _receipt(assignment.id, assignment.submission_id, assignment.late, assignment.submitted_at, count or 0)
-    raise Conflict(f"assignment {assignment.id} was already submitted (with another submission id)")
+def _already_submitted(connection: Executor, assignment_id: int, stored: Row[Any],
+                       submission_id: object) -> dict[str, Any]:
+    """The receipt of a submission stored already (`stored`: the assignment's row as submit._own_assignment reads
+    it), when `submission_id` is the one stored; else Conflict."""
+    if stored.submission_id == submission_id:
+        count = hot_sql.run(connection, hot_sql.COUNT_CHOICES, {"assignment": assignment_id}).scalar()
+        return _receipt(assignment_id, stored.submission_id, stored.late, hot_sql.read_moment(stored.submitted_at),
+                        count or 0)
+    raise Conflict(f"assignment {assignment_id} was already submitted (with another submission id)")
 
 
-def _store_choices(session: Session, assignment_id: int, annotator_id: int, submission: ValidPairwiseSubmission,
-                   now: datetime) -> int:
-    """The time on each pair (one UPDATE) and every choice (one multi-row INSERT per CHOICES_PER_INSERT).
+def _store_choices(connection: Executor, assignment_id: int, annotator_id: int,
+                   submission: ValidPairwiseSubmission, now: datetime) -> int:
+    """The time on each pair (one UPDATE, executemany) and every choice (one INSERT, executemany).
     Returns how many choices were stored."""
-    timed = [(item_id, j.seconds) for item_id, j in submission.judgments.items() if j.seconds is not None]
+    timed = [{"assignment": assignment_id, "item": item_id, "seconds": j.seconds}
+             for item_id, j in submission.judgments.items() if j.seconds is not None]
     if timed:
-        session.execute(
-            update(AssignmentPair).where(AssignmentPair.assignment_id == assignment_id,
-                                         AssignmentPair.pair_item_id.in_([item_id for item_id, _ in timed]))
-            .values(seconds_on_item=case(*((AssignmentPair.pair_item_id == item_id, literal(seconds, Double))
-                                           for item_id, seconds in timed)))
-            .execution_options(synchronize_session=False))
-    rows = [{"assignment_id": assignment_id, "pair_item_id": item_id, "annotator_id": annotator_id,
-             "criterion": criterion, "choice": side, "submitted_at": now, "submission_id": submission.submission_id}
+        hot_sql.run(connection, hot_sql.TIME_ON_PAIR, timed)
+    stored_now = hot_sql.moment(connection, now)
+    rows = [{"assignment": assignment_id, "item": item_id, "annotator": annotator_id, "criterion": criterion,
+             "choice": side, "now": stored_now, "submission": submission.submission_id}
             for item_id, judgment in submission.judgments.items() for criterion, side in judgment.sides.items()]
-    for start in range(0, len(rows), CHOICES_PER_INSERT):
-        session.execute(insert(Choice).values(rows[start:start + CHOICES_PER_INSERT]))
+    hot_sql.run(connection, hot_sql.INSERT_CHOICES, rows)
     return len(rows)
 
 
@@ -213,23 +219,17 @@ def submit_pairwise(engine: Engine, assignment_id: int, annotator_id: int, paylo
     annotator or study, or none, is NotFound; a closed study or a revoked annotator Forbidden, checked again in
     the storing UPDATE; the same submission again gets its receipt, another one a Conflict."""
     now = now or now_utc()
-    with Session(engine) as session:
-        row = session.execute(select(Assignment, Study, revoked_clause(Study.id, annotator_id))
-                              .join(Study, Study.id == Assignment.study_id)
-                              .where(Assignment.id == assignment_id)).first()
-        if row is None or row[0].annotator_id != annotator_id or (study is not None and row[1].name != study):
-            raise NotFound(f"you have no assignment {assignment_id}")
-        assignment, study_row, revoked = row
+    with engine.connect() as connection:
+        row = _own_assignment(connection, assignment_id, annotator_id, study)
+        study_row = _study_of(row)
         config = study_row.config
         if not config.is_pairwise:
             raise BadInput(f"assignment {assignment_id} is of the Likert study {study_row.name!r}: send ratings")
-        if assignment.status == "submitted":
-            return _already_submitted(session, assignment,
+        if row.status == "submitted":
+            return _already_submitted(connection, assignment_id, row,
                                       payload.get("submission_id") if isinstance(payload, dict) else None)
-        refuse_unless_may_work(study_row, bool(revoked))
-        item_ids = session.scalars(select(AssignmentPair.pair_item_id)
-                                   .where(AssignmentPair.assignment_id == assignment_id)
-                                   .order_by(AssignmentPair.position)).all()
+        refuse_unless_may_work(study_row, bool(row.revoked))
+        item_ids = hot_sql.run(connection, hot_sql.PAIR_ITEM_IDS, {"assignment": assignment_id}).scalars().all()
     expected = ExpectedChoices(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
                                ties=config.pairwise is None or config.pairwise.ties)
     submission = validate_pairwise_submission(payload, expected)
@@ -237,22 +237,23 @@ def submit_pairwise(engine: Engine, assignment_id: int, annotator_id: int, paylo
     marking = ValidSubmission(submission.submission_id, {}, submission.comment)
 
     try:
-        with unit_of_work(engine) as session:
-            late = _mark_submitted(session, assignment_id, annotator_id, marking, now)
+        with write_connection(engine) as connection:
+            late = _mark_submitted(connection, assignment_id, annotator_id, marking, now)
             if late is None:  # submitted, closed or revoked meanwhile: say which
-                assignment = _own_assignment(session, assignment_id, annotator_id, study)
-                if assignment.status == "submitted":
-                    return _already_submitted(session, assignment, submission.submission_id)
-                ensure_may_work(session, session.get_one(Study, assignment.study_id), annotator_id)
-                raise Conflict(f"assignment {assignment_id} cannot be submitted now ({assignment.status}): try again")
-            stored = _store_choices(session, assignment_id, annotator_id, submission, now)
+                row = _own_assignment(connection, assignment_id, annotator_id, study)
+                if row.status == "submitted":
+                    return _already_submitted(connection, assignment_id, row, submission.submission_id)
+                refuse_unless_may_work(_study_of(row), bool(row.revoked))
+                raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
+            stored = _store_choices(connection, assignment_id, annotator_id, submission, now)
             return _receipt(assignment_id, submission.submission_id, late, now, stored)
     except IntegrityError:
         # A concurrent identical submission won the race: answer as for a retry.
+        with engine.connect() as connection:
+            row = _own_assignment(connection, assignment_id, annotator_id, study)
+            if row.status == "submitted":
+                return _already_submitted(connection, assignment_id, row, submission.submission_id)
         with Session(engine) as session:
-            assignment = _own_assignment(session, assignment_id, annotator_id, study)
-            if assignment.status == "submitted":
-                return _already_submitted(session, assignment, submission.submission_id)
             holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
             if session.scalar(holder) is not None:
                 raise Conflict(f"submission id {submission.submission_id!r} was already used for another "

@@ -13,18 +13,22 @@ item ids), then a short write transaction of three
 statements: one UPDATE that marks the assignment submitted only if it still may be (hers, not submitted, study
 open, rater not revoked), one UPDATE of every item's time, one bulk INSERT of the ratings. Of two
 submissions at once the database lets one UPDATE through: SQLite runs one write transaction at a time (BEGIN
-IMMEDIATE), PostgreSQL makes the second wait for the first's row lock and then re-checks its WHERE.
+IMMEDIATE), PostgreSQL makes the second wait for the first's row lock and then re-checks its WHERE. The statements
+are prepared once (server.annotation.hot_sql) and run on a Core connection, the item times and the ratings each as
+one executemany: no ORM object loaded, no statement built per call.
 """
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Double, Engine, and_, case, exists, func, insert, literal, or_, select, update
+from sqlalchemy import Engine, Row, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation.handout import ensure_may_work, refuse_unless_may_work, revoked_clause
+from server.annotation import hot_sql
+from server.annotation.handout import refuse_unless_may_work
+from server.annotation.hot_sql import Executor
 from server.annotation.prolific import completion_after_submit
 from server.annotation.submission_schema import (
     ENTRY_FIELDS,
@@ -38,9 +42,9 @@ from server.annotation.submission_schema import (
     json_number,
 )
 from server.errors import BadInput, Conflict, NotFound
-from server.store.engine import unit_of_work
-from server.store.models import Annotator, Assignment, AssignmentItem, Rating, Study
-from server.store.queries import STUDY_CLOSED, as_utc, now_utc
+from server.store.engine import write_connection
+from server.store.models import Assignment
+from server.store.queries import as_utc, now_utc
 from server.store.storable import text_problem
 
 
@@ -128,61 +132,57 @@ def _receipt(assignment_id: int, submission_id: str | None, late: bool, submitte
             "late": bool(late), "submitted_at": moment.isoformat() if moment is not None else None}
 
 
-def _already_submitted(session: Session, assignment: Assignment, submission_id: object) -> dict[str, Any]:
-    if assignment.submission_id == submission_id:
-        count = session.scalar(select(func.count()).select_from(Rating).where(Rating.assignment_id == assignment.id))
-        return _receipt(assignment.id, assignment.submission_id, assignment.late, assignment.submitted_at, count or 0)
-    raise Conflict(f"assignment {assignment.id} was already submitted (with another submission id)")
+def _already_submitted(connection: Executor, assignment_id: int, stored: Row[Any],
+                       submission_id: object) -> dict[str, Any]:
+    """The receipt of a submission stored already (`stored`: the assignment's row as ASSIGNMENT_FOR_SUBMIT reads
+    it), when `submission_id` is the one stored; else Conflict."""
+    if stored.submission_id == submission_id:
+        count = hot_sql.run(connection, hot_sql.COUNT_RATINGS, {"assignment": assignment_id}).scalar()
+        return _receipt(assignment_id, stored.submission_id, stored.late, hot_sql.read_moment(stored.submitted_at),
+                        count or 0)
+    raise Conflict(f"assignment {assignment_id} was already submitted (with another submission id)")
 
 
-def _own_assignment(session: Session, assignment_id: int, annotator_id: int, study: str | None) -> Assignment:
-    """The assignment if it is this annotator's (and of `study`, when given). One NotFound, with one message,
-    for an id that does not exist, is someone else's or is of another study: ids reveal nothing."""
-    assignment = session.get(Assignment, assignment_id)
-    if (assignment is None or assignment.annotator_id != annotator_id
-            or (study is not None and session.get_one(Study, assignment.study_id).name != study)):
+def _own_assignment(connection: Executor, assignment_id: int, annotator_id: int, study: str | None) -> Row[Any]:
+    """The assignment with its study, whether she may work and her provider (a row of ASSIGNMENT_FOR_SUBMIT), if it
+    is this annotator's (and of `study`, when given). One NotFound, with one message, for an id that does not
+    exist, is someone else's or is of another study: ids reveal nothing."""
+    row = hot_sql.run(connection, hot_sql.ASSIGNMENT_FOR_SUBMIT,
+                      {"assignment": assignment_id, "annotator": annotator_id}).first()
+    if row is None or row.annotator_id != annotator_id or (study is not None and row.name != study):
         raise NotFound(f"you have no assignment {assignment_id}")
-    return assignment
+    return row
 
 
-def _mark_submitted(session: Session, assignment_id: int, annotator_id: int, submission: ValidSubmission,
+def _study_of(row: Row[Any]) -> hot_sql.StudyView:
+    return hot_sql.study_view(row.study_id, row.name, row.study_status, row.config)
+
+
+def _mark_submitted(connection: Executor, assignment_id: int, annotator_id: int, submission: ValidSubmission,
                     now: datetime) -> bool | None:
     """Mark the assignment submitted, in one UPDATE that does so only if it still may be: hers, not submitted yet,
     its study not closed, she not revoked. Late when it had expired or its deadline has passed. Returns whether it
     was late, or None when nothing was updated."""
-    late = session.scalar(
-        update(Assignment)
-        .where(Assignment.id == assignment_id, Assignment.annotator_id == annotator_id,
-               Assignment.status != "submitted",
-               exists().where(Study.id == Assignment.study_id, Study.status != STUDY_CLOSED),
-               ~revoked_clause(Assignment.study_id, annotator_id))
-        .values(status="submitted", submission_id=submission.submission_id, submitted_at=now,
-                comment=submission.comment or None,  # an empty comment is no comment
-                late=or_(Assignment.status == "expired",
-                         and_(Assignment.expires_at.is_not(None), Assignment.expires_at < now)))
-        .returning(Assignment.late).execution_options(synchronize_session=False)
-    )
+    late = hot_sql.run(connection, hot_sql.MARK_SUBMITTED, {
+        "assignment": assignment_id, "annotator": annotator_id, "submission": submission.submission_id,
+        "now": hot_sql.moment(connection, now), "comment": submission.comment or None,  # an empty one is none
+    }).scalar()
     return None if late is None else bool(late)
 
 
-def _store_ratings(session: Session, assignment_id: int, annotator_id: int, submission: ValidSubmission,
+def _store_ratings(connection: Executor, assignment_id: int, annotator_id: int, submission: ValidSubmission,
                    now: datetime) -> int:
-    """The time on each item (one UPDATE) and every rating (one bulk INSERT).
+    """The time on each item (one UPDATE, executemany) and every rating (one INSERT, executemany).
     Returns how many ratings were stored."""
-    timed = [(item_id, rating.seconds) for item_id, rating in submission.ratings.items() if rating.seconds is not None]
+    timed = [{"assignment": assignment_id, "item": item_id, "seconds": rating.seconds}
+             for item_id, rating in submission.ratings.items() if rating.seconds is not None]
     if timed:  # a claimed assignment's items have no time yet: items sent without one stay so
-        session.execute(
-            update(AssignmentItem).where(AssignmentItem.assignment_id == assignment_id,
-                                         AssignmentItem.item_id.in_([item_id for item_id, _ in timed]))
-            .values(seconds_on_item=case(*((AssignmentItem.item_id == item_id, literal(seconds, Double))
-                                           for item_id, seconds in timed)))
-            .execution_options(synchronize_session=False))
-    rows = [{"assignment_id": assignment_id, "item_id": item_id, "annotator_id": annotator_id, "criterion": criterion,
-             "score": score, "submitted_at": now, "submission_id": submission.submission_id}
+        hot_sql.run(connection, hot_sql.TIME_ON_ITEM, timed)
+    stored_now = hot_sql.moment(connection, now)
+    rows = [{"assignment": assignment_id, "item": item_id, "annotator": annotator_id, "criterion": criterion,
+             "score": score, "now": stored_now, "submission": submission.submission_id}
             for item_id, rating in submission.ratings.items() for criterion, score in rating.scores.items()]
-    # One INSERT with a list of parameter sets: SQLAlchemy's bulk path (executemany on SQLite, batches of
-    # multi-row VALUES on PostgreSQL), compiled once and cached; a VALUES clause built per call is compiled per call.
-    session.execute(insert(Rating), rows)
+    hot_sql.run(connection, hot_sql.INSERT_RATINGS, rows)
     return len(rows)
 
 
@@ -192,48 +192,42 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
 
     `study` is the study the caller's invite is for: an assignment of another study is NotFound, as is one of
     another annotator or one that does not exist. A closed study or a revoked annotator is Forbidden
-    (handout.ensure_may_work), checked again in the storing UPDATE; sending a submission that is stored
+    (handout.refuse_unless_may_work), checked again in the storing UPDATE; sending a submission that is stored
     already still gets its receipt."""
     now = now or now_utc()
-    with Session(engine) as session:
-        row = session.execute(select(Assignment, Study, revoked_clause(Study.id, annotator_id), Annotator.provider)
-                              .join(Study, Study.id == Assignment.study_id)
-                              .outerjoin(Annotator, Annotator.id == Assignment.annotator_id)
-                              .where(Assignment.id == assignment_id)).first()
-        if row is None or row[0].annotator_id != annotator_id or (study is not None and row[1].name != study):
-            raise NotFound(f"you have no assignment {assignment_id}")
-        assignment, study_row, revoked, provider = row
+    with engine.connect() as connection:
+        row = _own_assignment(connection, assignment_id, annotator_id, study)
+        study_row = _study_of(row)
+        config = study_row.config
         # A Prolific participant's receipt carries the completion code (after a valid submit only: it is added to
         # receipts, and every refusal raises).
-        completion = completion_after_submit(study_row.config.recruitment, provider)
-        if study_row.config.is_pairwise:  # choices between two responses, not ratings: its own rules
+        completion = completion_after_submit(config.recruitment, row.provider)
+        if config.is_pairwise:  # choices between two responses, not ratings: its own rules
             from server.annotation.pairwise_submit import submit_pairwise  # (it imports this module's helpers)
 
-            session.close()
+            connection.close()
             return {**submit_pairwise(engine, assignment_id, annotator_id, payload, study=study, now=now), **completion}
-        if assignment.status == "submitted":
-            return {**_already_submitted(session, assignment,
+        if row.status == "submitted":
+            return {**_already_submitted(connection, assignment_id, row,
                                          payload.get("submission_id") if isinstance(payload, dict) else None),
                     **completion}
-        refuse_unless_may_work(study_row, bool(revoked))
-        config = study_row.config
-        item_ids = session.scalars(select(AssignmentItem.item_id)
-                                   .where(AssignmentItem.assignment_id == assignment_id)
-                                   .order_by(AssignmentItem.position)).all()
+        refuse_unless_may_work(study_row, bool(row.revoked))
+        item_ids = hot_sql.run(connection, hot_sql.ITEM_IDS, {"assignment": assignment_id}).scalars().all()
     expected = ExpectedRatings(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
                                low=config.scale.min, high=config.scale.max)
     submission = validate_submission(payload, expected)
 
     try:
-        with unit_of_work(engine) as session:
-            late = _mark_submitted(session, assignment_id, annotator_id, submission, now)
+        with write_connection(engine) as connection:
+            late = _mark_submitted(connection, assignment_id, annotator_id, submission, now)
             if late is None:  # submitted, closed or revoked meanwhile: say which
-                assignment = _own_assignment(session, assignment_id, annotator_id, study)
-                if assignment.status == "submitted":
-                    return {**_already_submitted(session, assignment, submission.submission_id), **completion}
-                ensure_may_work(session, session.get_one(Study, assignment.study_id), annotator_id)
-                raise Conflict(f"assignment {assignment_id} cannot be submitted now ({assignment.status}): try again")
-            stored = _store_ratings(session, assignment_id, annotator_id, submission, now)
+                row = _own_assignment(connection, assignment_id, annotator_id, study)
+                if row.status == "submitted":
+                    return {**_already_submitted(connection, assignment_id, row, submission.submission_id),
+                            **completion}
+                refuse_unless_may_work(_study_of(row), bool(row.revoked))
+                raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
+            stored = _store_ratings(connection, assignment_id, annotator_id, submission, now)
             return {**_receipt(assignment_id, submission.submission_id, late, now, stored), **completion}
     except IntegrityError:
         # Not a second submission of this assignment (the UPDATE above lets one through, the other is answered
