@@ -136,8 +136,7 @@ def judged_tables(
 
     failures = judge_failures(scores[ITEM_KEYS + ["judge_score"]], human)
     errors = scores.set_index(ITEM_KEYS)["error"] if "error" in scores.columns else None
-    failures["error"] = [("" if errors is None or key not in errors.index or errors.loc[key] is None
-                          else str(errors.loc[key])) if reason == "no score" else "the judge never scored it"
+    failures["error"] = [_error_of(errors, key) if reason == "no score" else "the judge never scored it"
                          for key, reason in zip(map(tuple, failures[ITEM_KEYS].to_numpy()), failures["reason"],
                                                 strict=True)]
     if len(failures) and not allow_missing:
@@ -176,6 +175,14 @@ def judged_tables(
         tables.means = tables.pairs = None
         tables.why_not_estimated = str(error)
     return tables
+
+
+def _error_of(errors: pd.Series | None, key: tuple) -> str:
+    """The stored error message of a failed item, or "" when the scores carry none."""
+    if errors is None or key not in errors.index:
+        return ""
+    message = errors.loc[key]
+    return "" if message is None or (isinstance(message, float) and np.isnan(message)) else str(message)
 
 
 def _cross_fit_table(scores: pd.DataFrame, human: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:

@@ -1,0 +1,80 @@
+"""The report's model-assisted tables (analysis.judged_report) on simulated studies, without a store: the
+estimates are analysis.judged's own, a judge failure is refused with its count unless missing items are
+allowed (then dropped with their ratings and counted), a learned judge's stored folds meet ratings that changed
+since it was fitted, and the calibration figure draws the identity line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.judged.crossfit import cross_fit_judge
+from analysis.judged.estimates import ppi_paired_differences, ppi_system_means
+from analysis.judged_report import CROSS_PPI, JudgeCoverageError, calibration_plot, judged_blocks, judged_tables
+from analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
+
+
+@pytest.fixture(scope="module")
+def study():
+    return simulate_judged_study(judge=GOOD_JUDGE, n_contexts=120, human_share=0.25, seed=4)
+
+
+def tables_of(study, scores=None, **options):
+    return judged_tables(study.human_ratings, study.judge_scores if scores is None else scores, judge="good",
+                         n_boot=50, **options)
+
+
+def test_the_tables_are_analysis_judged_estimates(study):
+    tables = tables_of(study)
+    expected = ppi_system_means(study.human_ratings, study.judge_scores)
+    pd.testing.assert_frame_equal(tables.means, expected)
+    pd.testing.assert_frame_equal(tables.pairs, ppi_paired_differences(study.human_ratings, study.judge_scores))
+    assert tables.failures.empty and tables.n_dropped == 0 and tables.why_not_estimated == ""
+    assert set(tables.agreement["system"]) == {"(all)", "baseline", "gold", "moel"}
+
+
+def test_a_failure_is_refused_with_its_count_then_dropped_and_counted(study):
+    scores = study.judge_scores.copy()
+    rated = scores["context_id"].isin(study.rated_contexts)
+    failed = scores.index[rated][:2].tolist() + scores.index[~rated][:1].tolist()
+    scores.loc[failed, "judge_score"] = np.nan
+    scores["error"] = None
+    scores.loc[failed, "error"] = "HTTP 500"
+    with pytest.raises(JudgeCoverageError, match=r"no score for 3 item\(s\).*HTTP 500.*--allow-missing") as caught:
+        tables_of(study, scores)
+    assert caught.value.n_failed == 3
+    tables = tables_of(study, scores, allow_missing=True)
+    assert tables.n_dropped == 3 and list(tables.failures["error"]) == ["HTTP 500"] * 3
+    assert int((tables.means["n_human"] + tables.means["n_judge_only"]).sum()) == len(scores) - 3
+    assert tables.means["n_dropped_missing"].sum() == 0  # dropped before the estimates, with their ratings
+    text = "\n".join(getattr(block, "text", "") for block in judged_blocks(
+        tables, figure_png=None, figure_path="", correction_name="Holm-Bonferroni",
+        family_words="all pairs within each criterion", alpha=0.05, ci_level=0.95, n_boot=50))
+    assert "**3 item(s) the judge failed on were dropped**" in text and "(allow missing): 3." in text
+
+
+def test_a_learned_judges_folds_meet_ratings_changed_since_it_was_fitted(study):
+    items = study.judge_scores[["context_id", "system"]].reset_index(drop=True)
+    features = np.column_stack([study.judge_scores["judge_score"], items["system"] == "gold"]).astype(float)
+    fitted = cross_fit_judge(items, features, study.human_ratings, n_folds=3, seed=1)
+    ratings = study.human_ratings
+    lost = study.rated_contexts[0]  # its raters were excluded since the fit
+    gained = sorted(set(items["context_id"]) - set(study.rated_contexts))[0]  # rated since the fit
+    extra = ratings.loc[ratings["context_id"] == study.rated_contexts[1]].assign(context_id=gained)
+    now = pd.concat([ratings.loc[ratings["context_id"] != lost], extra], ignore_index=True)
+    scores = fitted.drop(columns="label")
+    tables = judged_tables(now, scores, judge="learned", cross_fitted=True, n_boot=50)
+    assert tables.estimator == CROSS_PPI and tables.n_folds == 3 and tables.n_refitted == 2 * 3
+    assert tables.means is not None and tables.means["crossppi_ci_low"].notna().all()
+    assert (tables.means["n_human"] == len(study.rated_contexts)).all()
+    assert "n_folds" in tables.means and "judge_diff_biased" in tables.pairs
+
+
+def test_the_calibration_figure_draws_the_identity_line(study):
+    tables = tables_of(study)
+    figure = calibration_plot(tables.calibration, criteria=["empathy"])
+    axis = figure.axes[0]
+    identity = [line for line in axis.get_lines() if line.get_linestyle() == "--"]
+    assert len(identity) == 1 and list(identity[0].get_xdata()) == list(identity[0].get_ydata())
+    assert axis.get_title() == "Empathy"
