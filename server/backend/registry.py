@@ -41,6 +41,7 @@ KINDS: dict[str, str] = {
     "replay": "server.backend.replay:ReplayModel",
     "retrieval": "server.backend.retrieval:RetrievalModel",
     "retrieval-emoprepend": "server.backend.emoprepend:EmoPrependRetrievalModel",
+    "cobert": "server.backend.cobert:CoBERTModel",
     "http": "server.backend.http_model:HttpModel",
     "control-generic": "server.backend.controls:GenericControl",
     "control-mismatched": "server.backend.controls:MismatchedControl",

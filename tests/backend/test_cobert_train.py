@@ -1,0 +1,162 @@
+"""Training the CoBERT-style selector on the bundled sample and on the persona fixture (real MiniLM, real SQLite
+store): the loss falls, an interrupted run resumes, a finished one is a no-op, the key follows data, encoder and
+parameters, and the trained `cobert` system reranks the bi-encoder's candidates.
+
+The bounded sample run: the first 128 train pairs of the bundled sample (its train split minus the 10% of
+dialogues held out for model selection, since the sample has no valid split), 3 epochs of B=16, i.e. 24 steps,
+interrupted after 10 and resumed; model selection on 100 held-out contexts (P@1,100). The fine-tuned bi-encoder
+it starts from is stood in for by the packaged all-MiniLM-L6-v2 saved as a finished `retrieval-ft` run (training
+that is the other command's test)."""
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from server.backend.base import DialogueContext
+from server.backend.cobert import CoBERT, CoBERTModel, base_encoder_path, load_sentence_transformer
+from server.backend.contexts import load_contexts
+from server.backend.resources import BackendResources
+from server.backend.retrieval import history_text
+from server.backend.training.checkpoints import MODEL_DIR, is_finished, run_dir, write_manifest
+from server.backend.training.cobert_train import (
+    CoBERTTrainConfig,
+    persona_data,
+    resolve_encoder,
+    run_key,
+    store_data,
+    train_cobert,
+)
+from server.datasets.persona_jsonl import load_persona_jsonl
+from server.store.engine import unit_of_work
+
+pytestmark = pytest.mark.slow
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "persona_pec.jsonl"
+ED = "empatheticdialogues"
+STAND_IN_KEY = "5a11e0000000"
+CONFIG = CoBERTTrainConfig(batch_size=16, epochs=3, lr=1e-4, eval_every=1000, eval_contexts=100, warmup_steps=2)
+
+
+def stand_in_retrieval_ft(cache_dir: Path) -> None:
+    run = run_dir(cache_dir, "retrieval-ft", STAND_IN_KEY)
+    load_sentence_transformer(base_encoder_path()).save(str(run / MODEL_DIR))
+    write_manifest(run, {"kind": "retrieval-ft", "key": STAND_IN_KEY, "note": "test stand-in: base weights"})
+
+
+@pytest.fixture(scope="module")
+def trained(sample_engine, tmp_path_factory):
+    cache_dir = tmp_path_factory.mktemp("cobert-cache")
+    stand_in_retrieval_ft(cache_dir)
+    data = store_data(sample_engine, dataset=ED, config=CONFIG)
+    data = dataclasses.replace(data, train=data.train[:128])
+    lines: list[str] = []
+    first = train_cobert(data, cache_dir=cache_dir, config=CONFIG, show_progress=False, log=lines.append,
+                         interrupt_after=10)
+    second = train_cobert(data, cache_dir=cache_dir, config=CONFIG, show_progress=False, log=lines.append)
+    return cache_dir, data, first, second, lines
+
+
+def test_an_interrupted_run_resumes_where_it_stopped_and_finishes(trained):
+    cache_dir, data, first, second, lines = trained
+    assert first.manifest is None and first.run == second.run
+    assert any("interrupted at step 10" in line for line in lines)
+    assert any("resuming cobert run" in line and "at step 10 of 24" in line for line in lines)
+    assert second.manifest["steps"] == 24 and second.manifest["stopped_by"] == "steps"
+    assert is_finished(second.run)
+    assert second.manifest["base_model"] == f"retrieval-ft@{STAND_IN_KEY}"
+    again = train_cobert(data, cache_dir=cache_dir, config=CONFIG, show_progress=False, log=lines.append)
+    assert again.already_finished and "already finished" in lines[-1]
+
+
+def test_the_loss_falls_over_the_epochs(trained):
+    losses = trained[3].manifest["loss_first"][:8] + trained[3].manifest["loss_last"][-8:]
+    first_epoch, last_epoch = sum(losses[:8]) / 8, sum(losses[-8:]) / 8
+    assert last_epoch < 0.8 * first_epoch, (first_epoch, last_epoch)
+
+
+def test_model_selection_keeps_the_best_evaluation(trained):
+    manifest = trained[3].manifest
+    figures = [entry["valid_p_at_1"] for entry in manifest["valid_history"]]
+    assert manifest["eval_candidates"] == 100 and manifest["eval_contexts"] == 100
+    assert manifest["valid_p_at_1_best"] == max(figures)
+    assert "held-out 10%" in manifest["valid_source"]
+
+
+def test_the_key_follows_data_encoder_and_parameters_only(trained):
+    _, data, _, second, _ = trained
+    encoder = f"retrieval-ft@{STAND_IN_KEY}"
+    assert run_key(data, encoder, CONFIG) == second.key
+    fewer = dataclasses.replace(data, train=data.train[:127])
+    assert run_key(fewer, encoder, CONFIG) != second.key
+    assert run_key(data, "retrieval-ft@000000000000", CONFIG) != second.key
+    assert run_key(data, encoder, dataclasses.replace(CONFIG, batch_size=8)) != second.key
+
+
+def sample_test_contexts(engine) -> list[DialogueContext]:
+    with unit_of_work(engine) as session:
+        return load_contexts(session, dataset=ED, split="test")
+
+
+def test_the_trained_selector_reranks_the_bi_encoder_at_least_as_well_on_the_sample_test(trained, sample_engine):
+    cache_dir = trained[0]
+    resources = BackendResources(engine=sample_engine, cache_dir=cache_dir, show_progress=False)
+    system = CoBERTModel("cobert", {}, resources)
+    contexts = sample_test_contexts(sample_engine)
+    rng = random.Random(0)
+    sets = []
+    for i in range(len(contexts)):
+        others = rng.sample(range(len(contexts) - 1), 99)
+        sets.append([i] + [j if j < i else j + 1 for j in others])
+    texts = [[contexts[j].reference for j in row] for row in sets]
+    cobert = system.score_texts(contexts, texts)
+    encoder = load_sentence_transformer(base_encoder_path())
+    queries = encoder.encode([history_text(c) for c in contexts], convert_to_tensor=True, normalize_embeddings=True)
+    references = encoder.encode([c.reference for c in contexts], convert_to_tensor=True, normalize_embeddings=True)
+    bi = torch.einsum("nd,nkd->nk", queries, references[torch.tensor(sets)])
+    p_cobert = float((cobert[:, 0] > cobert[:, 1:].max(dim=1).values).float().mean())
+    p_bi = float((bi[:, 0] > bi[:, 1:].max(dim=1).values).float().mean())
+    print(f"sample test P@1,100 over {len(contexts)} contexts: bi-encoder {p_bi:.4f}, cobert {p_cobert:.4f}")
+    assert p_cobert >= p_bi - 0.02
+
+
+def test_the_cobert_system_answers_from_the_bi_encoders_top_candidates(trained, sample_engine):
+    cache_dir, _, _, second, _ = trained
+    resources = BackendResources(engine=sample_engine, cache_dir=cache_dir, show_progress=False)
+    system = CoBERTModel("cobert", {"rerank_k": 5}, resources)
+    contexts = sample_test_contexts(sample_engine)[:4]
+    outcomes = system.respond_batch(contexts)
+    pool = system.pool
+    for outcome in outcomes:
+        assert outcome.ok and outcome.text in pool.texts
+        provenance = outcome.provenance
+        assert provenance["checkpoint"] == second.key and provenance["encoder_checkpoint"] == STAND_IN_KEY
+        assert 1 <= provenance["first_stage_rank"] <= 5 and provenance["reranked"] == 5
+        assert second.key in provenance["version"] and STAND_IN_KEY in provenance["version"]
+
+
+def test_training_on_the_persona_fixture_uses_the_personas(tmp_path):
+    config = CoBERTTrainConfig(batch_size=4, epochs=3, eval_every=1000, eval_contexts=10, head_lr=1e-2)
+    data = persona_data(load_persona_jsonl(FIXTURE), source="fixture", config=config)
+    assert data.has_personas and len(data.valid) == 2 and len(data.train) == 10
+    result = train_cobert(data, cache_dir=tmp_path, encoder="base", config=config, show_progress=False,
+                          log=lambda line: None)
+    manifest = result.manifest
+    assert manifest["has_personas"] and manifest["steps"] == 6 and manifest["eval_candidates"] == 2
+    # The last state trained the persona term (the kept model may be the start, if no evaluation beat it).
+    state = torch.load(result.run / "resume" / "state.pt", weights_only=False)["model"]
+    assert float(state["persona_mix"]) != 0.0
+    assert CoBERT.load(result.run / MODEL_DIR).config.max_persona_tokens == config.max_persona_tokens
+
+
+def test_training_without_a_fine_tuned_encoder_names_empeval_train_retrieval(tmp_path, sample_engine):
+    from server.backend.training.checkpoints import MissingCheckpoint
+
+    data = persona_data(load_persona_jsonl(FIXTURE), source="fixture", config=CONFIG)
+    with pytest.raises(MissingCheckpoint, match="empeval train retrieval"):
+        train_cobert(data, cache_dir=tmp_path, config=CONFIG, show_progress=False)
+    assert not (tmp_path / "trained").exists() or not any((tmp_path / "trained").glob("cobert-*"))
+    assert resolve_encoder(tmp_path, "base")[0] == base_encoder_path()
