@@ -57,8 +57,19 @@ def require_contexts(engine: Engine, dataset: str, split: str) -> None:
          "`empeval generate` again" + (", or choose another --split" if by_split else ""), EXIT_BAD_INPUT)
 
 
+def untrained(error: BaseException) -> BaseException | None:
+    """The MissingCheckpoint behind `error` (a trained system whose checkpoint is not in the cache), if any."""
+    from server.backend.training.checkpoints import MissingCheckpoint
+
+    for cause in (error, error.__cause__, error.__context__):
+        if isinstance(cause, MissingCheckpoint):
+            return cause
+    return None
+
+
 @click.command()
-@click.option("--systems", required=True, help='Comma-separated system names, or "all".')
+@click.option("--systems", required=True, help='Comma-separated system names, or "all" (every system that '
+              'can answer: a trained system without a checkpoint is skipped with a message).')
 @click.option("--split", default="test", show_default=True, help="Which split's contexts get responses.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N contexts of the split.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
@@ -87,6 +98,10 @@ def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch
             if hasattr(model, "prepare"):
                 model.prepare()
         except (ConfigError, RuntimeError, ValueError) as error:
+            if systems == "all" and untrained(error):
+                # "all" means every system that can answer; a trained system is named when asked for by name.
+                click.echo(f"system {name!r} is not trained, skipped: {untrained(error)}")
+                continue
             fail(f"system {name!r}: {error}", EXIT_BAD_INPUT)
         with progress_bar() as progress:
             task = progress.add_task(f"{name}", total=None)
@@ -105,43 +120,88 @@ def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch
 @click.option("--systems", default="all", show_default=True,
               help='Comma-separated system names for BLEU (from stored responses), or "all".')
 @click.option("--p-at-100/--no-p-at-100", default=True, show_default=True,
-              help="Compute P@1,100 for the retrieval systems (encodes every context of the split).")
-@click.option("--limit", type=click.IntRange(min=100), default=None, help="P@1,100 over the first N contexts only.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the 99 distractors drawn for P@1,100.")
+              help="Rank metrics (P@1,100 = R@1, R@10, R@50, MRR) of the retrieval systems over the shared "
+                   "candidate sets (encodes every context of the split).")
+@click.option("--limit", type=click.IntRange(min=100), default=None,
+              help="Rank metrics over the first N contexts only.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the 99 distractors drawn for each context.")
+@click.option("--candidates", "candidates_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Candidate-set file to reuse when it exists, else to write the drawn sets to (default: "
+                   "<cache-dir>/candidates/<dataset>-<split>-n100-seed<seed>-<n>ctx-<hash>.json).")
 @config_option
 @dataset_option
 @cache_option
 @pass_cli
 def metrics(obj: CliContext, split: str, systems: str, p_at_100: bool, limit: int | None, seed: int,
-            config_path: Path | None, dataset: str, cache_dir: Path | None) -> None:
+            candidates_file: Path | None, config_path: Path | None, dataset: str, cache_dir: Path | None) -> None:
     """Print automatic metrics: corpus BLEU against gold for every system with stored responses (run
-    `empeval generate` first), P@1,100 for the retrieval systems, and the emotion classifier's accuracy."""
+    `empeval generate` first); for every retrieval system P@1,100, R@10, R@50 and MRR over one shared candidate set
+    per context (the gold reply and 99 seeded references of the split, stored so the figures are reproducible;
+    R@1 over it is P@1,100); and the emotion classifier's accuracy. A trained system without a checkpoint is
+    listed as not trained (an error when named in --systems)."""
     from server.backend.emotion import accuracy_on_split, emotion_classifier
-    from server.backend.metrics import bleu_by_system, p_at_1_of_100
-    from server.backend.retrieval import RetrievalModel
-
+    from server.backend.metrics import (
+        bleu_by_system,
+        draw_candidates,
+        load_candidates,
+        match_contexts,
+        rank_metrics,
+        save_candidates,
+        score_shared,
+    )
     registry = make_registry(obj, config_path, dataset, cache_dir)
     names = None if systems == "all" else chosen_systems(registry, systems)
     bleu_rows = bleu_by_system(obj.engine(), dataset=dataset, split=split, systems=names)
-    p_at = {}
+    ranked: dict[str, dict[str, float]] = {}
+    n_ranked = 0
     if p_at_100:
         with unit_of_work(obj.engine()) as session:
-            contexts = load_contexts(session, dataset=dataset, split=split, limit=limit)
+            contexts = [c for c in load_contexts(session, dataset=dataset, split=split, limit=limit) if c.reference]
+        if candidates_file is not None and candidates_file.exists():
+            candidates = load_candidates(candidates_file)
+            contexts = match_contexts(candidates, contexts, source=str(candidates_file))
+            click.echo(f"candidate sets reused from {candidates_file}", err=True)
+        else:
+            try:
+                candidates = draw_candidates(contexts, dataset=dataset, split=split, seed=seed)
+            except ValueError as error:
+                fail(f"rank metrics of {dataset!r} {split}: {error}", EXIT_BAD_INPUT)
+            path = candidates_file or registry.resources.cache_dir / "candidates" / candidates.file_name()
+            save_candidates(candidates, path)
+            click.echo(f"candidate sets ({len(contexts):,} contexts x {candidates.n_candidates}) stored in {path}",
+                       err=True)
+        n_ranked = len(contexts)
         for name in registry.names if names is None else names:
-            if registry.specs[name].kind.startswith("retrieval"):
+            if not registry.specs[name].kind.startswith("retrieval") and registry.specs[name].kind != "cobert":
+                continue
+            try:
                 model = registry.get(name)
-                assert isinstance(model, RetrievalModel)
-                click.echo(f"P@1,100 for {name} over {len(contexts):,} {split} contexts ...", err=True)
-                p_at[name] = p_at_1_of_100(model, contexts, seed=seed)
+            except ConfigError as error:
+                if names is None and untrained(error):
+                    click.echo(f"{name}: not trained, skipped ({untrained(error)})", err=True)
+                    continue
+                fail(f"system {name!r}: {error}", EXIT_BAD_INPUT)
+            if not hasattr(model, "score_candidate_sets"):
+                click.echo(f"{name}: cannot score candidate sets (no score_candidate_sets), skipped", err=True)
+                continue
+            click.echo(f"rank metrics of {name} over {len(contexts):,} {split} contexts ...", err=True)
+            ranked[name] = rank_metrics(score_shared(model, contexts, candidates))
     click.echo(f"{'system':<22}{'kind':<22}{'n':>7}{'BLEU':>8}{'BLEU-norm':>11}{'P@1,100':>10}")
     listed = set()
     for row in bleu_rows:
-        p = f"{p_at[row.system][0] * 100:.2f}" if row.system in p_at else "-"
+        p = f"{ranked[row.system]['r@1'] * 100:.2f}" if row.system in ranked else "-"
         click.echo(f"{row.system:<22}{row.kind:<22}{row.n:>7,}{row.bleu:>8.2f}{row.bleu_norm:>11.2f}{p:>10}")
         listed.add(row.system)
-    for name, (value, n) in p_at.items():
+    for name, figures in ranked.items():
         if name not in listed:
-            click.echo(f"{name:<22}{registry.specs[name].kind:<22}{n:>7,}{'-':>8}{'-':>11}{value * 100:>10.2f}")
+            click.echo(f"{name:<22}{registry.specs[name].kind:<22}{n_ranked:>7,}{'-':>8}{'-':>11}"
+                       f"{figures['r@1'] * 100:>10.2f}")
+    if ranked:
+        click.echo(f"\nrank metrics over the shared candidate sets (gold + 99, seed {candidates.seed}), %:")
+        click.echo(f"{'system':<22}{'n':>7}{'R@1':>8}{'R@10':>8}{'R@50':>8}{'MRR':>8}")
+        for name, figures in ranked.items():
+            click.echo(f"{name:<22}{n_ranked:>7,}" + "".join(f"{figures[k] * 100:>8.2f}"
+                                                             for k in ("r@1", "r@10", "r@50", "mrr")))
     if any(spec.kind == "retrieval-emoprepend" for spec in registry.specs.values()) and (
             names is None or any(registry.specs[n].kind == "retrieval-emoprepend" for n in names)):
         resources = registry.resources

