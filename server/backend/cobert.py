@@ -83,7 +83,7 @@ def load_sentence_transformer(path: Path):
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(path), device="cpu")
-    pooling = model[1].get_config_dict().get("pooling_mode") if len(model) > 1 else None
+    pooling = model[1].get_config_dict().get("pooling_mode") if len(model) > 1 else None  # type: ignore[operator]
     if pooling != "mean":
         raise BadInput(f"{path}: the encoder must be a sentence-transformers model with mean pooling "
                        "(as all-MiniLM-L6-v2 and `empeval train retrieval` checkpoints are)")
@@ -127,7 +127,8 @@ class CoAttention(nn.Module):
         self.values = nn.Linear(dim, 2 * head_dim, bias=False)  # W_a and W_q, attended together
         self.gate = nn.Linear(dim, head_dim, bias=False)  # W_p
 
-    def _side(self, own: torch.Tensor, attended: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _side(self, own: tuple[torch.Tensor, torch.Tensor], attended: torch.Tensor, mask: torch.Tensor
+              ) -> torch.Tensor:
         # own: the side's projected states [W_o e, W_p e]; attended: the other side's [W_a, W_q] values as
         # attended by each token (N, K, L, 2h); mask broadcastable to (N, K, L).
         base, gate = own

@@ -160,3 +160,45 @@ def test_training_without_a_fine_tuned_encoder_names_empeval_train_retrieval(tmp
         train_cobert(data, cache_dir=tmp_path, config=CONFIG, show_progress=False)
     assert not (tmp_path / "trained").exists() or not any((tmp_path / "trained").glob("cobert-*"))
     assert resolve_encoder(tmp_path, "base")[0] == base_encoder_path()
+
+
+def cli_with_train_cobert():
+    """The root group's error handling around `train cobert`, as entry.cli registers it under `train`."""
+    import click
+
+    from entry.cli.common import CliContext, EmpevalGroup
+    from entry.cli.train_cobert import cobert
+
+    @click.group(cls=EmpevalGroup)
+    @click.option("--database-url", default=None)
+    @click.pass_context
+    def root(ctx, database_url):
+        ctx.obj = CliContext(database_url=database_url)
+
+    @root.group()
+    def train():
+        pass
+
+    train.add_command(cobert)
+    return root
+
+
+def test_the_command_trains_on_a_persona_corpus_and_stops_at_a_malformed_line(tmp_path):
+    from click.testing import CliRunner
+
+    root = cli_with_train_cobert()
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(FIXTURE.read_text(encoding="utf-8") + '{"context": ["hi"]}\n', encoding="utf-8")
+    refused = CliRunner().invoke(root, ["--database-url", url, "train", "cobert", "--persona-corpus", str(bad),
+                                        "--encoder", "base", "--cache-dir", str(tmp_path / "cache")])
+    assert refused.exit_code == 2 and f"{bad}:13: missing fields" in refused.output
+    assert not (tmp_path / "cache").exists()  # nothing started
+    empty_store = CliRunner().invoke(root, ["--database-url", url, "train", "cobert", "--encoder", "base",
+                                            "--cache-dir", str(tmp_path / "cache")])
+    assert empty_store.exit_code == 2 and "empeval data import-ed" in empty_store.output
+    trained = CliRunner().invoke(root, ["--database-url", url, "train", "cobert", "--persona-corpus", str(FIXTURE),
+                                        "--encoder", "base", "--batch-size", "4", "--max-steps", "2",
+                                        "--cache-dir", str(tmp_path / "cache")])
+    assert trained.exit_code == 0, trained.output
+    assert "checkpoint " in trained.output and "valid P@1,2" in trained.output and "(2 steps)" in trained.output
