@@ -51,6 +51,42 @@ class JudgeRequest:
     version: str | None = None
     cross_fitted: bool = False
     allow_missing: bool = False
+    #: The design's human sample (``context_id``, ``sampled``; ``attrs`` ``human_share`` and
+    #: ``human_share_seed``), as the store records it; None when unknown (a report from an export).
+    design_sample: pd.DataFrame | None = None
+
+
+@dataclass
+class DesignSample:
+    """How the study chose the contexts people rate, beside what was rated: ``share`` and ``seed`` of the
+    design's human share (None: people were to rate every context), the study's contexts, the sampled ones,
+    the sampled ones with no usable human rating yet, and rated contexts outside the sample."""
+
+    share: float | None
+    seed: int | None
+    n_contexts: int
+    n_sampled: int
+    n_sampled_unrated: int
+    n_rated_outside: int
+
+
+def design_sample_summary(design_sample: pd.DataFrame, human: pd.DataFrame) -> DesignSample:
+    """Compare the design's sample of contexts (``context_id``, ``sampled``) with the contexts that have human
+    ratings in ``human`` (``context_id``).
+
+    Examples
+    --------
+    >>> sample = pd.DataFrame({"context_id": [1, 2, 3, 4], "sampled": [True, True, False, False]})
+    >>> sample.attrs.update(human_share=0.5, human_share_seed=7)
+    >>> design_sample_summary(sample, pd.DataFrame({"context_id": ["1"]}))
+    DesignSample(share=0.5, seed=7, n_contexts=4, n_sampled=2, n_sampled_unrated=1, n_rated_outside=0)
+    """
+    contexts = design_sample["context_id"].astype(str)
+    sampled = set(contexts[design_sample["sampled"].astype(bool).to_numpy()])
+    rated = set(human["context_id"].astype(str))
+    return DesignSample(share=design_sample.attrs.get("human_share"), seed=design_sample.attrs.get("human_share_seed"),
+                        n_contexts=len(set(contexts)), n_sampled=len(sampled),
+                        n_sampled_unrated=len(sampled - rated), n_rated_outside=len(rated - sampled))
 
 
 class JudgeCoverageError(ValueError):
@@ -80,6 +116,7 @@ class JudgedTables:
     why_not_estimated: str = ""
     n_folds: int = 0
     n_refitted: int = 0  # learned judge: items whose human-rated status changed since it was fitted
+    design: DesignSample | None = None  # the design's human sample, when the store recorded one
 
     def csv_tables(self) -> dict[str, pd.DataFrame]:
         tables = {"judge_agreement": self.agreement, "judge_calibration": self.calibration,
@@ -107,6 +144,7 @@ def judged_tables(
     n_boot: int = 1000,
     seed: int = 0,
     cluster_by: str = "assignment_id",
+    design_sample: pd.DataFrame | None = None,
 ) -> JudgedTables:
     """The model-assisted analysis of one judge over the tidy ``ratings`` (``analysis.load``; controls left
     out) and the judge's ``judge_scores`` (one row per item and criterion: ``context_id``, ``system``,
@@ -122,6 +160,11 @@ def judged_tables(
     Raises ``JudgeCoverageError`` when the judge has no score for an item and not ``allow_missing``. A design
     the estimates cannot run on (a system with fewer than two human-rated contexts, or none left for the judge
     alone) leaves ``means`` and ``pairs`` None and says why in ``why_not_estimated``.
+
+    ``design_sample`` (the store's record of the design's human share, ``JudgeRequest.design_sample``) is
+    compared with the contexts actually rated (``DesignSample``), so the section can say how the rated contexts
+    were drawn and warn when sampled contexts are still unrated: the estimates take the rated contexts for a
+    uniform random sample, which holds only while the missing ones are missing at random.
     """
     human = ratings.loc[~ratings["is_control"].astype(bool)] if "is_control" in ratings.columns else ratings
     human = human.rename(columns={"context": "context_id"})
@@ -156,6 +199,8 @@ def judged_tables(
     tables = JudgedTables(judge=judge, version=version, estimator=CROSS_PPI if cross_fitted else PPI, means=None,
                           pairs=None, agreement=pd.DataFrame(), calibration=pd.DataFrame(), failures=failures,
                           n_dropped=len(failures), allow_missing=allow_missing, criteria=order, not_judged=not_judged)
+    if design_sample is not None:
+        tables.design = design_sample_summary(design_sample, human)
     plain = usable[ITEM_KEYS + ["judge_score"]]
     tables.agreement = judge_agreement(human, plain, n_boot=n_boot, ci_level=ci_level, seed=seed)
     tables.calibration = calibration_table(human, plain, ci_level=ci_level)
@@ -257,6 +302,8 @@ def judged_blocks(tables: JudgedTables, *, figure_png: bytes | None, figure_path
     if tables.not_judged:
         intro += f" Criteria the judge did not score, left out here: {', '.join(tables.not_judged)}."
     blocks.append(Paragraph(intro))
+    if tables.design is not None:
+        blocks.append(Paragraph(design_text(tables.design)))
     if tables.n_dropped:
         blocks.append(Paragraph(f"**{tables.n_dropped} item(s) the judge failed on were dropped** (allow missing: "
                                 "their human ratings are left out of this section too); they are listed below."))
@@ -293,6 +340,31 @@ def judged_blocks(tables: JudgedTables, *, figure_png: bytes | None, figure_path
     blocks.append(Paragraph(judged_methods(tables, correction_name=correction_name, family_words=family_words,
                                            alpha=alpha, ci_level=ci_level, n_boot=n_boot)))
     return blocks
+
+
+def design_text(design: DesignSample) -> str:
+    """What the section says about the contexts people rated: how the design drew them and how many of them
+    have ratings, with a warning when some sampled contexts have none or rated contexts lie outside the sample.
+
+    Examples
+    --------
+    >>> design_text(DesignSample(None, None, 3, 3, 0, 0))
+    "People were to rate every one of the study's 3 contexts (no human share); all 3 have human ratings."
+    """
+    if design.share is None:
+        text = f"People were to rate every one of the study's {design.n_contexts} contexts (no human share)"
+    else:
+        text = (f"By design (human share {design.share:g}, seed {design.seed}), people rate a seeded uniform random "
+                f"sample of {design.n_sampled} of the study's {design.n_contexts} contexts")
+    rated = design.n_sampled - design.n_sampled_unrated
+    text += (f"; all {rated} have human ratings." if not design.n_sampled_unrated else
+             f"; {rated} have human ratings so far. **{design.n_sampled_unrated} sampled context(s) have no usable "
+             "human rating**: the estimates take the rated contexts for a uniform random sample of the study, which "
+             "holds only if these are missing at random (finish the study before reporting).")
+    if design.n_rated_outside:
+        text += (f" **{design.n_rated_outside} context(s) outside the design's sample have human ratings**: the "
+                 "human-rated contexts are then not the design's random sample.")
+    return text
 
 
 def judged_methods(tables: JudgedTables, *, correction_name: str, family_words: str, alpha: float,

@@ -200,7 +200,7 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
         judged = judged_tables(analysed, judge.scores, judge=judge.name, version=judge.version,
                                cross_fitted=judge.cross_fitted, allow_missing=judge.allow_missing, criteria=criteria,
                                correction=correction, family=family, alpha=alpha, ci_level=ci_level, n_boot=n_boot,
-                               seed=seed)
+                               seed=seed, design_sample=judge.design_sample)
         tables.update(judged.csv_tables())
 
     (out_dir / "figures").mkdir(parents=True, exist_ok=True)

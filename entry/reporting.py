@@ -100,9 +100,10 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
 
 def _judge_request(engine: Engine, study: str, judge: str, version: str | None, allow_missing: bool):
     """The stored scores of `judge` for the study (server.backend.judges.scores), with their folds when it is a
-    learned judge, as the report's JudgeRequest."""
+    learned judge, and the design's record of which contexts people rate (human_sample), as the report's
+    JudgeRequest."""
     from analysis.judged_report import JudgeRequest
-    from server.backend.judges.scores import judge_scores
+    from server.backend.judges.scores import human_sample, judge_scores
     from server.store.models import JudgeScore
 
     with unit_of_work(engine) as session:
@@ -117,7 +118,7 @@ def _judge_request(engine: Engine, study: str, judge: str, version: str | None, 
     if version is None:
         version = _latest_version(engine, study, judge)
     return JudgeRequest(name=judge, scores=scores, version=version, cross_fitted=cross_fitted,
-                        allow_missing=allow_missing)
+                        allow_missing=allow_missing, design_sample=human_sample(engine, study))
 
 
 def _latest_version(engine: Engine, study: str, judge: str) -> str | None:

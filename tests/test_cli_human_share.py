@@ -118,3 +118,8 @@ def test_judges_score_every_context_and_people_rate_the_sample(store, tmp_path):
     report = empeval(url, "report", "judged", "--out", str(tmp_path / "report"))
     assert report.exit_code == 0, report.output
     assert (tmp_path / "report" / "report.md").exists()
+    judged_report = empeval(url, "report", "judged", "--judge", "length", "--out", str(tmp_path / "judged_report"))
+    assert judged_report.exit_code == 0, judged_report.output
+    text = " ".join((tmp_path / "judged_report" / "report.md").read_text().split())
+    assert ("By design (human share 0.5, seed 4), people rate a seeded uniform random sample of 6 of the study's 12 "
+            "contexts; all 6 have human ratings.") in text

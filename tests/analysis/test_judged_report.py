@@ -78,3 +78,32 @@ def test_the_calibration_figure_draws_the_identity_line(study):
     identity = [line for line in axis.get_lines() if line.get_linestyle() == "--"]
     assert len(identity) == 1 and list(identity[0].get_xdata()) == list(identity[0].get_ydata())
     assert axis.get_title() == "Empathy"
+
+
+def _section_text(tables) -> str:
+    return "\n".join(getattr(block, "text", "") for block in judged_blocks(
+        tables, figure_png=None, figure_path="", correction_name="Holm-Bonferroni",
+        family_words="all pairs within each criterion", alpha=0.05, ci_level=0.95, n_boot=50))
+
+
+def test_the_design_sample_is_stated_and_sampled_contexts_left_unrated_are_warned_of(study):
+    contexts = sorted(set(study.judge_scores["context_id"].astype(str)))
+    rated = set(map(str, study.rated_contexts))
+    sample = pd.DataFrame({"context_id": contexts, "sampled": [c in rated for c in contexts]})
+    sample.attrs.update(human_share=0.25, human_share_seed=4)
+    complete = tables_of(study, design_sample=sample)
+    assert complete.design.n_sampled == len(rated) and complete.design.n_sampled_unrated == 0
+    assert complete.design.n_contexts == len(contexts) == 120 and complete.design.n_rated_outside == 0
+    assert (f"By design (human share 0.25, seed 4), people rate a seeded uniform random sample of {len(rated)} of "
+            f"the study's 120 contexts; all {len(rated)} have human ratings.") in _section_text(complete)
+
+    unrated = next(c for c in contexts if c not in rated)
+    rated_outside = sorted(rated)[0]
+    shifted = sample.assign(sampled=[(c in rated and c != rated_outside) or c == unrated for c in contexts])
+    shifted.attrs.update(sample.attrs)
+    warned = tables_of(study, design_sample=shifted)
+    assert (warned.design.n_sampled_unrated, warned.design.n_rated_outside) == (1, 1)
+    text = _section_text(warned)
+    assert f"{len(rated) - 1} have human ratings so far. **1 sampled context(s) have no usable human rating**" in text
+    assert "**1 context(s) outside the design's sample have human ratings**" in text
+    assert "By design" not in _section_text(tables_of(study))  # no record, no claim about the design
