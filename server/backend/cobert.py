@@ -63,6 +63,8 @@ DEFAULT_RERANK_K = 20
 SCORING_CHUNK = 16
 # Up to this many distinct candidate texts in one scoring call are encoded once for the whole call.
 SHARED_CANDIDATES = 8192
+# Bi-encoder embeddings of at least this many texts in one call are kept in the cache folder.
+CACHED_BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -379,15 +381,17 @@ class CoBERTModel(ResponseModel):
         return read_manifest(self.checkpoint)
 
     def _embed(self, texts: Sequence[str], *, label: str) -> torch.Tensor:
-        """Unit embeddings of `texts` by the fine-tuned bi-encoder; kept in the cache folder (keyed by its
-        checkpoint and the texts) for the candidate pool, so it is encoded once."""
+        """Unit embeddings of `texts` by the fine-tuned bi-encoder. Calls of at least CACHED_BATCH texts (the
+        candidate pool, a metrics run's references and queries) are kept in the cache folder, keyed by its
+        checkpoint and the texts, so they are encoded once; single requests are encoded afresh."""
         path = Path(self.resources.cache_dir) / "embeddings" / (
             f"{label}-retrieval-ft@{self.encoder_key}-{texts_hash(texts)[:16]}.npy")
-        if label == "candidates" and path.exists():
+        cached = len(texts) >= CACHED_BATCH
+        if cached and path.exists():
             return torch.from_numpy(np.load(path))
         array = self.first_stage.encode(list(texts), batch_size=64, normalize_embeddings=True,
                                         convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
-        if label == "candidates":
+        if cached:
             path.parent.mkdir(parents=True, exist_ok=True)
             scratch = path.with_suffix(f".{os.getpid()}.tmp")
             with open(scratch, "wb") as handle:
@@ -415,6 +419,27 @@ class CoBERTModel(ResponseModel):
         `empeval metrics` ranks a shared candidate set by (the selector alone, no first stage)."""
         return self.selector.score_candidates(self.query_texts(contexts), candidate_texts,
                                               show_progress=self.resources.show_progress)
+
+    def score_candidate_sets(self, contexts: Sequence[DialogueContext], references: Sequence[str],
+                             emotions: np.ndarray, sets: np.ndarray, *, batch_size: int = 256) -> np.ndarray:
+        """Scores (n_contexts, k) of context i against the references of rows `sets[i]`, ranked as the system
+        answers: the fine-tuned bi-encoder's top `rerank_k` of the k candidates get their CoBERT scores and rank
+        above the rest, which keep the bi-encoder's order (its cosine minus 1e6). With rerank_k >= k this is
+        CoBERT alone. The method `empeval metrics` scores retrieval systems through (emotions are unused)."""
+        queries = self._embed(self.query_texts(contexts), label="queries")
+        embedded = self._embed(list(references), label="references")
+        index = torch.from_numpy(np.asarray(sets, dtype=np.int64))
+        first = torch.einsum("nd,nkd->nk", queries, embedded[index])
+        k = min(self.parameters["rerank_k"], index.shape[1])
+        top = first.topk(k, dim=1).indices
+        texts = [[references[int(index[row, j])] for j in top[row]] for row in range(len(contexts))]
+        reranked = self.selector.score_candidates(self.query_texts(contexts), texts,
+                                                  show_progress=self.resources.show_progress,
+                                                  description=f"CoBERT reranking the top {k}")
+        # float64, so the 1e6 offset keeps every cosine digit (float32 would tie candidates 0.06 apart).
+        scores = first.double() - 1e6
+        scores.scatter_(1, top, reranked.double())
+        return scores.numpy()
 
     def respond_batch(self, contexts: Sequence[DialogueContext]) -> list[Outcome]:
         if not contexts:
