@@ -1,0 +1,77 @@
+"""What the prepared statements of the hot path (server.annotation.hot_sql) must keep from the ORM path they
+replaced: moments stored exactly as SQLAlchemy stores them (SQLite compares them as text), a study's
+configuration never read stale from the parse cache, and payloads that their callers may change freely."""
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import DateTime, create_engine, select
+from sqlalchemy.orm import Session
+
+from server.annotation import hot_sql
+from server.annotation.annotators import invite
+from server.annotation.handout import expire_overdue, next_assignment_payload
+from server.annotation.submit import submit_assignment
+from server.store.engine import unit_of_work
+from server.store.models import Assignment, Rating, Study
+from server.store.queries import as_utc
+from tests.annotation.conftest import new_submission_id
+
+MOMENTS = [datetime(2026, 3, 1, 9, 5, 7, 123456, tzinfo=UTC), datetime(2026, 3, 1, 9, 5, 7, tzinfo=UTC),
+           datetime(999, 1, 2, 3, 4, 5, 6, tzinfo=UTC)]
+
+
+@pytest.mark.parametrize("value", MOMENTS, ids=["microseconds", "whole-second", "year-999"])
+def test_a_moment_goes_into_sqlite_as_the_text_sqlalchemy_writes_and_comes_back_the_same(tmp_path, value):
+    engine = create_engine(f"sqlite:///{tmp_path / 'moments.db'}")
+    written_by_sqlalchemy = DateTime(timezone=True).dialect_impl(engine.dialect).bind_processor(engine.dialect)
+    with engine.connect() as connection:
+        assert hot_sql.moment(connection, value) == written_by_sqlalchemy(value)
+        assert hot_sql.moment(connection, None) is None
+        assert as_utc(hot_sql.read_moment(hot_sql.moment(connection, value))) == value
+    assert hot_sql.read_moment(value) is value and hot_sql.read_moment(None) is None
+
+
+def test_a_claim_and_a_submit_store_moments_the_orm_reads_and_compares_as_the_same_instants(study_engine):
+    rater, _ = invite(study_engine, "mona", "pilot")
+    start = datetime(2026, 3, 1, 9, 0, 0, 250000, tzinfo=UTC)
+    payload = next_assignment_payload(study_engine, "pilot", rater.id, now=start)
+    assert payload["expires_at"] == (start + timedelta(minutes=30)).isoformat()
+    with Session(study_engine) as session:
+        claimed = session.get_one(Assignment, payload["assignment_id"])
+        assert (as_utc(claimed.started_at), as_utc(claimed.expires_at)) == (start, start + timedelta(minutes=30))
+    with unit_of_work(study_engine) as session:  # the ORM's comparison with what the hot path stored
+        assert expire_overdue(session, claimed.study_id, start + timedelta(minutes=30)) == 0
+    late = start + timedelta(minutes=30, microseconds=1)
+    ratings = [{"item_id": item["item_id"], "scores": {"empathy": 3, "relevance": 3, "fluency": 3}}
+               for item in payload["items"]]
+    receipt = submit_assignment(study_engine, payload["assignment_id"], rater.id,
+                                {"submission_id": new_submission_id(), "ratings": ratings}, now=late)
+    assert receipt["late"] is True and receipt["submitted_at"] == late.isoformat()
+    with Session(study_engine) as session:
+        stored = session.scalars(select(Rating.submitted_at).where(Rating.assignment_id == payload["assignment_id"]))
+        assert {as_utc(moment) for moment in stored} == {late}
+
+
+def test_a_changed_study_configuration_is_read_fresh_by_the_next_hand_out(study_engine):
+    rater, _ = invite(study_engine, "nils", "pilot")
+    first = next_assignment_payload(study_engine, "pilot", rater.id)
+    with unit_of_work(study_engine) as session:
+        study = session.scalar(select(Study).where(Study.name == "pilot"))
+        study.config = dataclasses.replace(study.config, title="Rate these replies, second edition")
+    resumed = next_assignment_payload(study_engine, "pilot", rater.id)
+    assert first["assignment_id"] == resumed["assignment_id"]
+    assert first["study"]["title"] != resumed["study"]["title"] == "Rate these replies, second edition"
+
+
+def test_a_payload_changed_by_its_caller_leaves_the_next_one_as_it_was(study_engine):
+    rater, _ = invite(study_engine, "olga", "pilot")
+    first = next_assignment_payload(study_engine, "pilot", rater.id)
+    untouched = next_assignment_payload(study_engine, "pilot", rater.id)
+    first["criteria"][0]["label"] = "changed"
+    first["criteria"].append({"key": "extra"})
+    first["scale"]["labels"].append("six")
+    first["scale"]["max"] = 6
+    assert next_assignment_payload(study_engine, "pilot", rater.id) == untouched
