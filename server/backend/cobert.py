@@ -51,7 +51,7 @@ from server.backend.base import DialogueContext, Outcome, ResponseModel
 from server.backend.encoder import texts_hash
 from server.backend.resources import BackendResources
 from server.backend.retrieval import DEFAULT_MAX_HISTORY, candidate_pool, history_text
-from server.backend.training.checkpoints import MissingCheckpoint, checkpoint_key, find_checkpoint, read_manifest
+from server.backend.training.checkpoints import checkpoint_key, find_checkpoint, read_manifest
 from server.errors import BadInput
 from server.progress import progress_bar
 
@@ -329,6 +329,9 @@ class CoBERTModel(ResponseModel):
         self.resources = resources or BackendResources()
         self._selector: CoBERT | None = None
         self._first_stage = None
+        # Fail at build time, naming the train command (`empeval generate --systems all` and `empeval metrics`
+        # skip an untrained system on this error), not at the first request.
+        self.checkpoint, self.encoder_checkpoint  # noqa: B018
 
     @functools.cached_property
     def checkpoint(self) -> Path:
@@ -350,15 +353,6 @@ class CoBERTModel(ResponseModel):
 
     def data_version(self) -> str:
         return f"cobert@{self.key}-retrieval-ft@{self.encoder_key}-cands{self.pool.data_hash[:12]}"
-
-    def describe(self) -> dict:
-        """As every system's, except that an untrained one says so (version None) instead of failing the
-        listing; generating with it still fails with the train command (see `prepare`)."""
-        try:
-            return super().describe()
-        except MissingCheckpoint as error:
-            return {"name": self.name, "kind": self.kind, "version": None, "parameters": self.parameters,
-                    "trained": False, "note": str(error)}
 
     @property
     def pool(self):
@@ -400,9 +394,7 @@ class CoBERTModel(ResponseModel):
         return torch.from_numpy(array)
 
     def prepare(self) -> None:
-        """Find both checkpoints (MissingCheckpoint naming the train command otherwise) and build the candidate
-        index now rather than at the first request."""
-        self.checkpoint, self.encoder_checkpoint  # noqa: B018 -- raise now, before any response is stored
+        """Build (or load from the cache) the candidate index now rather than at the first request."""
         self._pool_embeddings()
 
     def _pool_embeddings(self) -> torch.Tensor:

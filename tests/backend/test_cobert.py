@@ -1,12 +1,13 @@
 """The CoBERT-style selector (server/backend/cobert.py) on the real all-MiniLM-L6-v2: shapes, masking, the
-persona path, the untrained score being the bi-encoder's, and the errors of a missing checkpoint."""
+persona path, the untrained score being the bi-encoder's, and the errors of a missing checkpoint. Tests that run
+MiniLM are marked slow (seconds on a quiet machine, far more on the shared one)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from server.backend.cobert import CoAttention, CoBERT, CoBERTModel, base_encoder_path, load_sentence_transformer
-from server.backend.registry import KINDS, Registry, SystemSpec, model_class
+from server.backend.registry import KINDS, ConfigError, Registry, SystemSpec, model_class
 from server.backend.resources import BackendResources
 from server.backend.training.checkpoints import MissingCheckpoint
 from server.backend.training.cobert_train import resolve_encoder
@@ -29,6 +30,7 @@ def fp32(monkeypatch):
     monkeypatch.setenv("EMPEVAL_ENCODER_PRECISION", "fp32")
 
 
+@pytest.mark.slow
 def test_in_batch_scores_are_every_context_against_every_response(selector):
     with torch.no_grad():
         scores = selector.in_batch_scores(CONTEXTS, RESPONSES[:3])
@@ -36,6 +38,7 @@ def test_in_batch_scores_are_every_context_against_every_response(selector):
     assert scores.argmax(dim=1).tolist() == [0, 1, 2]  # the base encoder already pairs these
 
 
+@pytest.mark.slow
 def test_the_untrained_selector_scores_as_the_bi_encoders_scaled_cosine(selector):
     embeddings = selector.sentence_model.encode(CONTEXTS + RESPONSES, normalize_embeddings=True,
                                                 convert_to_tensor=True)
@@ -45,6 +48,7 @@ def test_the_untrained_selector_scores_as_the_bi_encoders_scaled_cosine(selector
     assert torch.allclose(scores, 20 * cosine, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_padding_changes_no_score(selector):
     selector.context_mix.data.fill_(0.7)
     try:
@@ -75,6 +79,7 @@ def test_co_attention_ignores_what_sits_under_the_mask():
     assert not torch.allclose(before, block(x2, x_mask, y2, y_mask), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_persona_path_runs_only_for_contexts_with_a_persona(selector):
     calls = []
     hook = selector.persona_response.register_forward_hook(lambda *args: calls.append(1))
@@ -96,6 +101,7 @@ def test_the_persona_path_runs_only_for_contexts_with_a_persona(selector):
     assert not torch.allclose(one[1], plain[1], atol=1e-3)  # the row with one changes
 
 
+@pytest.mark.slow
 def test_save_and_load_give_the_same_scores(selector, tmp_path):
     selector.context_mix.data.fill_(0.3)
     try:
@@ -107,6 +113,7 @@ def test_save_and_load_give_the_same_scores(selector, tmp_path):
     assert torch.allclose(before, after, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_candidate_sets_of_unequal_size_are_refused(selector):
     with pytest.raises(ValueError, match="same number of candidates"):
         selector.score_candidates(CONTEXTS[:2], [RESPONSES[:2], RESPONSES[:3]])
@@ -119,15 +126,15 @@ def test_the_cobert_kind_is_registered():
 
 def test_a_missing_cobert_checkpoint_names_the_train_command_and_never_falls_back(tmp_path, sample_engine):
     resources = BackendResources(engine=sample_engine, cache_dir=tmp_path, show_progress=False)
-    model = Registry([SystemSpec("cobert", "cobert", {})], resources).get("cobert")
     with pytest.raises(MissingCheckpoint, match="run `empeval train cobert` first"):
-        model.prepare()
-    with pytest.raises(MissingCheckpoint, match="empeval train cobert"):
-        _ = model.version
-    described = model.describe()
-    assert described["version"] is None and "empeval train cobert" in described["note"]
+        CoBERTModel("cobert", {}, resources)
+    with pytest.raises(ConfigError, match="empeval train cobert") as caught:
+        Registry([SystemSpec("cobert", "cobert", {})], resources).get("cobert")
+    # What `generate --systems all` and `metrics` look for to skip an untrained system.
+    assert isinstance(caught.value.__context__, MissingCheckpoint)
 
 
+@pytest.mark.slow
 def test_a_missing_bi_encoder_checkpoint_names_empeval_train_retrieval(tmp_path, sample_engine, selector):
     # A finished CoBERT run, but no fine-tuned bi-encoder to take its candidates from.
     from server.backend.training.checkpoints import run_dir, write_manifest
@@ -136,10 +143,8 @@ def test_a_missing_bi_encoder_checkpoint_names_empeval_train_retrieval(tmp_path,
     selector.save(run / "model")
     write_manifest(run, {"kind": "cobert"})
     resources = BackendResources(engine=sample_engine, cache_dir=tmp_path, show_progress=False)
-    model = CoBERTModel("cobert", {}, resources)
-    assert model.key == "0123456789ab"
     with pytest.raises(MissingCheckpoint, match="run `empeval train retrieval` first"):
-        model.prepare()
+        CoBERTModel("cobert", {}, resources)
     with pytest.raises(MissingCheckpoint, match="empeval train retrieval"):
         resolve_encoder(tmp_path, None)
     path, encoder_id = resolve_encoder(tmp_path, "base")  # only when asked for explicitly
