@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import threading
 
 from flask import Flask, request
@@ -19,6 +20,9 @@ ITEMS = 10
 app = Flask(__name__)
 _local = threading.local()
 _writer = threading.Lock()  # one writer per process at a time, as empeval's SQLite store does
+# The GIL switch interval empeval's gunicorn workers use (server.web.gunicorn_app.WORKER_SWITCH_INTERVAL_S), so
+# that the floor runs under the same settings.
+sys.setswitchinterval(0.0005)
 
 
 def prepare(path: str, assignments: int) -> None:

@@ -174,7 +174,8 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
         with engine.begin() as connection:
             yield connection
         return
-    with _writer_gate(engine), engine.begin() as connection:
+    # The connection is taken from the pool (and given back) outside the gate: the lock is held for the work only.
+    with engine.connect() as connection, _writer_gate(engine), connection.begin():
         connection.exec_driver_sql("BEGIN IMMEDIATE")  # opened before the driver opens a deferred one
         yield connection
 
