@@ -70,6 +70,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def with_fine_tuned_retrieval(spec, cache_dir: Path, echo=click.echo):
+    """The Likert study with `retrieval-ft` rated beside `retrieval` when a fine-tuned checkpoint is in the cache;
+    the demo never trains (that takes the better part of an hour), so without one it says how to train it."""
+    from server.backend.training.checkpoints import MissingCheckpoint, checkpoint_key, find_checkpoint
+
+    if "retrieval-ft" in spec.systems:
+        return spec
+    try:
+        checkpoint = find_checkpoint(cache_dir, "retrieval-ft")
+    except MissingCheckpoint:
+        echo("retrieval-ft (the encoder fine-tuned on ED) is left out: no checkpoint in the cache. Train it with "
+             "`empeval data import-ed PATH/TO/empatheticdialogues` then `empeval train retrieval` (about an hour "
+             "on 2 cores), and the demo rates it beside retrieval")
+        return spec
+    echo(f"retrieval-ft rated beside retrieval (fine-tuned checkpoint {checkpoint_key(checkpoint)})")
+    return replace(spec, systems=(*spec.systems, "retrieval-ft"))
+
+
 def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, bad_raters: int = 4,
              contexts: int | None = None, time_scale: float = 0.0, seed: int = 7, cache_dir: Path | None = None,
              ab_study_file: Path | None = DEMO_AB_STUDY, ab_raters: int = 30, ab_bad_raters: int = 2,
@@ -94,6 +112,7 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
             ab_spec = replace(ab_spec, contexts=replace(ab_spec.contexts, count=contexts))
     registry = Registry.from_config(None, BackendResources(engine=engine, dataset=ED_DATASET,
                                                            cache_dir=cache_dir or default_cache_dir()))
+    spec = with_fine_tuned_retrieval(spec, registry.resources.cache_dir, echo)
     names = list(dict.fromkeys((*spec.systems, *spec.controls,
                                 *(() if ab_spec is None else (*ab_spec.systems, *ab_spec.controls)))))
     with progress_bar() as progress:

@@ -264,7 +264,7 @@ def _train(run: Path, key: str, data: TrainingData, config: RetrievalTrainingCon
         lr_scheduler_type="linear", seed=config.seed, data_seed=config.seed, bf16=config.bf16, use_cpu=True,
         batch_sampler=BatchSamplers.NO_DUPLICATES, eval_strategy="steps", eval_steps=config.eval_steps,
         save_strategy="steps", save_steps=config.eval_steps, save_total_limit=2, load_best_model_at_end=True,
-        metric_for_best_model=BEST_METRIC, greater_is_better=True, logging_steps=max(1, min(10, config.eval_steps)),
+        metric_for_best_model=BEST_METRIC, greater_is_better=True, logging_steps=1,
         report_to="none", disable_tqdm=True, dataloader_drop_last=True)
     train_set = datasets.Dataset.from_dict({"anchor": data.queries, "positive": data.replies})
     time_budget, rich_progress = _callbacks(deadline)

@@ -1,0 +1,146 @@
+"""`empeval train retrieval` and the `retrieval-ft` system: cache keys, missing data and checkpoints, a bounded
+real training run on the bundled sample, and resuming.
+
+The bounded run: 20 steps of 32 (sample train, 3,000 pairs after holding out 10% of the 1,600 train dialogues
+for model selection; lr 5e-5; texts cut at 64 word pieces; valid P@1,100 on 200 held-out contexts at steps 10
+and 20), then P@1,100 of `retrieval-ft` and of the zero-shot `retrieval` on the sample's 668 test contexts,
+same candidate sets. Measured: 35.33 against 32.34 (+3.0 points); the test asks for at least +1.5.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from entry.cli import cli
+from server.backend.contexts import load_contexts
+from server.backend.metrics import p_at_1_of_100
+from server.backend.registry import ConfigError, Registry
+from server.backend.resources import BackendResources
+from server.backend.training.checkpoints import (
+    MissingCheckpoint,
+    cache_key,
+    checkpoint_key,
+    find_checkpoint,
+    run_dir,
+    write_manifest,
+)
+from server.backend.training.config import RetrievalTrainingConfig
+from server.backend.training.retrieval import TrainingDataMissing, train_retrieval
+from server.errors import BadInput
+from server.store import make_engine
+from server.store.engine import unit_of_work
+from server.store.migrate import upgrade
+
+BOUNDED = RetrievalTrainingConfig(batch_size=32, max_steps=20, max_seq_length=64, eval_steps=10, eval_contexts=200)
+MARGIN = 0.015  # P@1,100 points (as a share) the fine-tuned encoder must gain over the zero-shot one
+
+
+def test_the_cache_key_changes_with_data_base_model_and_every_parameter():
+    parameters = {"batch_size": 64, "learning_rate": 5e-5}
+    key = cache_key("data-a", "all-MiniLM-L6-v2@53aa51172d14", parameters)
+    assert len(key) == 12 and key == cache_key("data-a", "all-MiniLM-L6-v2@53aa51172d14", dict(parameters))
+    assert key != cache_key("data-b", "all-MiniLM-L6-v2@53aa51172d14", parameters)
+    assert key != cache_key("data-a", "all-MiniLM-L6-v2@000000000000", parameters)
+    assert key != cache_key("data-a", "all-MiniLM-L6-v2@53aa51172d14", {**parameters, "learning_rate": 1e-4})
+    assert key != cache_key("data-a", "all-MiniLM-L6-v2@53aa51172d14", {**parameters, "seed": 1})
+
+
+def test_a_missing_checkpoint_names_the_train_command(tmp_path):
+    with pytest.raises(MissingCheckpoint, match=r"no fine-tuned retrieval-ft checkpoint under .*: run "
+                                                r"`empeval train retrieval` first"):
+        find_checkpoint(tmp_path, "retrieval-ft")
+    # An unfinished run (no manifest yet) is not a checkpoint either.
+    (run_dir(tmp_path, "retrieval-ft", "abcdef012345") / "model").mkdir(parents=True)
+    with pytest.raises(MissingCheckpoint, match="empeval train retrieval"):
+        find_checkpoint(tmp_path, "retrieval-ft")
+    with pytest.raises(MissingCheckpoint, match="unfinished run"):
+        find_checkpoint(tmp_path, "retrieval-ft", "abcdef012345")
+    write_manifest(run_dir(tmp_path, "retrieval-ft", "abcdef012345"), {"complete": True})
+    found = find_checkpoint(tmp_path, "retrieval-ft")
+    assert found.name == "model" and checkpoint_key(found) == "abcdef012345"
+
+
+def test_the_fine_tuned_system_never_falls_back_to_the_zero_shot_encoder(sample_engine, tmp_path):
+    registry = Registry.from_config(None, BackendResources(engine=sample_engine, cache_dir=tmp_path,
+                                                           show_progress=False))
+    with pytest.raises(ConfigError, match=r"retrieval-ft.*run `empeval train retrieval` first"):
+        registry.get("retrieval-ft")
+
+
+def test_generate_names_the_train_command_and_all_skips_the_untrained_system(fresh_engine, tmp_path):
+    url = fresh_engine.url.render_as_string(hide_password=False)
+    config = tmp_path / "systems.toml"
+    config.write_text('[systems.gold]\nkind = "gold"\n\n[systems.retrieval-ft]\nkind = "retrieval-ft"\n')
+    common = ["--config", str(config), "--cache-dir", str(tmp_path / "cache"), "--limit", "2"]
+    named = CliRunner().invoke(cli, ["--database-url", url, "generate", "--systems", "retrieval-ft", *common])
+    assert named.exit_code == 2 and "empeval train retrieval" in named.output, named.output
+    everything = CliRunner().invoke(cli, ["--database-url", url, "generate", "--systems", "all", *common])
+    assert everything.exit_code == 0, everything.output
+    assert "'retrieval-ft' is not trained, skipped" in everything.output and "empeval train retrieval" in everything.output
+    assert "gold" in everything.output
+
+
+def test_training_without_train_data_names_the_import_command(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'empty.db'}")
+    upgrade(engine)
+    with pytest.raises(TrainingDataMissing, match=r"no train contexts of dataset 'empatheticdialogues'.*"
+                                                  r"empeval data import-ed"):
+        train_retrieval(engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=BOUNDED, echo=lambda _: None)
+    assert not (tmp_path / "trained").exists()  # nothing half-written
+
+
+def test_bad_parameters_are_refused_by_name():
+    with pytest.raises(BadInput, match="batch_size must be at least 2.*eval_contexts must be at least 100"):
+        RetrievalTrainingConfig(batch_size=1, eval_contexts=10)
+
+
+@pytest.mark.slow
+def test_a_bounded_run_lowers_the_loss_and_beats_the_zero_shot_encoder(sample_engine, tmp_path):
+    lines: list[str] = []
+    result = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=BOUNDED,
+                             show_progress=False, echo=lines.append)
+    manifest = result.manifest
+    assert result.status == "trained" and manifest["global_step"] == 20 and manifest["complete"]
+    assert manifest["eval_source"] == "train holdout" and manifest["eval_contexts"] == 200
+    losses = [loss for _, loss in manifest["losses"]]
+    assert len(losses) == 20
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.1, losses
+    assert [step for step, _ in manifest["evaluations"]] == [10, 20]
+    assert manifest["best_step"] in (10, 20)
+
+    resources = BackendResources(engine=sample_engine, cache_dir=tmp_path, show_progress=False)
+    registry = Registry.from_config(None, resources)
+    with unit_of_work(sample_engine) as session:
+        contexts = load_contexts(session, split="test")
+    fine_tuned, n = p_at_1_of_100(registry.get("retrieval-ft"), contexts, seed=0)
+    zero_shot, _ = p_at_1_of_100(registry.get("retrieval"), contexts, seed=0)
+    print(f"sample test P@1,100 over {n} contexts: zero-shot {zero_shot:.4f}, fine-tuned {fine_tuned:.4f}")
+    assert fine_tuned >= zero_shot + MARGIN
+    # The system's version carries the checkpoint key, so its responses and embeddings never mix with retrieval's.
+    assert result.key in registry.get("retrieval-ft").version
+    assert result.key not in registry.get("retrieval").version
+    again = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=BOUNDED,
+                            show_progress=False, echo=lines.append)
+    assert again.status == "already trained" and "nothing to do" in again.describe()
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_its_time_budget_resumes_where_it_stopped(sample_engine, tmp_path):
+    config = RetrievalTrainingConfig(batch_size=8, max_steps=6, max_seq_length=32, eval_steps=3, eval_contexts=100)
+    lines: list[str] = []
+    # A budget already spent when the first step ends: that step is evaluated, saved, and the run stops.
+    first = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=config,
+                            max_minutes=1e-6, show_progress=False, echo=lines.append)
+    assert first.status == "stopped at the time budget" and first.manifest["global_step"] == 1
+    assert not first.manifest["complete"] and "again" in first.describe()
+    assert find_checkpoint(tmp_path, "retrieval-ft").parent == first.run  # the best so far is servable
+    second = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=config,
+                             show_progress=False, echo=lines.append)
+    assert second.run == first.run and second.status == "trained" and second.manifest["global_step"] == 6
+    assert any("resuming from the last checkpoint" in line for line in lines)
+    # The resumed run continued step 1's history rather than starting over: step 1 is logged once.
+    assert [step for step, _ in second.manifest["losses"]] == [1, 2, 3, 4, 5, 6]
+    assert [step for step, _ in second.manifest["evaluations"]] == [1, 3, 6]
+    assert json.loads((first.run / "manifest.json").read_text())["complete"] is True
