@@ -371,8 +371,8 @@ def _items(connection: Executor, assignment_id: int) -> list[dict[str, Any]]:
     """The assignment's items in stored order, each with its response and the context's turns: one statement (a
     row per turn), however many items."""
     items: list[dict[str, Any]] = []
-    for position, item_id, response, role, text in hot_sql.run(connection, hot_sql.ITEMS,
-                                                               {"assignment": assignment_id}):
+    for row in hot_sql.run(connection, hot_sql.ITEMS, {"assignment": assignment_id}):
+        position, item_id, response, role, text = tuple(row)
         if not items or items[-1]["position"] != position:
             items.append({"item_id": item_id, "position": position, "response": response, "context": []})
         if role is not None:

@@ -51,7 +51,7 @@ def run(executor: Executor, statement: ByDialect, parameters: dict[str, Any] | l
     transaction. Datetimes go in as `moment` makes them; rows come back as the driver gives them."""
     connection = _connection(executor)
     sql = statement.postgresql if connection.dialect.name == "postgresql" else statement.sqlite
-    return connection.exec_driver_sql(sql, parameters)  # type: ignore[arg-type]
+    return connection.exec_driver_sql(sql, parameters)
 
 
 def moment(executor: Executor, value: datetime | None) -> datetime | str | None:

@@ -31,8 +31,8 @@ def pairwise_items(connection: Executor, assignment_id: int) -> list[dict[str, A
     """The assignment's pairs in stored order: `item_id` (the pair item), `position`, `context` (its turns) and
     `response_a` / `response_b`, the texts shown left and right. One statement, however many pairs."""
     items: list[dict[str, Any]] = []
-    for position, pair_item_id, left, right, role, text in hot_sql.run(connection, hot_sql.PAIRS,
-                                                                       {"assignment": assignment_id}):
+    for row in hot_sql.run(connection, hot_sql.PAIRS, {"assignment": assignment_id}):
+        position, pair_item_id, left, right, role, text = tuple(row)
         if not items or items[-1]["position"] != position:
             items.append({"item_id": pair_item_id, "position": position, "context": [],
                           "response_a": left, "response_b": right})
