@@ -48,7 +48,6 @@ import torch
 from torch import nn
 
 from server.backend.base import DialogueContext, Outcome, ResponseModel
-from server.backend.encoder import texts_hash
 from server.backend.resources import BackendResources
 from server.backend.retrieval import DEFAULT_MAX_HISTORY, candidate_pool, history_text
 from server.backend.training.checkpoints import checkpoint_key, find_checkpoint, read_manifest
@@ -328,7 +327,6 @@ class CoBERTModel(ResponseModel):
             raise ValueError(f"rerank_k must be a positive integer, got {self.parameters['rerank_k']!r}")
         self.resources = resources or BackendResources()
         self._selector: CoBERT | None = None
-        self._first_stage = None
         # Fail at build time, naming the train command (`empeval generate --systems all` and `empeval metrics`
         # skip an untrained system on this error), not at the first request.
         self.checkpoint, self.encoder_checkpoint  # noqa: B018
@@ -364,33 +362,19 @@ class CoBERTModel(ResponseModel):
             self._selector = self.resources.get_or_build(f"cobert:{self.key}", lambda: CoBERT.load(self.checkpoint))
         return self._selector
 
-    @property
-    def first_stage(self):
-        if self._first_stage is None:
-            self._first_stage = self.resources.get_or_build(
-                f"st:{self.encoder_key}", lambda: load_sentence_transformer(self.encoder_checkpoint))
-        return self._first_stage
-
     def manifest(self) -> dict:
         return read_manifest(self.checkpoint)
 
     def _embed(self, texts: Sequence[str], *, label: str) -> torch.Tensor:
-        """Unit embeddings of `texts` by the fine-tuned bi-encoder. Calls of at least CACHED_BATCH texts (the
-        candidate pool, a metrics run's references and queries) are kept in the cache folder, keyed by its
-        checkpoint and the texts, so they are encoded once; single requests are encoded afresh."""
-        path = Path(self.resources.cache_dir) / "embeddings" / (
-            f"{label}-retrieval-ft@{self.encoder_key}-{texts_hash(texts)[:16]}.npy")
-        cached = len(texts) >= CACHED_BATCH
-        if cached and path.exists():
-            return torch.from_numpy(np.load(path))
-        array = self.first_stage.encode(list(texts), batch_size=64, normalize_embeddings=True,
-                                        convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
-        if cached:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            scratch = path.with_suffix(f".{os.getpid()}.tmp")
-            with open(scratch, "wb") as handle:
-                np.save(handle, array)
-            scratch.replace(path)
+        """Unit embeddings of `texts` by the fine-tuned bi-encoder, exactly as the `retrieval-ft` system computes
+        them (its SentenceEncoder: same precision, same cache files). Calls of at least CACHED_BATCH texts (the
+        candidate pool, a metrics run's references and queries) are kept in the cache folder; single requests
+        are encoded afresh."""
+        from server.backend.retrieval_ft import fine_tuned_encoder
+
+        encoder = fine_tuned_encoder(self.resources, self.encoder_key)
+        texts = list(texts)
+        array = encoder.encode_cached(texts, label=label) if len(texts) >= CACHED_BATCH else encoder.encode(texts)
         return torch.from_numpy(array)
 
     def prepare(self) -> None:
@@ -407,8 +391,9 @@ class CoBERTModel(ResponseModel):
 
     def score_texts(self, contexts: Sequence[DialogueContext], candidate_texts: Sequence[Sequence[str]]
                     ) -> torch.Tensor:
-        """CoBERT scores (n_contexts, k) of each context's own k candidate texts (higher is better): what
-        `empeval metrics` ranks a shared candidate set by (the selector alone, no first stage)."""
+        """CoBERT scores (n_contexts, k) of each context's own k candidate texts (higher is better), the selector
+        alone with no first stage (`empeval metrics` goes through `score_candidate_sets`, which reranks as the
+        system answers)."""
         return self.selector.score_candidates(self.query_texts(contexts), candidate_texts,
                                               show_progress=self.resources.show_progress)
 

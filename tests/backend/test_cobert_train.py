@@ -21,6 +21,7 @@ from server.backend.cobert import CoBERT, CoBERTModel, base_encoder_path, load_s
 from server.backend.contexts import load_contexts
 from server.backend.resources import BackendResources
 from server.backend.retrieval import history_text
+from server.backend.retrieval_ft import fine_tuned_encoder
 from server.backend.training.checkpoints import MODEL_DIR, is_finished, run_dir, write_manifest
 from server.backend.training.cobert_train import (
     CoBERTTrainConfig,
@@ -115,9 +116,10 @@ def test_the_trained_selector_reranks_the_bi_encoder_at_least_as_well_on_the_sam
     references = [c.reference for c in contexts]
     emotions = np.array([c.emotion or "" for c in contexts], dtype=str)
     reranked = system.score_candidate_sets(contexts, references, emotions, sets)
-    encoder = load_sentence_transformer(base_encoder_path())
-    queries = encoder.encode([history_text(c) for c in contexts], convert_to_tensor=True, normalize_embeddings=True)
-    embedded = encoder.encode(references, convert_to_tensor=True, normalize_embeddings=True)
+    # The bi-encoder alone, as the `retrieval-ft` system scores (its SentenceEncoder over the stand-in checkpoint).
+    encoder = fine_tuned_encoder(resources, STAND_IN_KEY)
+    queries = torch.from_numpy(encoder.encode([history_text(c) for c in contexts]))
+    embedded = torch.from_numpy(encoder.encode(references))
     bi = torch.einsum("nd,nkd->nk", queries, embedded[torch.from_numpy(sets)]).numpy()
     # Outside the top 20, the bi-encoder's order is kept, below every reranked candidate.
     outside = bi.argsort(axis=1)[:, :80]
