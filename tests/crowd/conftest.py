@@ -6,11 +6,14 @@ server directory behind.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
 import importlib.util
 import os
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,7 +70,18 @@ def free_port() -> int:
 
 @pytest.fixture
 def crowd_python():
-    return require_crowd_env()
+    """The crowd virtualenv's Python, held for this test alone: the runner refuses a second live run in one
+    virtualenv (mephisto_compat.one_run_per_venv), so under pytest-xdist the tests that use the crowd
+    environment take turns through an exclusive lock (a file in the temp dir named after the virtualenv's path)
+    rather than fail on each other."""
+    python = require_crowd_env()
+    venv = hashlib.sha256(str(python.absolute().parent.parent).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"empeval-crowd-tests-{venv}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield python
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture
