@@ -24,6 +24,7 @@ from entry.cli.researcher import annotators_forget, annotators_list, assignments
 from entry.cli.secret import CliContextWithSecret, secret
 from entry.cli.study import study
 from entry.cli.train import train
+from entry.cli.train_cobert import cobert
 
 
 @click.group(cls=EmpevalGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,6 +45,7 @@ def cli(ctx: click.Context, database_url: str | None, secret_file: Path | None) 
 study.add_command(study_list)
 annotators.add_command(annotators_list)
 annotators.add_command(annotators_forget)
+train.add_command(cobert)
 for command in (db, data, annotators, serve, export, admin_token_command, secret, generate, metrics, systems, report,
                 plan, study, crowd, demo, assignments, prolific, judge, train):
     cli.add_command(command)
