@@ -2,9 +2,11 @@
 real training run on the bundled sample, and resuming.
 
 The bounded run: 20 steps of 32 (sample train, 3,000 pairs after holding out 10% of the 1,600 train dialogues
-for model selection; lr 5e-5; texts cut at 64 word pieces; valid P@1,100 on 200 held-out contexts at steps 10
+for model selection; lr 5e-5; texts cut at 64 word pieces; valid P@1,100 on 100 held-out contexts at steps 10
 and 20), then P@1,100 of `retrieval-ft` and of the zero-shot `retrieval` on the sample's 668 test contexts,
-same candidate sets. Measured: 35.33 against 32.34 (+3.0 points); the test asks for at least +1.5.
+same candidate sets. Measured: 35.48 against 32.34 (+3.1 points); the test asks for at least +1.5. The MNRL loss
+on 8 fixed batches of train pairs falls from 4.05 to 3.81. The run took 265 s at load average 4 to 9 on the
+shared 2-core machine (the whole module, slow tests included: 6 min).
 """
 from __future__ import annotations
 
@@ -27,13 +29,13 @@ from server.backend.training.checkpoints import (
     write_manifest,
 )
 from server.backend.training.config import RetrievalTrainingConfig
-from server.backend.training.retrieval import TrainingDataMissing, train_retrieval
+from server.backend.training.retrieval import TrainingDataMissing, base_model_path, train_retrieval, training_data
 from server.errors import BadInput
 from server.store import make_engine
 from server.store.engine import unit_of_work
 from server.store.migrate import upgrade
 
-BOUNDED = RetrievalTrainingConfig(batch_size=32, max_steps=20, max_seq_length=64, eval_steps=10, eval_contexts=200)
+BOUNDED = RetrievalTrainingConfig(batch_size=32, max_steps=20, max_seq_length=64, eval_steps=10, eval_contexts=100)
 MARGIN = 0.015  # P@1,100 points (as a share) the fine-tuned encoder must gain over the zero-shot one
 
 
@@ -78,7 +80,8 @@ def test_generate_names_the_train_command_and_all_skips_the_untrained_system(fre
     assert named.exit_code == 2 and "empeval train retrieval" in named.output, named.output
     everything = CliRunner().invoke(cli, ["--database-url", url, "generate", "--systems", "all", *common])
     assert everything.exit_code == 0, everything.output
-    assert "'retrieval-ft' is not trained, skipped" in everything.output and "empeval train retrieval" in everything.output
+    assert "'retrieval-ft' is not trained, skipped" in everything.output
+    assert "empeval train retrieval" in everything.output
     assert "gold" in everything.output
 
 
@@ -96,21 +99,53 @@ def test_bad_parameters_are_refused_by_name():
         RetrievalTrainingConfig(batch_size=1, eval_contexts=10)
 
 
+@pytest.fixture(scope="module")
+def bounded_run(sample_engine, tmp_path_factory):
+    """The bounded training run of the module docstring, trained once for the tests that read it."""
+    cache = tmp_path_factory.mktemp("trained")
+    result = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=cache, config=BOUNDED,
+                             show_progress=False, echo=lambda _: None)
+    return cache, result
+
+
+def _mean_loss(model_path, queries, replies) -> float:
+    """MultipleNegativesRankingLoss of a model over fixed batches of 32 pairs (no training)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    model = SentenceTransformer(str(model_path), device="cpu")
+    model.max_seq_length = BOUNDED.max_seq_length
+    loss = MultipleNegativesRankingLoss(model)
+    values = []
+    with torch.no_grad():
+        for start in range(0, len(queries), 32):
+            features = [model.tokenize(queries[start:start + 32]), model.tokenize(replies[start:start + 32])]
+            values.append(float(loss(features, None)))
+    return sum(values) / len(values)
+
+
 @pytest.mark.slow
-def test_a_bounded_run_lowers_the_loss_and_beats_the_zero_shot_encoder(sample_engine, tmp_path):
-    lines: list[str] = []
-    result = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=BOUNDED,
-                             show_progress=False, echo=lines.append)
+def test_a_bounded_run_lowers_the_loss(bounded_run, sample_engine):
+    _, result = bounded_run
     manifest = result.manifest
     assert result.status == "trained" and manifest["global_step"] == 20 and manifest["complete"]
-    assert manifest["eval_source"] == "train holdout" and manifest["eval_contexts"] == 200
-    losses = [loss for _, loss in manifest["losses"]]
-    assert len(losses) == 20
-    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.1, losses
-    assert [step for step, _ in manifest["evaluations"]] == [10, 20]
-    assert manifest["best_step"] in (10, 20)
+    assert manifest["eval_source"] == "train holdout" and manifest["eval_contexts"] == 100
+    assert [step for step, _ in manifest["losses"]] == list(range(1, 21))
+    assert [step for step, _ in manifest["evaluations"]] == [10, 20] and manifest["best_step"] in (10, 20)
+    # Step losses of batches of 32 are too noisy to compare; the same 8 batches of train pairs before and after are not.
+    data = training_data(sample_engine, "empatheticdialogues", BOUNDED)
+    queries, replies = data.queries[:256], data.replies[:256]
+    before = _mean_loss(base_model_path(), queries, replies)
+    after = _mean_loss(result.run / "model", queries, replies)
+    print(f"MNRL loss on 8 fixed batches of 32 train pairs: {before:.3f} before, {after:.3f} after")
+    assert after < before - 0.05
 
-    resources = BackendResources(engine=sample_engine, cache_dir=tmp_path, show_progress=False)
+
+@pytest.mark.slow
+def test_a_bounded_run_beats_the_zero_shot_encoder_on_the_sample_test_set(bounded_run, sample_engine):
+    cache, result = bounded_run
+    resources = BackendResources(engine=sample_engine, cache_dir=cache, show_progress=False)
     registry = Registry.from_config(None, resources)
     with unit_of_work(sample_engine) as session:
         contexts = load_contexts(session, split="test")
@@ -121,8 +156,8 @@ def test_a_bounded_run_lowers_the_loss_and_beats_the_zero_shot_encoder(sample_en
     # The system's version carries the checkpoint key, so its responses and embeddings never mix with retrieval's.
     assert result.key in registry.get("retrieval-ft").version
     assert result.key not in registry.get("retrieval").version
-    again = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=BOUNDED,
-                            show_progress=False, echo=lines.append)
+    again = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=cache, config=BOUNDED,
+                            show_progress=False, echo=lambda _: None)
     assert again.status == "already trained" and "nothing to do" in again.describe()
 
 

@@ -156,7 +156,10 @@ def p_at_1_of_100_of(model, queries: Sequence[str], references: Sequence[str], *
 
 
 def _evaluator(data: TrainingData, config: RetrievalTrainingConfig):
-    from sentence_transformers.evaluation import SentenceEvaluator
+    try:  # sentence-transformers >= 6 moved it; the old path still works there, with a warning
+        from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
+    except ImportError:  # pragma: no cover
+        from sentence_transformers.evaluation import SentenceEvaluator
 
     class PAt1Evaluator(SentenceEvaluator):
         """P@1,100 on the model-selection contexts (`p_at_1_of_100_of`)."""
@@ -245,8 +248,12 @@ def _train(run: Path, key: str, data: TrainingData, config: RetrievalTrainingCon
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.training_args import BatchSamplers
+    try:  # sentence-transformers >= 6 paths; the old ones warn there
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    except ImportError:  # pragma: no cover
+        from sentence_transformers.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.training_args import BatchSamplers
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()  # weight loading/saving bars: the rich bar says enough
