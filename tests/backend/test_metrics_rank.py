@@ -136,8 +136,10 @@ def test_metrics_command_prints_rank_metrics_and_reuses_its_stored_candidates(sa
     first = CliRunner().invoke(cli, arguments)
     assert first.exit_code == 0, first.output
     assert candidates.exists() and "stored in" in first.output
-    line = next(line for line in first.output.splitlines() if line.startswith("retrieval ") and "R@" not in line
-                and len(line.split()) == 6)
+    lines = first.output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[1:] == ["n", "R@1", "R@10", "R@50", "MRR"])
+    line = next(line for line in lines[header:] if line.startswith("retrieval "))
+    assert f"{float(line.split()[2]):.2f}" in next(row for row in lines[:header] if row.startswith("retrieval "))
     r1, r10, r50, mrr = (float(x) for x in line.split()[2:])
     assert 25 < r1 < r10 < r50 <= 100 and r1 < mrr < r10
     second = CliRunner().invoke(cli, arguments)
