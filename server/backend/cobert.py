@@ -28,9 +28,11 @@ meets only the response); the element-wise product is taken between projections 
 transformer's width); mean-pooling is kept only in the bi-encoder term. These keep the B x B training step
 affordable on a CPU.
 
-The system `cobert` retrieves the fine-tuned bi-encoder's top `rerank_k` (20, chosen by measurement; see
-METRICS.md) listener turns of ED train, then picks the one with the highest CoBERT score. A missing checkpoint
-(either the CoBERT one or the bi-encoder it reranks) is an error naming the train command, never a fallback.
+The system `cobert` retrieves the fine-tuned bi-encoder's top `rerank_k` listener turns of ED train (20 by
+default; benchmarks/cobert_rerank.py measures P@1,100, R@10, R@50 and MRR for each rerank depth on valid
+contexts, and CoBERT's cost grows linearly with the depth), then picks the one with the highest CoBERT score.
+A missing checkpoint (either the CoBERT one or the bi-encoder it reranks) is an error naming the train command,
+never a fallback.
 """
 from __future__ import annotations
 
