@@ -179,3 +179,18 @@ def test_a_run_stopped_by_its_time_budget_resumes_where_it_stopped(sample_engine
     assert [step for step, _ in second.manifest["losses"]] == [1, 2, 3, 4, 5, 6]
     assert [step for step, _ in second.manifest["evaluations"]] == [1, 3, 6]
     assert json.loads((first.run / "manifest.json").read_text())["complete"] is True
+
+
+def test_the_demo_rates_retrieval_ft_only_when_a_checkpoint_exists(tmp_path):
+    from entry.demo import DEMO_STUDY, with_fine_tuned_retrieval
+    from tasks.study_file import load_study_file
+
+    spec = load_study_file(DEMO_STUDY)
+    said: list[str] = []
+    assert with_fine_tuned_retrieval(spec, tmp_path, said.append) == spec
+    assert "retrieval-ft" not in spec.systems and "`empeval train retrieval`" in said[0]
+    run = run_dir(tmp_path, "retrieval-ft", "0123456789ab")
+    (run / "model").mkdir(parents=True)
+    write_manifest(run, {"complete": True})
+    with_ft = with_fine_tuned_retrieval(spec, tmp_path, said.append)
+    assert with_ft.systems == (*spec.systems, "retrieval-ft") and "0123456789ab" in said[1]
