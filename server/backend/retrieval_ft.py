@@ -50,4 +50,5 @@ class FineTunedRetrievalModel(RetrievalModel):
 
     @property
     def encoder(self):
+        assert self.resources is not None
         return fine_tuned_encoder(self.resources, self.parameters.get("checkpoint"))

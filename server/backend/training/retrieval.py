@@ -159,7 +159,7 @@ def _evaluator(data: TrainingData, config: RetrievalTrainingConfig):
     try:  # sentence-transformers >= 6 moved it; the old path still works there, with a warning
         from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
     except ImportError:  # pragma: no cover
-        from sentence_transformers.evaluation import SentenceEvaluator
+        from sentence_transformers.evaluation import SentenceEvaluator  # type: ignore[no-redef]
 
     class PAt1Evaluator(SentenceEvaluator):
         """P@1,100 on the model-selection contexts (`p_at_1_of_100_of`)."""
@@ -252,8 +252,8 @@ def _train(run: Path, key: str, data: TrainingData, config: RetrievalTrainingCon
         from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
         from sentence_transformers.sentence_transformer.training_args import BatchSamplers
     except ImportError:  # pragma: no cover
-        from sentence_transformers.losses import MultipleNegativesRankingLoss
-        from sentence_transformers.training_args import BatchSamplers
+        from sentence_transformers.losses import MultipleNegativesRankingLoss  # type: ignore[no-redef]
+        from sentence_transformers.training_args import BatchSamplers  # type: ignore[no-redef]
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()  # weight loading/saving bars: the rich bar says enough
