@@ -194,3 +194,11 @@ def test_the_demo_rates_retrieval_ft_only_when_a_checkpoint_exists(tmp_path):
     write_manifest(run, {"complete": True})
     with_ft = with_fine_tuned_retrieval(spec, tmp_path, said.append)
     assert with_ft.systems == (*spec.systems, "retrieval-ft") and "0123456789ab" in said[1]
+
+
+def test_the_train_command_exits_2_naming_the_import_command_on_an_empty_store(tmp_path):
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    result = CliRunner().invoke(cli, ["--database-url", url, "train", "retrieval", "--cache-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "no train contexts" in result.output and "empeval data import-ed" in result.output
+    assert "Traceback" not in result.output
