@@ -45,7 +45,12 @@ def test_list_systems_names_kinds_and_versions(client):
     systems = {s["name"]: s for s in answer.json["systems"]}
     assert systems["gold"]["kind"] == "gold" and systems["moel"]["kind"] == "replay"
     assert systems["moel"]["source"]["repo"] == "HLTCHKUST/MoEL"
-    assert all("version" in s for s in systems.values())
+    # Every system has a version, except a trained one whose checkpoint is not in the cache: it is listed with
+    # the error that names the command to train it (one broken system never hides the others).
+    untrained = {name: s for name, s in systems.items() if "version" not in s}
+    assert set(untrained) <= {"retrieval-ft", "cobert"}
+    assert all("empeval train" in s["error"] for s in untrained.values())
+    assert "version" in systems["retrieval"] and "version" in systems["gold"]
 
 
 def test_respond_to_a_stored_context(client, context):
