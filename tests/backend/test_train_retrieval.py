@@ -36,6 +36,9 @@ from server.store.engine import unit_of_work
 from server.store.migrate import upgrade
 
 BOUNDED = RetrievalTrainingConfig(batch_size=32, max_steps=20, max_seq_length=64, eval_steps=10, eval_contexts=100)
+# One torch thread: under make test's two xdist workers on two cores, two threads per trainer wait on each other's
+# busy core (measured: the bounded run's setup took 376 s with 2 threads beside the other worker, 39 s alone).
+TEST_THREADS = 1
 MARGIN = 0.015  # P@1,100 points (as a share) the fine-tuned encoder must gain over the zero-shot one
 
 
@@ -104,7 +107,7 @@ def bounded_run(sample_engine, tmp_path_factory):
     """The bounded training run of the module docstring, trained once for the tests that read it."""
     cache = tmp_path_factory.mktemp("trained")
     result = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=cache, config=BOUNDED,
-                             show_progress=False, echo=lambda _: None)
+                             threads=TEST_THREADS, show_progress=False, echo=lambda _: None)
     return cache, result
 
 
@@ -157,7 +160,7 @@ def test_a_bounded_run_beats_the_zero_shot_encoder_on_the_sample_test_set(bounde
     assert result.key in registry.get("retrieval-ft").version
     assert result.key not in registry.get("retrieval").version
     again = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=cache, config=BOUNDED,
-                            show_progress=False, echo=lambda _: None)
+                            threads=TEST_THREADS, show_progress=False, echo=lambda _: None)
     assert again.status == "already trained" and "nothing to do" in again.describe()
 
 
@@ -167,12 +170,12 @@ def test_a_run_stopped_by_its_time_budget_resumes_where_it_stopped(sample_engine
     lines: list[str] = []
     # A budget already spent when the first step ends: that step is evaluated, saved, and the run stops.
     first = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=config,
-                            max_minutes=1e-6, show_progress=False, echo=lines.append)
+                            threads=TEST_THREADS, max_minutes=1e-6, show_progress=False, echo=lines.append)
     assert first.status == "stopped at the time budget" and first.manifest["global_step"] == 1
     assert not first.manifest["complete"] and "again" in first.describe()
     assert find_checkpoint(tmp_path, "retrieval-ft").parent == first.run  # the best so far is servable
     second = train_retrieval(sample_engine, dataset="empatheticdialogues", cache_dir=tmp_path, config=config,
-                             show_progress=False, echo=lines.append)
+                             threads=TEST_THREADS, show_progress=False, echo=lines.append)
     assert second.run == first.run and second.status == "trained" and second.manifest["global_step"] == 6
     assert any("resuming from the last checkpoint" in line for line in lines)
     # The resumed run continued step 1's history rather than starting over: step 1 is logged once.
