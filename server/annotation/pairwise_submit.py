@@ -21,7 +21,7 @@ from sqlalchemy import Engine, Row, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation import hot_sql
+from server.annotation import hot_sql, submit
 from server.annotation.handout import refuse_unless_may_work
 from server.annotation.hot_sql import Executor
 from server.annotation.submission_schema import (
@@ -46,7 +46,7 @@ from server.annotation.submit import (
 from server.errors import BadInput, Conflict
 from server.store.engine import write_connection
 from server.store.models import Assignment
-from server.store.queries import as_utc, now_utc
+from server.store.queries import now_utc
 from server.store.storable import text_problem
 
 # Field name -> required. A field not listed is refused, so a misspelt "coment" is not silently dropped.
@@ -180,20 +180,14 @@ def pairwise_submission_schema(expected: ExpectedChoices | None = None) -> dict[
 
 def _receipt(assignment_id: int, submission_id: str | None, late: bool, submitted_at: datetime | None,
              n_choices: int) -> dict[str, Any]:
-    moment = as_utc(submitted_at)
-    return {"status": "stored", "assignment_id": assignment_id, "submission_id": submission_id, "choices": n_choices,
-            "late": bool(late), "submitted_at": moment.isoformat() if moment is not None else None}
+    return submit._receipt(assignment_id, submission_id, late, submitted_at, n_choices, counted="choices")
 
 
 def _already_submitted(connection: Executor, assignment_id: int, stored: Row[Any],
                        submission_id: object) -> dict[str, Any]:
-    """The receipt of a submission stored already (`stored`: the assignment's row as submit._own_assignment reads
-    it), when `submission_id` is the one stored; else Conflict."""
-    if stored.submission_id == submission_id:
-        count = hot_sql.run(connection, hot_sql.COUNT_CHOICES, {"assignment": assignment_id}).scalar()
-        return _receipt(assignment_id, stored.submission_id, stored.late, hot_sql.read_moment(stored.submitted_at),
-                        count or 0)
-    raise Conflict(f"assignment {assignment_id} was already submitted (with another submission id)")
+    """submit._already_submitted, counting the choices stored."""
+    return submit._already_submitted(connection, assignment_id, stored, submission_id,
+                                     count=hot_sql.COUNT_CHOICES, counted="choices")
 
 
 def _store_choices(connection: Executor, assignment_id: int, annotator_id: int,

@@ -126,20 +126,22 @@ def validate_submission(payload: Any, expected: ExpectedRatings) -> ValidSubmiss
 
 
 def _receipt(assignment_id: int, submission_id: str | None, late: bool, submitted_at: datetime | None,
-             n_ratings: int) -> dict[str, Any]:
+             n_stored: int, *, counted: str = "ratings") -> dict[str, Any]:
+    """A stored submission's receipt; `counted` names what `n_stored` counts ("ratings"; "choices" for A/B)."""
     moment = as_utc(submitted_at)
-    return {"status": "stored", "assignment_id": assignment_id, "submission_id": submission_id, "ratings": n_ratings,
+    return {"status": "stored", "assignment_id": assignment_id, "submission_id": submission_id, counted: n_stored,
             "late": bool(late), "submitted_at": moment.isoformat() if moment is not None else None}
 
 
-def _already_submitted(connection: Executor, assignment_id: int, stored: Row[Any],
-                       submission_id: object) -> dict[str, Any]:
+def _already_submitted(connection: Executor, assignment_id: int, stored: Row[Any], submission_id: object, *,
+                       count: hot_sql.ByDialect = hot_sql.COUNT_RATINGS, counted: str = "ratings") -> dict[str, Any]:
     """The receipt of a submission stored already (`stored`: the assignment's row as ASSIGNMENT_FOR_SUBMIT reads
-    it), when `submission_id` is the one stored; else Conflict."""
+    it), when `submission_id` is the one stored, with what `count` counts (ratings; an A/B study's choices);
+    else Conflict."""
     if stored.submission_id == submission_id:
-        count = hot_sql.run(connection, hot_sql.COUNT_RATINGS, {"assignment": assignment_id}).scalar()
+        n_stored = hot_sql.run(connection, count, {"assignment": assignment_id}).scalar()
         return _receipt(assignment_id, stored.submission_id, stored.late, hot_sql.read_moment(stored.submitted_at),
-                        count or 0)
+                        n_stored or 0, counted=counted)
     raise Conflict(f"assignment {assignment_id} was already submitted (with another submission id)")
 
 
