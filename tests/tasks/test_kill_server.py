@@ -30,6 +30,9 @@ RATERS = 6
 KILL_AFTER = 8  # acknowledged submissions before the kill
 DEADLINE = 50.0  # seconds for the whole run, both servers included
 CRITERIA = ("empathy", "relevance", "fluency")
+# What a client meets when the server dies on its request: no connection, no answer in time, or an answer cut off
+# mid-body (the status line and headers were sent, the body was not; requests raises ChunkedEncodingError then).
+CUT_SHORT = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 
 
 def free_port() -> int:
@@ -86,6 +89,7 @@ class Ledger:
     acknowledged: dict[int, tuple[str, int]] = field(default_factory=dict)  # -> (submission id, ratings)
     failures: list[str] = field(default_factory=list)
     unanswered: Counter = field(default_factory=Counter)  # requests the dead server left unanswered, by kind
+    finished: int = 0  # raters that ran out of work (rather than out of time or into an error)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -112,6 +116,8 @@ def rate(base: str, token: str, ledger: Ledger, stop: threading.Event, deadline:
                     raise AssertionError(f"next -> {answer.status_code} {answer.text[:200]}")
                 assignment = answer.json()["assignment"]
                 if assignment is None:
+                    with ledger.lock:
+                        ledger.finished += 1
                     return
                 current = (assignment["assignment_id"], body_for(assignment))
             assignment_id, body = current
@@ -124,13 +130,13 @@ def rate(base: str, token: str, ledger: Ledger, stop: threading.Event, deadline:
             with ledger.lock:
                 ledger.acknowledged[assignment_id] = (receipt["submission_id"], receipt[counted])
             current = None
-        except (requests.ConnectionError, requests.Timeout):
+        except CUT_SHORT:
             with ledger.lock:
                 ledger.unanswered["submit" if current is not None else "next"] += 1
             time.sleep(0.1)  # the server is down: poll until it is back
-        except AssertionError as error:
+        except Exception as error:  # noqa: BLE001 - anything else ends this rater and must fail the test
             with ledger.lock:
-                ledger.failures.append(str(error))
+                ledger.failures.append(f"{type(error).__name__}: {error}")
             return
 
 
@@ -171,6 +177,7 @@ def test_acknowledged_submissions_survive_sigkill_of_the_server_exactly_once_and
             if rater.is_alive():
                 rater.join(timeout=15)
     assert ledger.failures == []
+    assert ledger.finished == RATERS, "a rater stopped before running out of work"
 
     per_assignment = 4 * len(CRITERIA)
     with Session(sample_engine) as session:

@@ -76,6 +76,7 @@ def test_acknowledged_pairwise_submissions_survive_sigkill_exactly_once_and_whol
             if rater.is_alive():
                 rater.join(timeout=15)
     assert ledger.failures == []
+    assert ledger.finished == RATERS, "a rater stopped before running out of work"
 
     with Session(sample_engine) as session:
         stored = {a.id: a for a in session.scalars(select(Assignment))}
