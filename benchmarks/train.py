@@ -49,7 +49,10 @@ def main() -> None:
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--max-minutes", type=float, default=55.0)
-    parser.add_argument("--max-steps", type=int, default=None, help="planned steps (default: one epoch)")
+    parser.add_argument("--max-steps", type=int, default=None, help="planned steps (overrides --epochs)")
+    parser.add_argument("--epochs", type=float, default=RetrievalTrainingConfig.epochs)
+    parser.add_argument("--eval-steps", type=int, default=RetrievalTrainingConfig.eval_steps,
+                        help="steps between evaluations on valid (each costs a few seconds)")
     parser.add_argument("--batch-size", type=int, default=RetrievalTrainingConfig.batch_size)
     parser.add_argument("--learning-rate", type=float, default=RetrievalTrainingConfig.learning_rate)
     parser.add_argument("--threads", type=int, default=2)
@@ -62,7 +65,7 @@ def main() -> None:
 
     if not args.skip_training:
         config = RetrievalTrainingConfig(batch_size=args.batch_size, learning_rate=args.learning_rate,
-                                         max_steps=args.max_steps)
+                                         epochs=args.epochs, max_steps=args.max_steps, eval_steps=args.eval_steps)
         start = time.perf_counter()
         result = train_retrieval(engine, dataset=ED, cache_dir=cache_dir, config=config,
                                  max_minutes=args.max_minutes, threads=args.threads, show_progress=False,
