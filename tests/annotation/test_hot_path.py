@@ -17,7 +17,7 @@ from server.annotation.submit import submit_assignment
 from server.store.engine import unit_of_work
 from server.store.models import Assignment, Rating, Study
 from server.store.queries import as_utc
-from tests.annotation.conftest import new_submission_id
+from tests.annotation.conftest import SYSTEMS, add_responses, make_study, new_submission_id
 
 MOMENTS = [datetime(2026, 3, 1, 9, 5, 7, 123456, tzinfo=UTC), datetime(2026, 3, 1, 9, 5, 7, tzinfo=UTC),
            datetime(999, 1, 2, 3, 4, 5, 6, tzinfo=UTC)]
@@ -75,3 +75,42 @@ def test_a_payload_changed_by_its_caller_leaves_the_next_one_as_it_was(study_eng
     first["scale"]["labels"].append("six")
     first["scale"]["max"] = 6
     assert next_assignment_payload(study_engine, "pilot", rater.id) == untouched
+
+
+def _plan_nodes(node: dict) -> list[dict]:
+    """Every node of a PostgreSQL JSON plan, depth first."""
+    return [node] + [below for child in node.get("Plans", []) for below in _plan_nodes(child)]
+
+
+def test_the_seen_check_runs_per_candidate_however_much_the_rater_has_seen(sample_engine):
+    """The candidate choice walks the open assignments in design order and checks each one's contexts against her
+    seen rows, stopping at the first that fits. PostgreSQL, left to itself, turned that NOT EXISTS into an
+    anti-join planned from her seen rows outwards (every item of every response of every context she had seen, per
+    claim), so a claim cost more the more she had rated: 12-15 submissions/s under 32 raters."""
+    add_responses(sample_engine, SYSTEMS, 120)
+    make_study(sample_engine, name="history", count=120, k=3, per_assignment=5, controls=[])
+    rater, _ = invite(sample_engine, "hanna", "history")
+    for _ in range(12):  # a rater with history: 12 assignments, up to 60 contexts seen
+        payload = next_assignment_payload(sample_engine, "history", rater.id)
+        ratings = [{"item_id": item["item_id"], "scores": {"empathy": 3, "relevance": 3, "fluency": 3}}
+                   for item in payload["items"]]
+        submit_assignment(sample_engine, payload["assignment_id"], rater.id,
+                          {"submission_id": new_submission_id(), "ratings": ratings})
+    with Session(sample_engine) as session:
+        study_id = session.scalar(select(Study.id).where(Study.name == "history"))
+    sqlite_sql, postgresql_sql = hot_sql.FIRST_FITTING_SQL
+    parameters = {"study": study_id, "annotator": rater.id}
+    with sample_engine.connect() as connection:
+        if sample_engine.dialect.name == "postgresql":
+            connection.exec_driver_sql("ANALYZE")
+            sql = hot_sql._pyformat(postgresql_sql)
+            plan = connection.exec_driver_sql("EXPLAIN (FORMAT JSON) " + sql, parameters).scalar()[0]["Plan"]
+            nodes = _plan_nodes(plan)
+            assert not [n for n in nodes if n.get("Join Type") == "Anti"], "the seen check became an anti-join"
+            walk = [n for n in nodes if n.get("Index Name") == "ix_assignment_study_status_order"]
+            assert walk and "SubPlan" in walk[0].get("Filter", ""), plan
+        else:
+            steps = [row[3] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sqlite_sql, parameters)]
+            assert any("ix_assignment_study_status_order" in step for step in steps), steps
+            assert any("CORRELATED" in step for step in steps), steps
+            assert not any(step.startswith("SCAN seen_context") for step in steps), steps
