@@ -473,7 +473,8 @@ def floor(scratch: Path, tokens: list[str], args: argparse.Namespace) -> dict:
     path = scratch / "floor.db"
     prepare(str(path), args.load_assignments)
     port = free_port()
-    command = [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads", "4", "--worker-class",
+    command = [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads", str(args.threads),
+               "--worker-class",
                "gthread", "--bind", f"127.0.0.1:{port}", "floor_app:app"]
     return _served_load(command, {"FLOOR_DB": str(path)}, Path(__file__).parent, port, tokens, args)
 
@@ -500,7 +501,7 @@ def throughput(url: str, args: argparse.Namespace) -> dict:
     tokens = [invite(engine, f"load-{i}", built.study)[1] for i in range(args.annotators)]
     port = free_port()
     command = [sys.executable, "-m", "entry.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",
-               str(args.workers)]
+               str(args.workers), "--threads", str(args.threads)]
     phases = _served_load(command, {"EMPEVAL_DATABASE_URL": url}, REPO, port, tokens, args)
     trivial, api = phases["trivial"], phases["api"]
     with Session(engine) as session:
@@ -523,7 +524,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000,100000", help="assignments per study (part 2)")
     parser.add_argument("--calls", type=int, default=50, help="timed next calls per size (part 2)")
     parser.add_argument("--annotators", type=int, default=32, help="concurrent annotators (part 3)")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (4 threads each)")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
     parser.add_argument("--client-processes", type=int, default=2, help="load-client processes (part 3)")
     parser.add_argument("--load-assignments", type=int, default=20000, help="assignments of the part 3 study")
     parser.add_argument("--seconds", type=float, default=20.0, help="rating phase (part 3)")
@@ -580,7 +582,7 @@ def main() -> None:
                     trivial, api = result["trivial"], result["api"]
                     trivial_rps = trivial["requests"] / trivial["elapsed"]
                     api_rps = api["requests"] / api["elapsed"]
-                    print(f"{args.annotators} annotators, gunicorn {args.workers} workers x 4 threads, "
+                    print(f"{args.annotators} annotators, gunicorn {args.workers} workers x {args.threads} threads, "
                           f"{args.client_processes} client processes, load {os.getloadavg()[0]:.2f}")
                     for name, phase, rps in (("trivial /healthz", trivial, trivial_rps), ("next+submit", api, api_rps)):
                         print(f"  {name:<17} {rps:7.1f} req/s; client CPU {phase['client_cpu'] / phase['elapsed']:.2f} "
