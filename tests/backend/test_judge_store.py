@@ -4,6 +4,7 @@ criterion, judge, version), the reader's tidy table. Real SQLite files; the leng
 and a scripted judge whose answers the test chooses."""
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Sequence
 
@@ -32,10 +33,10 @@ TEXTS = {"sys-terse": "ok.",
          "sys-plain": "That sounds hard. What happened next?"}
 
 
-def judged_store(path, *, contexts: int = 12):
-    """A SQLite store with the ED sample's test split, three systems whose responses never name them, and a
-    Likert study `pilot` over `contexts` contexts (no controls, k = 2)."""
-    engine = make_engine(f"sqlite:///{path}")
+def judged_store(path, *, contexts: int = 12, url: str | None = None):
+    """A store (SQLite at `path`, or `url`) with the ED sample's test split, three systems whose responses never
+    name them, and a Likert study `pilot` over `contexts` contexts (no controls, k = 2)."""
+    engine = make_engine(url or f"sqlite:///{path}")
     upgrade(engine)
     import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
     add_responses(engine, SYSTEMS, 40, text=lambda system, context_id: TEXTS[system])
@@ -131,6 +132,67 @@ def test_a_rerun_retries_the_failures_only_and_replaces_their_rows(engine):
     with unit_of_work(engine) as session:
         assert session.scalar(select(func.count(JudgeScore.id))) == 36
         assert session.scalar(select(func.count(JudgeScore.id)).where(JudgeScore.score.is_(None))) == 0
+
+
+class InterleavedJudge(ScriptedJudge):
+    """Before scoring its first batch it lets another run of the same judge version finish: a second `empeval
+    judge` started beside it, which stores every key while this one still holds its plan of what to score."""
+
+    def __init__(self, engine, study, *, other_failing=()):
+        super().__init__()
+        self.engine, self.study, self.other_failing, self.other = engine, study, other_failing, None
+
+    def score_batch(self, items, criterion, scale):
+        if self.other is None:
+            self.other = judge_study(self.engine, ScriptedJudge(failing=self.other_failing), self.study)
+        return super().score_batch(items, criterion, scale)
+
+
+def test_a_run_beside_another_keeps_the_others_scores_and_stores_each_key_once(engine):
+    study = load_judged_study(engine, "pilot", criteria=["empathy"])
+    first = InterleavedJudge(engine, study)
+    report = judge_study(engine, first, study, batch_size=5)
+    assert (first.other.scored, first.other.skipped) == (36, 0)
+    # It still asked its judge (its plan was made before the other run stored), but kept the other's scores.
+    assert (report.scored, report.failed, report.skipped) == (0, 0, 36) and len(first.asked) == 36
+    with unit_of_work(engine) as session:
+        assert session.scalar(select(func.count(JudgeScore.id))) == 36
+
+
+def test_a_failure_stored_by_a_run_beside_it_is_replaced_by_this_runs_score(engine):
+    study = load_judged_study(engine, "pilot", criteria=["empathy"])
+    first = InterleavedJudge(engine, study, other_failing={item.response_id for item in study.items})
+    report = judge_study(engine, first, study)
+    assert (first.other.scored, first.other.failed) == (0, 36)
+    assert (report.scored, report.failed, report.skipped) == (36, 0, 0)
+    with unit_of_work(engine) as session:
+        assert session.scalar(select(func.count(JudgeScore.id))) == 36
+        assert session.scalar(select(func.count(JudgeScore.id)).where(JudgeScore.score.is_(None))) == 0
+
+
+def test_two_runs_at_once_store_each_key_once_on_both_stores(tmp_path, store_url):
+    engine = judged_store(tmp_path / "judge.db", url=store_url)
+    try:
+        study = load_judged_study(engine, "pilot")
+        reports, errors = [], []
+
+        def run() -> None:
+            try:
+                reports.append(judge_study(engine, ScriptedJudge(), study, batch_size=3))
+            except Exception as error:  # noqa: BLE001 - the test reports it
+                errors.append(error)
+
+        threads = [threading.Thread(target=run) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert errors == []
+        assert sum(r.scored for r in reports) == 108 and all(r.scored + r.skipped == 108 for r in reports)
+        with unit_of_work(engine) as session:
+            assert session.scalar(select(func.count(JudgeScore.id))) == 108
+    finally:
+        engine.dispose()
 
 
 def test_the_schema_refuses_a_row_with_both_a_score_and_an_error_or_neither(engine):
