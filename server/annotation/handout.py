@@ -25,8 +25,9 @@ closed study hands out nothing; a revoked annotator gets nothing (both Forbidden
 
 Cost, whatever the size of the study or of an assignment (tests/annotation/test_statement_counts.py): resuming
 is two statements (who she is and where she stands in one, the items with their turns in the other), claiming
-six; every read goes by index (migration 0004) and stops at the first fitting candidate. The claim's
-transaction holds the write lock (SQLite: BEGIN IMMEDIATE, see store.engine) only for its four statements; the
+six on PostgreSQL and five on SQLite (no turn-taking UPDATE there, see _take_turn); every read goes by index
+(migration 0004) and stops at the first fitting candidate. The claim's transaction holds the write lock (SQLite:
+BEGIN IMMEDIATE, see store.engine) only for its three or four statements; the
 items are read after it commits. The statements of `next` are prepared once (server.annotation.hot_sql) and run on
 a Core connection: no ORM object is loaded and no statement built per call, so the write lock is held for little
 more than SQLite's own work.
@@ -193,8 +194,11 @@ def _take_turn(connection: Executor, annotator_id: int) -> None:
     PostgreSQL it is a row lock, held to commit; on SQLite the transaction holds the database's write lock from
     its start anyway. Either way a second tab's claim waits here until the first has committed, and then sees its
     assignment. Without it, the second could look for an active assignment before the first committed, find every
-    fitting candidate taken (or locked) by the first, and answer "nothing left"."""
-    hot_sql.run(connection, hot_sql.TAKE_TURN, {"annotator": annotator_id})
+    fitting candidate taken (or locked) by the first, and answer "nothing left". On SQLite it is not sent: the
+    claim's transaction began IMMEDIATE (write_connection), which already orders her claims, and the UPDATE would
+    only write a page to the WAL under the one write lock."""
+    if hot_sql.dialect_of(connection) != "sqlite":
+        hot_sql.run(connection, hot_sql.TAKE_TURN, {"annotator": annotator_id})
 
 
 def _active_after_expiry(connection: Executor, study_id: int, annotator_id: int, now: datetime) -> Handed | None:

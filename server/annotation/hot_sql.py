@@ -45,6 +45,11 @@ def _connection(executor: Executor) -> Connection:
     return executor.connection() if isinstance(executor, Session) else executor
 
 
+def dialect_of(executor: Executor) -> str:
+    """The executor's database: "sqlite" or "postgresql"."""
+    return _connection(executor).dialect.name
+
+
 def run(executor: Executor, statement: ByDialect, parameters: dict[str, Any] | list[dict[str, Any]]
         ) -> CursorResult[Any]:
     """Send `statement` with `parameters` (a list of them: one executemany) as it is, in the executor's
