@@ -358,9 +358,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def _client_process(port: int, tokens: list[str], mode: str, deadline: float, queue: Any) -> None:
+def _client_process(port: int, tokens: list[str], mode: str, deadline: float, queue: Any,
+                    reconnect_every: int = 0) -> None:
     """One load-client process: a thread per token, each with its own keep-alive connection (http.client: the
-    lightest client at hand, so that the client costs little CPU)."""
+    lightest client at hand, so that the client costs little CPU), opened anew every `reconnect_every` requests
+    (0: never). gunicorn's workers serve a keep-alive connection for as long as it lives, and which worker accepts
+    each of the 32 is luck: when most land on one worker, that one process (and its GIL) serves nearly all the
+    load and the phase measures one core. Reconnecting spreads them again and again."""
     results: list[dict] = []
     lock = threading.Lock()
 
@@ -375,6 +379,8 @@ def _client_process(port: int, tokens: list[str], mode: str, deadline: float, qu
             return answer.status, answer.read()
 
         while time.time() < deadline:
+            if reconnect_every and mine["requests"] and mine["requests"] % reconnect_every == 0:
+                connection.close()  # http.client opens a new connection on the next request
             if mode == "trivial":
                 call("GET", "/healthz")
                 mine["requests"] += 1
@@ -425,7 +431,8 @@ def _server_cpu(pgid: int) -> float:
     return total / ticks
 
 
-def load_phase(port: int, pgid: int, tokens: list[str], mode: str, seconds: float, processes: int) -> dict:
+def load_phase(port: int, pgid: int, tokens: list[str], mode: str, seconds: float, processes: int,
+               reconnect_every: int = 0) -> dict:
     """Run the load client (`processes` processes sharing the tokens) for `seconds`; merged stats with the
     client's and the server's CPU."""
     context = multiprocessing.get_context("fork")
@@ -434,7 +441,8 @@ def load_phase(port: int, pgid: int, tokens: list[str], mode: str, seconds: floa
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     server_before = _server_cpu(pgid)
     start = time.perf_counter()
-    workers = [context.Process(target=_client_process, args=(port, tokens[i::processes], mode, deadline, queue))
+    workers = [context.Process(target=_client_process,
+                               args=(port, tokens[i::processes], mode, deadline, queue, reconnect_every))
                for i in range(processes)]
     for worker in workers:
         worker.start()
@@ -487,8 +495,9 @@ def _served_load(command: list[str], env: dict[str, str], cwd: Path, port: int, 
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         _wait_for(port)
-        trivial = load_phase(port, server.pid, tokens, "trivial", args.trivial_seconds, args.client_processes)
-        api = load_phase(port, server.pid, tokens, "api", args.seconds, args.client_processes)
+        trivial = load_phase(port, server.pid, tokens, "trivial", args.trivial_seconds, args.client_processes,
+                             args.reconnect_every)
+        api = load_phase(port, server.pid, tokens, "api", args.seconds, args.client_processes, args.reconnect_every)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -527,6 +536,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker")
     parser.add_argument("--client-processes", type=int, default=2, help="load-client processes (part 3)")
+    parser.add_argument("--reconnect-every", type=int, default=100,
+                        help="requests per keep-alive connection before the client opens another (0: never), so "
+                             "that the connections do not stay piled on one gunicorn worker (part 3)")
     parser.add_argument("--load-assignments", type=int, default=20000, help="assignments of the part 3 study")
     parser.add_argument("--seconds", type=float, default=20.0, help="rating phase (part 3)")
     parser.add_argument("--trivial-seconds", type=float, default=10.0, help="trivial endpoint phase (part 3)")
@@ -582,7 +594,8 @@ def main() -> None:
                     trivial, api = result["trivial"], result["api"]
                     trivial_rps = trivial["requests"] / trivial["elapsed"]
                     api_rps = api["requests"] / api["elapsed"]
-                    print(f"{args.annotators} annotators, gunicorn {args.workers} workers x {args.threads} threads, "
+                    print(f"{args.annotators} annotators (a new connection every {args.reconnect_every} requests), "
+                          f"gunicorn {args.workers} workers x {args.threads} threads, "
                           f"{args.client_processes} client processes, load {os.getloadavg()[0]:.2f}")
                     for name, phase, rps in (("trivial /healthz", trivial, trivial_rps), ("next+submit", api, api_rps)):
                         print(f"  {name:<17} {rps:7.1f} req/s; client CPU {phase['client_cpu'] / phase['elapsed']:.2f} "
