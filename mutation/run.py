@@ -94,6 +94,31 @@ def _toml_list(values: list[str]) -> str:
     return "[" + ", ".join(json.dumps(value) for value in values) + "]"
 
 
+def merged_pytest_args(common: list[str], own: list[str]) -> list[str]:
+    """The global pytest arguments followed by a module's own, except that marker expressions are joined (pytest
+    keeps only the last `-m`, so a module's `-m "not slow"` would silently drop the global "not postgres").
+
+    >>> merged_pytest_args(["-m", "not postgres", "-p", "no:cacheprovider"], ["-m", "not slow", "-k", "x"])
+    ['-p', 'no:cacheprovider', '-k', 'x', '-m', '(not postgres) and (not slow)']
+    >>> merged_pytest_args(["-m", "not postgres"], [])
+    ['-m', 'not postgres']
+    """
+    markers, rest = [], []
+    for args in (common, own):
+        position = 0
+        while position < len(args):
+            if args[position] == "-m" and position + 1 < len(args):
+                markers.append(args[position + 1])
+                position += 2
+            else:
+                rest.append(args[position])
+                position += 1
+    if not markers:
+        return rest
+    expression = markers[0] if len(markers) == 1 else " and ".join(f"({m})" for m in markers)
+    return [*rest, "-m", expression]
+
+
 def _write_mutmut_config(target: Path, source: str, tests: list[str], pytest_args: list[str]) -> None:
     pyproject = target / "pyproject.toml"
     text = (REPO / "pyproject.toml").read_text()
@@ -275,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in names:
         print(f"mutating {modules[name]['source']} against {len(modules[name]['tests'])} test files ...", flush=True)
-        pytest_args = [*config.get("pytest_args", []), *modules[name].get("pytest_args", [])]
+        pytest_args = merged_pytest_args(config.get("pytest_args", []), modules[name].get("pytest_args", []))
         result = run_module(name, modules[name], pytest_args, jobs=args.jobs, retest=args.retest,
                             sample=args.sample, seed=args.seed)
         results.append(result)
