@@ -252,3 +252,22 @@ def test_the_judged_demo_study_file_creates_its_sample(answered, tmp_path: Path)
     summary = create_study(answered, load_study_file(path))
     assert (summary.contexts, summary.human_contexts, summary.human_share_seed) == (30, 12, 15)
     assert human_sample(answered, "demo-judged")["sampled"].sum() == 12
+
+
+def test_a_one_system_study_samples_its_contexts_like_any_other(answered):
+    """Degenerate: one system, no controls. There is nothing to difference, but the sample, the items and the
+    hand-out follow the same rules as with several systems."""
+    spec = parse_study({"name": "solo", "seed": 3, "contexts": {"split": "test", "count": 12},
+                        "systems": {"names": SYSTEMS[:1]},
+                        "design": {"ratings_per_response": 2, "items_per_assignment": 3, "control_rate": 0.0,
+                                   "human_share": 0.5}})
+    summary = create_study(answered, spec)
+    assert (summary.contexts, summary.human_contexts, summary.items) == (12, 6, 12)
+    sample = human_sample(answered, "solo")
+    with unit_of_work(answered) as session:
+        study_id = session.scalar(select(Study.id).where(Study.name == "solo"))
+        handed_out = contexts_of(session, study_id, in_assignments=True)
+        held = session.scalar(select(func.count()).select_from(AssignmentItem).join(
+            StudyItem, StudyItem.id == AssignmentItem.item_id).where(StudyItem.study_id == study_id))
+    assert set(handed_out) == set(sample.loc[sample["sampled"], "context_id"]) and len(handed_out) == 6
+    assert held == 6 * 2  # each sampled context's one item, k = 2 times
