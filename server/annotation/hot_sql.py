@@ -62,7 +62,7 @@ def run(executor: Executor, statement: ByDialect, parameters: dict[str, Any] | l
 def moment(executor: Executor, value: datetime | None) -> datetime | str | None:
     """A datetime parameter as the store keeps it: on SQLite the text SQLAlchemy's DateTime writes there (naive,
     the fields as given: our moments are UTC), so that stored moments compare as text; on PostgreSQL the datetime."""
-    if value is None or _connection(executor).dialect.name == "postgresql":
+    if value is None or dialect_of(executor) == "postgresql":
         return value
     return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
             f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
