@@ -23,6 +23,7 @@ that none of the links handed out would match.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -293,17 +294,32 @@ def make_invite(secret: str, *, annotator_id: int, study: str, days: float = 30.
         {"a": annotator_id, "s": study, "exp": int(time.time() + days * 86400)})
 
 
-def read_invite(secret: str, token: str, *, now: float | None = None) -> tuple[int, str]:
-    """(annotator_id, study) of a valid token; InvalidInvite says why a token is refused."""
+# Verified invite tokens remembered per process (see _verified_invite): one per rater at work is plenty.
+VERIFIED_INVITES_KEPT = 4096
+
+
+@functools.lru_cache(maxsize=VERIFIED_INVITES_KEPT)
+def _verified_invite(secret: str, token: str) -> tuple[int, str, float]:
+    """(annotator_id, study, expiry) a token signed with `secret` carries; InvalidInvite if the signature fails or
+    the payload is not an invite's. A rater's every request carries her token, and checking it (base64, HMAC,
+    JSON) cost about a tenth of a `next`: the answer depends on the secret and the token only, so it is kept
+    (refusals are not: an exception is never cached). Expiry is checked by the caller at every call, and
+    revocation lives in the store, so neither is frozen here; a new secret is a new key."""
     try:
         payload = URLSafeSerializer(secret, salt="invite").loads(token)
     except BadSignature:
         raise InvalidInvite("invite token is not valid (altered, truncated, or from another installation)") from None
     if not isinstance(payload, dict) or not {"a", "s", "exp"} <= set(payload):
         raise InvalidInvite("invite token is not valid")
-    if (now if now is not None else time.time()) > payload["exp"]:
+    return int(payload["a"]), str(payload["s"]), payload["exp"]
+
+
+def read_invite(secret: str, token: str, *, now: float | None = None) -> tuple[int, str]:
+    """(annotator_id, study) of a valid token; InvalidInvite says why a token is refused."""
+    annotator_id, study, expiry = _verified_invite(secret, token)
+    if (now if now is not None else time.time()) > expiry:
         raise InvalidInvite("invite link has expired: ask the researcher for a new one")
-    return int(payload["a"]), str(payload["s"])
+    return annotator_id, study
 
 
 def invite_expiry(secret: str, token: str) -> int:

@@ -53,3 +53,17 @@ def test_cli_prints_one_link_per_annotator_and_the_same_person_stays_one_annotat
     assert len(ids) == 1
     unknown = CliRunner().invoke(cli, ["--database-url", url, "annotators", "invite", "x", "--study", "nope"])
     assert unknown.exit_code == 2 and "no study named 'nope'" in unknown.output
+
+
+def test_a_remembered_invite_is_checked_for_expiry_at_every_use_and_only_under_its_own_secret():
+    # A verified token is remembered (secrets._verified_invite); what it may do still depends on when and where.
+    token = make_invite("k" * 40, annotator_id=8, study="pilot", days=1)
+    later = time.time() + 2 * 86400
+    for now in (later, None, later, None):
+        if now is None:
+            assert read_invite("k" * 40, token) == (8, "pilot")
+        else:
+            with pytest.raises(InvalidInvite, match="expired"):
+                read_invite("k" * 40, token, now=now)
+    with pytest.raises(InvalidInvite, match="not valid"):
+        read_invite("q" * 40, token)
