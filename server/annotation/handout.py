@@ -41,6 +41,7 @@ from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     CompoundSelect,
+    Connection,
     CursorResult,
     DateTime,
     Engine,
@@ -63,7 +64,7 @@ from server.annotation import hot_sql
 from server.annotation.hot_sql import Executor, StudyView
 from server.annotation.pairwise_payload import pairwise_items, pairwise_payload
 from server.errors import Conflict, Forbidden, NotFound
-from server.store.engine import unit_of_work, write_connection
+from server.store.engine import unit_of_work, write_transaction
 from server.store.models import (
     ACTIVE,
     Annotator,
@@ -229,13 +230,14 @@ def _claim_first_fitting(connection: Executor, study_id: int, annotator_id: int,
     return Handed(claimed, expires_at)
 
 
-def _hand_out(engine: Engine, study_name: str, annotator_id: int, now: datetime) -> tuple[StudyView, Handed] | None:
+def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: datetime
+              ) -> tuple[StudyView, Handed] | None:
     """The study and the assignment this annotator works on now (resumed or newly claimed), or None when nothing
-    suitable is left. One read says whether she may work and what she holds; only a claim writes."""
-    with engine.connect() as connection:
-        row = hot_sql.run(connection, hot_sql.STUDY_AND_RESUMABLE,
-                          {"study": study_name, "annotator": annotator_id, "now": hot_sql.moment(connection, now)}
-                          ).first()
+    suitable is left. One read says whether she may work and what she holds; only a claim writes (in a write
+    transaction of its own on the same connection)."""
+    row = hot_sql.run(connection, hot_sql.STUDY_AND_RESUMABLE,
+                      {"study": study_name, "annotator": annotator_id, "now": hot_sql.moment(connection, now)}
+                      ).first()
     if row is None:
         raise NotFound(f"no study named {study_name!r}")
     study = hot_sql.study_view(row.id, study_name, row.status, row.config)
@@ -245,7 +247,7 @@ def _hand_out(engine: Engine, study_name: str, annotator_id: int, now: datetime)
     minutes, pairwise = study.config.design.assignment_minutes, study.config.is_pairwise
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:
-            with write_connection(engine) as connection:
+            with write_transaction(connection):
                 _take_turn(connection, annotator_id)
                 # Expiry, the active check and the claim in one turn: another tab cannot be expiring her
                 # assignment (and claiming the next) while this one reads it as still hers.
@@ -264,19 +266,20 @@ def _hand_out(engine: Engine, study_name: str, annotator_id: int, now: datetime)
 def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: datetime | None = None) -> int | None:
     """The id of the assignment this annotator should work on now (resumed or newly claimed), or None when
     nothing suitable is left. StudyClosed or AccessRevoked when she may not work on this study."""
-    handed = _hand_out(engine, study_name, annotator_id, now or now_utc())
+    with engine.connect() as connection:
+        handed = _hand_out(connection, study_name, annotator_id, now or now_utc())
     return None if handed is None else handed[1].id
 
 
 def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, *,
                             now: datetime | None = None) -> dict[str, Any] | None:
     """What the task UI shows of the assignment next_assignment hands out (see assignment_payload), or None when
-    nothing suitable is left: one statement more than handing it out."""
-    handed = _hand_out(engine, study_name, annotator_id, now or now_utc())
-    if handed is None:
-        return None
-    study, (assignment_id, expires_at) = handed
+    nothing suitable is left: one statement more than handing it out, on the same connection."""
     with engine.connect() as connection:
+        handed = _hand_out(connection, study_name, annotator_id, now or now_utc())
+        if handed is None:
+            return None
+        study, (assignment_id, expires_at) = handed
         if study.config.is_pairwise:
             return pairwise_payload(study, assignment_id, ACTIVE, expires_at,
                                     pairwise_items(connection, assignment_id))

@@ -42,7 +42,7 @@ from server.annotation.submission_schema import (
     json_number,
 )
 from server.errors import BadInput, Conflict, NotFound
-from server.store.engine import write_connection
+from server.store.engine import write_transaction
 from server.store.models import Assignment
 from server.store.queries import as_utc, now_utc
 from server.store.storable import text_problem
@@ -215,29 +215,28 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
                     **completion}
         refuse_unless_may_work(study_row, bool(row.revoked))
         item_ids = hot_sql.run(connection, hot_sql.ITEM_IDS, {"assignment": assignment_id}).scalars().all()
-    expected = ExpectedRatings(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
-                               low=config.scale.min, high=config.scale.max)
-    submission = validate_submission(payload, expected)
-
-    try:
-        with write_connection(engine) as connection:
-            late = _mark_submitted(connection, assignment_id, annotator_id, submission, now)
-            if late is None:  # submitted, closed or revoked meanwhile: say which
-                row = _own_assignment(connection, assignment_id, annotator_id, study)
-                if row.status == "submitted":
-                    return {**_already_submitted(connection, assignment_id, row, submission.submission_id),
-                            **completion}
-                refuse_unless_may_work(_study_of(row), bool(row.revoked))
-                raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
-            stored = _store_ratings(connection, assignment_id, annotator_id, submission, now)
-            return {**_receipt(assignment_id, submission.submission_id, late, now, stored), **completion}
-    except IntegrityError:
-        # Not a second submission of this assignment (the UPDATE above lets one through, the other is answered
-        # by its fallback): a submission id is unique across assignments, and a client that reuses one is told
-        # so (not a 500); anything else the database refuses is raised.
-        with Session(engine) as session:
-            holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
-            if session.scalar(holder) is not None:
-                raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
-                               f"assignment; send a new one") from None
-            raise
+        expected = ExpectedRatings(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
+                                   low=config.scale.min, high=config.scale.max)
+        submission = validate_submission(payload, expected)
+        try:
+            with write_transaction(connection):  # the same connection: one taken from the pool per submit
+                late = _mark_submitted(connection, assignment_id, annotator_id, submission, now)
+                if late is None:  # submitted, closed or revoked meanwhile: say which
+                    row = _own_assignment(connection, assignment_id, annotator_id, study)
+                    if row.status == "submitted":
+                        return {**_already_submitted(connection, assignment_id, row, submission.submission_id),
+                                **completion}
+                    refuse_unless_may_work(_study_of(row), bool(row.revoked))
+                    raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
+                stored = _store_ratings(connection, assignment_id, annotator_id, submission, now)
+                return {**_receipt(assignment_id, submission.submission_id, late, now, stored), **completion}
+        except IntegrityError:
+            # Not a second submission of this assignment (the UPDATE above lets one through, the other is answered
+            # by its fallback): a submission id is unique across assignments, and a client that reuses one is told
+            # so (not a 500); anything else the database refuses is raised.
+            with Session(engine) as session:
+                holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
+                if session.scalar(holder) is not None:
+                    raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
+                                   f"assignment; send a new one") from None
+                raise

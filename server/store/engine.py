@@ -170,12 +170,23 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
     connection, one transaction, committed if the block finishes and rolled back if it raises; on SQLite a write
     transaction from the start (BEGIN IMMEDIATE), one per process at a time, taken in turn with the other
     processes' writers (see the module docstring)."""
-    if engine.dialect.name != "sqlite":
-        with engine.begin() as connection:
+    # The connection is taken from the pool (and given back) outside the gate: the lock is held for the work only.
+    with engine.connect() as connection, write_transaction(connection):
+        yield connection
+
+
+@contextmanager
+def write_transaction(connection: Connection) -> Iterator[Connection]:
+    """write_connection on a connection the caller already holds (a request that reads, writes, then reads again
+    takes one connection from the pool, not three): a read transaction it has open is ended first (nothing of it
+    is kept), then the block runs in one write transaction as write_connection's does."""
+    if connection.in_transaction():
+        connection.rollback()
+    if connection.dialect.name != "sqlite":
+        with connection.begin():
             yield connection
         return
-    # The connection is taken from the pool (and given back) outside the gate: the lock is held for the work only.
-    with engine.connect() as connection, _writer_gate(engine), connection.begin():
+    with _writer_gate(connection.engine), connection.begin():
         connection.exec_driver_sql("BEGIN IMMEDIATE")  # opened before the driver opens a deferred one
         yield connection
 
