@@ -213,21 +213,54 @@ def _active_after_expiry(connection: Executor, study_id: int, annotator_id: int,
     return mine[0] if mine else None
 
 
+# Where each rater's last claim was, per store and rater, per study (see _claim_first_fitting); at most this many
+# raters remembered in a process (then forgotten all at once: a hint lost costs one walk from the start).
+WALK_HINTS_KEPT = 100_000
+_walk_hints: dict[tuple[Any, int], dict[int, tuple[int, int]]] = {}
+# No hint yet: a position after every assignment, so the first walk finds nothing at once.
+_NO_HINT = (2**62, 0)
+
+
+def _forget_walk_hints(executor: Executor, annotator_id: int) -> None:
+    """Start this rater's next walks from the start (her seen rows shrank: what she passed may fit her now)."""
+    _walk_hints.pop((hot_sql.store_of(executor), annotator_id), None)
+
+
 def _claim_first_fitting(connection: Executor, study_id: int, annotator_id: int, *, now: datetime,
                          minutes: int | None, pairwise: bool = False) -> Handed | None:
     """Claim the first open assignment of the study, in design order, holding no context this annotator has seen
     (in this study or in the one its compare_with names), in one UPDATE whose WHERE chooses it (walked by index,
     stopping at the first that fits), and write its seen rows (under the linked study too); None when none
-    fits."""
+    fits.
+
+    The walk starts after her last claim in this process, and from the start only when nothing after it fits. A
+    walk from the start passes every open assignment that holds a context she has seen, and those pile up before
+    a rater who works ahead of the others (the copies of her contexts that the others have not taken yet): a solo
+    rater's `next` took 1.5 ms after 100 assignments and 37 ms after 700. Whatever was open before her last claim
+    did not fit her then (or was held by another rater's claim, PostgreSQL's SKIP LOCKED), and a context once seen
+    stays seen (her own release forgets the hint, see release); only an assignment opened again since (someone
+    else's expired, released or rolled back) may fit, and she is handed it when nothing after her last claim
+    fits. A release in another process leaves this one's hint: she then gets the released assignment back only
+    when nothing after her last claim fits. So the
+    promises do not depend on the hint: it changes which fitting assignment she gets first, not whether she
+    gets one."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
     statement = hot_sql.CLAIM_FIRST_FITTING_PAIR if pairwise else hot_sql.CLAIM_FIRST_FITTING
+    hints = _walk_hints.get((hot_sql.store_of(connection), annotator_id))
+    from_index, from_id = hints.get(study_id, _NO_HINT) if hints is not None else _NO_HINT
     claimed = hot_sql.run(connection, statement, {
         "study": study_id, "annotator": annotator_id, "now": hot_sql.moment(connection, now),
-        "expires_at": hot_sql.moment(connection, expires_at)}).scalar()
+        "expires_at": hot_sql.moment(connection, expires_at), "from_index": from_index, "from_id": from_id}).first()
     if claimed is None:
         return None
-    _record_seen(connection, claimed, annotator_id, now)
-    return Handed(claimed, expires_at)
+    if hints is None:
+        if len(_walk_hints) >= WALK_HINTS_KEPT:
+            _walk_hints.clear()
+        hints = _walk_hints.setdefault((hot_sql.store_of(connection), annotator_id), {})
+    # Remembered before the commit: a claim rolled back leaves a hint one claim ahead, which costs nothing (see above).
+    hints[study_id] = (claimed.design_index, claimed.id)
+    _record_seen(connection, claimed.id, annotator_id, now)
+    return Handed(claimed.id, expires_at)
 
 
 def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: datetime
@@ -354,6 +387,7 @@ def release(session: Session, assignment_id: int, annotator_id: int) -> bool:
     )
     if not cast("CursorResult[Any]", released).rowcount:
         return False
+    _forget_walk_hints(session, annotator_id)
     session.execute(delete(SeenContext).where(SeenContext.assignment_id == assignment_id,
                                               SeenContext.annotator_id == annotator_id))
     return True

@@ -59,6 +59,11 @@ def run(executor: Executor, statement: ByDialect, parameters: dict[str, Any] | l
     return connection.exec_driver_sql(sql, parameters)
 
 
+def store_of(executor: Executor) -> Any:
+    """Which database the executor talks to (its engine's URL): a key for what a process remembers per store."""
+    return _connection(executor).engine.url
+
+
 def moment(executor: Executor, value: datetime | None) -> datetime | str | None:
     """A datetime parameter as the store keeps it: on SQLite the text SQLAlchemy's DateTime writes there (naive,
     the fields as given: our moments are UTC), so that stored moments compare as text; on PostgreSQL the datetime."""
@@ -162,26 +167,37 @@ _SEEN_IN_PAIRS = (
     "WHERE assignment_pair.assignment_id = candidate.id")
 
 
-def _first_fitting(seen: str) -> str:
+def _first_fitting(seen: str, bound: str = "") -> str:
     """SQL: the first open assignment of the study in design order holding no context she has seen, walked by
-    index (study, status, design order) and stopping at the first that fits. SKIP LOCKED (PostgreSQL): raters
-    asking at once try different candidates instead of queueing on the first; SQLite has one writer anyway."""
+    index (study, status, design order) and stopping at the first that fits; `bound` narrows where the walk starts.
+    SKIP LOCKED (PostgreSQL): raters asking at once try different candidates instead of queueing on the first;
+    SQLite has one writer anyway."""
     return ("SELECT candidate.id FROM assignment AS candidate "
-            f"WHERE candidate.study_id = :study AND candidate.status = 'open' AND NOT EXISTS ({seen}{{per_candidate}}) "
+            f"WHERE candidate.study_id = :study AND candidate.status = 'open' {bound}"
+            f"AND NOT EXISTS ({seen}{{per_candidate}}) "
             "ORDER BY candidate.design_index, candidate.id LIMIT 1 {lock_candidate}")
 
 
+# Where a walk may start: after (:from_index, :from_id) in design order (see handout._claim_first_fitting).
+_AFTER_HER_LAST_CLAIM = ("AND candidate.design_index >= :from_index "
+                         "AND (candidate.design_index > :from_index OR candidate.id > :from_id) ")
+
+
 def _claim(seen: str) -> ByDialect:
-    """The first fitting candidate, claimed by the UPDATE whose WHERE chooses it; RETURNING its id."""
+    """The first fitting candidate after her last claim, else the first from the start (COALESCE evaluates the
+    second walk only when the first finds nothing), claimed by the UPDATE whose WHERE chooses it; RETURNING its id
+    and design position."""
+    after_her_last, from_the_start = _first_fitting(seen, _AFTER_HER_LAST_CLAIM), _first_fitting(seen)
     return _both(f"UPDATE assignment SET status = '{ACTIVE}', annotator_id = :annotator, started_at = :now, "
-                 f"expires_at = :expires_at WHERE assignment.id = ({_first_fitting(seen)}) "
-                 "AND assignment.status = 'open' RETURNING assignment.id")
+                 f"expires_at = :expires_at WHERE assignment.id = COALESCE(({after_her_last}), ({from_the_start})) "
+                 "AND assignment.status = 'open' RETURNING assignment.id, assignment.design_index")
 
 
 CLAIM_FIRST_FITTING = _claim(_SEEN_IN_ITEMS)  # a Likert study: the contexts of its items
 CLAIM_FIRST_FITTING_PAIR = _claim(_SEEN_IN_PAIRS)  # a pairwise one: the contexts of its pairs
 # The candidate choice on its own (SQLite, PostgreSQL), for the query plan benchmarks/annotation_load.py checks.
 FIRST_FITTING_SQL = dialect_sql(_first_fitting(_SEEN_IN_ITEMS))
+FIRST_FITTING_AFTER_SQL = dialect_sql(_first_fitting(_SEEN_IN_ITEMS, _AFTER_HER_LAST_CLAIM))  # the claim's first walk
 
 # One seen row per context of the assignment (of its items and of its pairs), under its study and under the
 # study its compare_with names: one INSERT ... SELECT.
