@@ -5,6 +5,9 @@
 2. `next` per call (median of --calls claims, each undone untimed so every call meets the same store) on studies
    of 100 to 100,000 assignments, half of them submitted, some in progress, the callers with history (goal: the
    largest within 1.3x of the smallest);
+2b. (part "lead") `next` of a rater working alone through a study of --lead-assignments, at her first claims and
+   up to her --lead-upto-th, with the claim as it runs (the walk starts after her last claim) beside a walk from
+   the start on a study built alike (no goal: how flat `next` stays for a rater far ahead of the others);
 3. N concurrent simulated annotators (next, then submit, in a loop) against gunicorn on 127.0.0.1, against the
    same server's trivial endpoint (/healthz: a constant JSON answer, no database) at the same concurrency
    (goal: at least 0.5 of its requests/s), with submissions/s, p50/p99, acknowledged vs stored ratings and the
@@ -12,7 +15,7 @@
    the same load then runs against benchmarks/floor_app.py (the same routes, JSON and gunicorn settings over raw
    sqlite3 with no ORM, checks or validation), whose ratio is the most any annotation API on this stack reaches.
 
-The studies of part 2 and 3 are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
+The studies of parts 2, 2b and 3 are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
 10 items per assignment, k = 3, items shuffled per round; synthetic two-turn dialogues, one per context.
 
     .venv/bin/python benchmarks/annotation_load.py                       # both stores, every part
@@ -321,6 +324,37 @@ def time_next(studies: dict[int, tuple[str, Built]], calls: int) -> dict[int, tu
             for size, values in times.items()}
 
 
+def time_lead(hinted_url: str, plain_url: str, upto: int) -> dict[str, list[float]]:
+    """`next` of a rater working alone through a study (every other rater far behind), timed at each of her first
+    `upto` claims, each rated before the next: with the claim as it runs (its walk starts after her last claim),
+    and, on a second study built alike, with her hint forgotten before each claim (a walk from the start, as before
+    the hint). The two take turns call by call. Returns wall seconds per call per kind, in order."""
+    from server.annotation import handout
+
+    kinds = {"hinted": hinted_url, "from the start": plain_url}
+    engines = {kind: make_engine(url) for kind, url in kinds.items()}
+    raters = {}
+    for kind, engine in engines.items():
+        with Session(engine) as session:
+            study = session.scalar(select(Study.name))
+        raters[kind] = (study, invite(engine, f"ahead-{kind}", study)[0].id)
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for n in range(upto):
+        for kind, engine in engines.items():
+            study, rater = raters[kind]
+            if kind == "from the start":  # her hint only (the other rater's is kept)
+                handout._walk_hints.pop((engine.url, rater), None)
+            start = time.perf_counter()
+            payload = next_assignment_payload(engine, study, rater)
+            times[kind].append(time.perf_counter() - start)
+            if payload is None:
+                raise SystemExit(f"the rater ahead ran out after {n} assignments: give a larger --lead-assignments")
+            submit_assignment(engine, payload["assignment_id"], rater, _ratings(payload), study=study)
+    for engine in engines.values():
+        engine.dispose()
+    return times
+
+
 def full_scans(url: str, built: Built) -> list[str]:
     """The lines of the database's plan of the claim's candidate choice that read a whole table (SQLite: SCAN
     without an index; PostgreSQL: Seq Scan): what `next` must not do at any size."""
@@ -529,7 +563,7 @@ def _check(goal_met: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", default="sqlite,postgres")
-    parser.add_argument("--parts", default="statements,scaling,throughput")
+    parser.add_argument("--parts", default="statements,scaling,lead,throughput")
     parser.add_argument("--sizes", default="100,1000,10000,100000", help="assignments per study (part 2)")
     parser.add_argument("--calls", type=int, default=50, help="timed next calls per size (part 2)")
     parser.add_argument("--annotators", type=int, default=32, help="concurrent annotators (part 3)")
@@ -539,6 +573,9 @@ def main() -> None:
     parser.add_argument("--reconnect-every", type=int, default=100,
                         help="requests per keep-alive connection before the client opens another (0: never), so "
                              "that the connections do not stay piled on one gunicorn worker (part 3)")
+    parser.add_argument("--lead-assignments", type=int, default=20000,
+                        help="assignments of the studies a rater works through alone (part lead)")
+    parser.add_argument("--lead-upto", type=int, default=600, help="claims of the rater working alone (part lead)")
     parser.add_argument("--load-assignments", type=int, default=20000, help="assignments of the part 3 study")
     parser.add_argument("--seconds", type=float, default=20.0, help="rating phase (part 3)")
     parser.add_argument("--trivial-seconds", type=float, default=10.0, help="trivial endpoint phase (part 3)")
@@ -589,6 +626,22 @@ def main() -> None:
                               f"goal <= {SCALING_GOAL}x, "
                               f"measured {ratio:.2f}x (max/min over all sizes {spread:.2f}x; calls interleaved across "
                               f"sizes; load {os.getloadavg()[0]:.2f}): {_check(ratio <= SCALING_GOAL)}")
+                if "lead" in parts:
+                    built_urls = []
+                    for name in ("bench_lead_hinted", "bench_lead_plain"):
+                        built_urls.append(databases.new(store, name))
+                        build_study(built_urls[-1], args.lead_assignments, done=0.0, active=0, callers=0)
+                    times = time_lead(*built_urls, upto=args.lead_upto)
+                    window = min(50, args.lead_upto // 4)
+                    for kind, values in times.items():
+                        early = statistics.median(values[window:2 * window])
+                        late = statistics.median(values[-window:])
+                        print(f"next of a rater far ahead ({kind:<14}), median of calls {window}-{2 * window} "
+                              f"{early * 1000:6.2f} ms, of the last {window} up to her {args.lead_upto}th claim "
+                              f"{late * 1000:6.2f} ms: {late / early:.2f}x")
+                    hinted, plain = (statistics.median(times[k][-window:]) for k in ("hinted", "from the start"))
+                    print(f"next of a rater far ahead at her {args.lead_upto}th claim: the walk after her last claim "
+                          f"takes {hinted / plain:.2f} of the time of a walk from the start (no goal: information)")
                 if "throughput" in parts:
                     result = throughput(databases.new(store, "bench_load"), args)
                     trivial, api = result["trivial"], result["api"]
