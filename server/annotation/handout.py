@@ -246,7 +246,8 @@ def _claim_first_fitting(connection: Executor, study_id: int, annotator_id: int,
     gets one."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
     statement = hot_sql.CLAIM_FIRST_FITTING_PAIR if pairwise else hot_sql.CLAIM_FIRST_FITTING
-    hints = _walk_hints.get((hot_sql.store_of(connection), annotator_id))
+    hint_key = (hot_sql.store_of(connection), annotator_id)
+    hints = _walk_hints.get(hint_key)
     from_index, from_id = hints.get(study_id, _NO_HINT) if hints is not None else _NO_HINT
     claimed = hot_sql.run(connection, statement, {
         "study": study_id, "annotator": annotator_id, "now": hot_sql.moment(connection, now),
@@ -256,7 +257,7 @@ def _claim_first_fitting(connection: Executor, study_id: int, annotator_id: int,
     if hints is None:
         if len(_walk_hints) >= WALK_HINTS_KEPT:
             _walk_hints.clear()
-        hints = _walk_hints.setdefault((hot_sql.store_of(connection), annotator_id), {})
+        hints = _walk_hints.setdefault(hint_key, {})
     # Remembered before the commit: a claim rolled back leaves a hint one claim ahead, which costs nothing (see above).
     hints[study_id] = (claimed.design_index, claimed.id)
     _record_seen(connection, claimed.id, annotator_id, now)

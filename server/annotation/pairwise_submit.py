@@ -38,7 +38,7 @@ from server.annotation.submission_schema import (
 )
 from server.annotation.submit import (
     ValidSubmission,
-    _mark_submitted,
+    _mark_or_answer,
     _own_assignment,
     _refuse_unknown_fields,
     _study_of,
@@ -232,13 +232,10 @@ def submit_pairwise(engine: Engine, assignment_id: int, annotator_id: int, paylo
 
     try:
         with write_connection(engine) as connection:
-            late = _mark_submitted(connection, assignment_id, annotator_id, marking, now)
-            if late is None:  # submitted, closed or revoked meanwhile: say which
-                row = _own_assignment(connection, assignment_id, annotator_id, study)
-                if row.status == "submitted":
-                    return _already_submitted(connection, assignment_id, row, submission.submission_id)
-                refuse_unless_may_work(_study_of(row), bool(row.revoked))
-                raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
+            late = _mark_or_answer(connection, assignment_id, annotator_id, marking, study, now,
+                                   count=hot_sql.COUNT_CHOICES, counted="choices")
+            if isinstance(late, dict):  # the receipt of this submission, stored already
+                return late
             stored = _store_choices(connection, assignment_id, annotator_id, submission, now)
             return _receipt(assignment_id, submission.submission_id, late, now, stored)
     except IntegrityError:

@@ -172,6 +172,23 @@ def _mark_submitted(connection: Executor, assignment_id: int, annotator_id: int,
     return None if late is None else bool(late)
 
 
+def _mark_or_answer(connection: Executor, assignment_id: int, annotator_id: int, marking: ValidSubmission,
+                    study: str | None, now: datetime, *, count: hot_sql.ByDialect = hot_sql.COUNT_RATINGS,
+                    counted: str = "ratings") -> bool | dict[str, Any]:
+    """Mark the assignment submitted (_mark_submitted) and return whether it was late; when nothing was updated
+    (submitted, closed or revoked meanwhile) say which: the receipt of the same submission stored already (see
+    _already_submitted for `count` and `counted`), else Forbidden or Conflict."""
+    late = _mark_submitted(connection, assignment_id, annotator_id, marking, now)
+    if late is not None:
+        return late
+    row = _own_assignment(connection, assignment_id, annotator_id, study)
+    if row.status == "submitted":
+        return _already_submitted(connection, assignment_id, row, marking.submission_id, count=count,
+                                  counted=counted)
+    refuse_unless_may_work(_study_of(row), bool(row.revoked))
+    raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
+
+
 def _store_ratings(connection: Executor, assignment_id: int, annotator_id: int, submission: ValidSubmission,
                    now: datetime) -> int:
     """The time on each item (one UPDATE, executemany) and every rating (one INSERT, executemany).
@@ -220,14 +237,9 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
         submission = validate_submission(payload, expected)
         try:
             with write_transaction(connection):  # the same connection: one taken from the pool per submit
-                late = _mark_submitted(connection, assignment_id, annotator_id, submission, now)
-                if late is None:  # submitted, closed or revoked meanwhile: say which
-                    row = _own_assignment(connection, assignment_id, annotator_id, study)
-                    if row.status == "submitted":
-                        return {**_already_submitted(connection, assignment_id, row, submission.submission_id),
-                                **completion}
-                    refuse_unless_may_work(_study_of(row), bool(row.revoked))
-                    raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
+                late = _mark_or_answer(connection, assignment_id, annotator_id, submission, study, now)
+                if isinstance(late, dict):  # the receipt of this submission, stored already
+                    return {**late, **completion}
                 stored = _store_ratings(connection, assignment_id, annotator_id, submission, now)
                 return {**_receipt(assignment_id, submission.submission_id, late, now, stored), **completion}
         except IntegrityError:

@@ -66,7 +66,7 @@ def test_a_stale_hint_still_hands_out_the_first_fitting_assignment(sample_engine
     rater = invite(sample_engine, "stale", "hints")[0].id
     first = next_assignment(sample_engine, "hints", rater)
     _rate(sample_engine, first, rater)
-    handout._walk_hints[(hot_sql.store_of(sample_engine.connect()), rater)][study_id] = (2**40, 0)
+    handout._walk_hints[(sample_engine.url, rater)][study_id] = (2**40, 0)  # the key store_of gives
     expected = _first_from_the_start(sample_engine, study_id, rater)
     assert expected is not None
     assert next_assignment(sample_engine, "hints", rater) == expected
