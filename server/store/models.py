@@ -297,7 +297,8 @@ class Assignment(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
+    # No index of its own: the composite indexes above lead with study_id (migration 0009).
+    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
     annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotator.id"), index=True)
     status: Mapped[str] = mapped_column(String(20), default="open")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -374,12 +375,15 @@ class Rating(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
-    item_id: Mapped[int] = mapped_column(ForeignKey("study_item.id", ondelete="CASCADE"), index=True)
+    # item_id and submission_id have no index of their own: the unique key (item_id, annotator_id, criterion)
+    # serves lookups by item, no query looks a rating up by submission id, and every index is written 30 times
+    # per submission (migration 0009).
+    item_id: Mapped[int] = mapped_column(ForeignKey("study_item.id", ondelete="CASCADE"))
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotator.id"), index=True)
     criterion: Mapped[str] = mapped_column(String(32))
     score: Mapped[int]
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
-    submission_id: Mapped[str] = mapped_column(String(100), index=True)
+    submission_id: Mapped[str] = mapped_column(String(100))
 
     assignment: Mapped[Assignment] = relationship()
     item: Mapped[StudyItem] = relationship()
@@ -469,12 +473,13 @@ class Choice(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
-    pair_item_id: Mapped[int] = mapped_column(ForeignKey("pair_item.id", ondelete="CASCADE"), index=True)
+    # No index of their own, as for Rating (migration 0009).
+    pair_item_id: Mapped[int] = mapped_column(ForeignKey("pair_item.id", ondelete="CASCADE"))
     annotator_id: Mapped[int] = mapped_column(ForeignKey("annotator.id"), index=True)
     criterion: Mapped[str] = mapped_column(String(32))
     choice: Mapped[str] = mapped_column(String(5))
     submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
-    submission_id: Mapped[str] = mapped_column(String(100), index=True)
+    submission_id: Mapped[str] = mapped_column(String(100))
 
     assignment: Mapped[Assignment] = relationship()
     pair_item: Mapped[PairItem] = relationship()

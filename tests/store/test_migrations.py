@@ -41,3 +41,18 @@ def test_sqlite_store_uses_wal_and_enforces_foreign_keys(sqlite_url):
         assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1
     engine.dispose()
+
+
+def test_lookups_of_the_indexes_migration_0009_dropped_still_search_by_an_index(sqlite_url):
+    """Migration 0009 dropped single-column indexes that a longer index begins with; the lookups they served
+    (and the cascades from study, study_item and pair_item) must still be index searches, not table scans."""
+    from sqlalchemy import text
+
+    engine = make_engine(sqlite_url)
+    upgrade(engine)
+    with engine.connect() as connection:
+        for table, column in (("rating", "item_id"), ("choice", "pair_item_id"), ("assignment", "study_id")):
+            plan = " ".join(row[-1] for row in connection.execute(
+                text(f"EXPLAIN QUERY PLAN SELECT id FROM {table} WHERE {column} = 1")))
+            assert "USING" in plan and "INDEX" in plan and not plan.startswith("SCAN"), (table, plan)
+    engine.dispose()
