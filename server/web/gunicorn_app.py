@@ -33,6 +33,19 @@ class _App(BaseApplication):
         return create_app(self._config)
 
 
-def run_gunicorn(config: dict[str, Any], *, host: str, port: int, workers: int, threads: int = 4) -> None:
+# Threads per worker when `empeval serve` is not told (--threads), by store. On SQLite a request is CPU work and
+# one write at a time: a worker's threads only take the GIL and the write lock from each other. With 32 raters
+# against 2 workers (benchmarks/annotation_load.py, 2026-12-01, alternating runs) 1 thread served 440-505
+# requests/s, 2 threads 487-501 and 4 threads 347-371, at 2.6 against 3.3 ms of server CPU per request; 3 workers
+# of 1 thread 518-615. On PostgreSQL a request mostly waits for the server, and threads overlap those waits.
+DEFAULT_THREADS = {"sqlite": 1, "postgresql": 4}
+
+
+def default_threads(database_url: str) -> int:
+    """Threads per gunicorn worker for a store at `database_url` (DEFAULT_THREADS; 4 for any other database)."""
+    return DEFAULT_THREADS["sqlite"] if database_url.startswith("sqlite") else DEFAULT_THREADS["postgresql"]
+
+
+def run_gunicorn(config: dict[str, Any], *, host: str, port: int, workers: int, threads: int) -> None:
     _App(config, {"bind": f"{host}:{port}", "workers": workers, "threads": threads, "worker_class": "gthread",
                   "accesslog": None, "timeout": 60, "post_worker_init": _post_worker_init}).run()
