@@ -11,7 +11,7 @@ scattered over the study, its ten items meant about ten more B-tree pages writte
 `ix_rating_submission_id` is read by no query: a resubmission is recognised by the assignment's own
 submission id. `choice` (A/B studies) had the same two. `ix_assignment_study_id` repeats the leading column of
 the composite hand-out indexes of migration 0004, and a claim rewrote it too. benchmarks/annotation_load.py
-measured about 0.7 ms less server CPU per request without them (3.4-3.7 against 2.9-3.0 ms, SQLite).
+measured about 0.6 ms less server CPU per request without them (3.4-3.8 against 2.9-3.0 ms, SQLite, alternating runs).
 
 Indexes only: downgrade creates them again.
 """
