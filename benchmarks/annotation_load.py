@@ -13,9 +13,12 @@
    (goal: at least 0.5 of its requests/s), with submissions/s, p50/p99, acknowledged vs stored ratings and the
    CPU the load client and the server used (a client that used its CPU to the full measured itself); on SQLite
    the same load then runs against benchmarks/floor_app.py (the same routes, JSON and gunicorn settings over raw
-   sqlite3 with no ORM, checks or validation), whose ratio is the most any annotation API on this stack reaches.
+   sqlite3 with no ORM, checks or validation), whose ratio is the most any annotation API on this stack reaches;
+3b. (part "settings", SQLite) part 3 and the floor again under each gunicorn WORKERSxTHREADS of --settings, a line
+   each (no goal: how the ratio and the CPU per request follow the setting; `empeval serve` takes its default
+   threads from it). Parts 3 and 3b use `empeval serve`'s default threads for the store unless --threads is given.
 
-The studies of parts 2, 2b and 3 are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
+The studies of parts 2, 2b, 3 and 3b are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
 10 items per assignment, k = 3, items shuffled per round; synthetic two-turn dialogues, one per context.
 
     .venv/bin/python benchmarks/annotation_load.py                       # both stores, every part
@@ -513,7 +516,7 @@ def floor(scratch: Path, tokens: list[str], args: argparse.Namespace) -> dict:
     validation) under the same gunicorn settings: the ratio no annotation API on this stack can beat."""
     from floor_app import prepare
 
-    path = scratch / "floor.db"
+    path = scratch / f"floor-{uuid.uuid4().hex}.db"  # a new one per run (part settings runs it again)
     prepare(str(path), args.load_assignments)
     port = free_port()
     command = [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads",
@@ -563,6 +566,32 @@ def throughput(url: str, args: argparse.Namespace) -> dict:
 # --- main ------------------------------------------------------------------------------------------------------
 
 
+def _per_second(phase: dict) -> float:
+    return phase["requests"] / phase["elapsed"]
+
+
+def settings_sweep(databases: Stores, scratch: Path, args: argparse.Namespace) -> None:
+    """Part "settings": the throughput part (and the floor) again under each gunicorn setting of --settings, each
+    on a new study, one line per setting: how the ratio and the server's CPU per request follow workers and
+    threads (what server.web.gunicorn_app.DEFAULT_THREADS was chosen by). No goal: information."""
+    print(f"gunicorn settings, {args.annotators} annotators, {args.seconds:.0f} s each (no goal: information)")
+    for setting in args.settings.split(","):
+        workers, threads = (int(part) for part in setting.split("x"))
+        run = argparse.Namespace(**{**vars(args), "workers": workers, "threads": threads})
+        result = throughput(databases.new("sqlite", f"bench_settings_{workers}x{threads}"), run)
+        api, trivial = result["api"], result["trivial"]
+        line = (f"  {workers} x {threads}: next+submit {_per_second(api):6.1f} req/s, server CPU "
+                f"{api['server_cpu'] / max(api['requests'], 1) * 1000:.2f} ms/request, p99 "
+                f"{percentile(api['next_ms'] + api['submit_ms'], 0.99):6.1f} ms; trivial {_per_second(trivial):6.1f} "
+                f"req/s ({trivial['server_cpu'] / max(trivial['requests'], 1) * 1000:.2f} ms/request); ratio "
+                f"{_per_second(api) / _per_second(trivial):.2f}")
+        if args.floor:
+            least = floor(scratch, result["tokens"], run)
+            line += (f"; the floor {_per_second(least['api']):6.1f} / {_per_second(least['trivial']):6.1f} = "
+                     f"{_per_second(least['api']) / _per_second(least['trivial']):.2f}")
+        print(line, flush=True)
+
+
 def _check(goal_met: bool) -> str:
     return "met" if goal_met else "NOT MET"
 
@@ -570,7 +599,9 @@ def _check(goal_met: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", default="sqlite,postgres")
-    parser.add_argument("--parts", default="statements,scaling,lead,throughput")
+    parser.add_argument("--parts", default="statements,scaling,lead,throughput,settings")
+    parser.add_argument("--settings", default="2x1,2x2,2x4,3x1",
+                        help="gunicorn WORKERSxTHREADS to compare (part settings, SQLite)")
     parser.add_argument("--sizes", default="100,1000,10000,100000", help="assignments per study (part 2)")
     parser.add_argument("--calls", type=int, default=50, help="timed next calls per size (part 2)")
     parser.add_argument("--annotators", type=int, default=32, help="concurrent annotators (part 3)")
@@ -687,6 +718,8 @@ def main() -> None:
                               f"({least['api']['submissions'] / least['api']['elapsed']:.1f} submissions/s), "
                               f"ratio {least_api / least_trivial:.2f}; empeval reaches "
                               f"{ratio / (least_api / least_trivial):.2f} of the floor's ratio")
+                if "settings" in parts and store == "sqlite":
+                    settings_sweep(databases, scratch, args)
         finally:
             databases.drop_all()
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
