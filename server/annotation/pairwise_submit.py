@@ -17,9 +17,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, Row, select
+from sqlalchemy import Connection, Engine, Row, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from server.annotation import hot_sql, submit
 from server.annotation.handout import refuse_unless_may_work
@@ -44,7 +43,7 @@ from server.annotation.submit import (
     _study_of,
 )
 from server.errors import BadInput, Conflict
-from server.store.engine import write_connection
+from server.store.engine import write_transaction
 from server.store.models import Assignment
 from server.store.queries import now_utc
 from server.store.storable import text_problem
@@ -215,15 +214,23 @@ def submit_pairwise(engine: Engine, assignment_id: int, annotator_id: int, paylo
     now = now or now_utc()
     with engine.connect() as connection:
         row = _own_assignment(connection, assignment_id, annotator_id, study)
-        study_row = _study_of(row)
-        config = study_row.config
-        if not config.is_pairwise:
-            raise BadInput(f"assignment {assignment_id} is of the Likert study {study_row.name!r}: send ratings")
-        if row.status == "submitted":
-            return _already_submitted(connection, assignment_id, row,
-                                      payload.get("submission_id") if isinstance(payload, dict) else None)
-        refuse_unless_may_work(study_row, bool(row.revoked))
-        item_ids = hot_sql.run(connection, hot_sql.PAIR_ITEM_IDS, {"assignment": assignment_id}).scalars().all()
+        return store_pairwise(connection, row, assignment_id, annotator_id, payload, study=study, now=now)
+
+
+def store_pairwise(connection: Connection, row: Row[Any], assignment_id: int, annotator_id: int, payload: Any,
+                   *, study: str | None, now: datetime) -> dict[str, Any]:
+    """submit_pairwise on a connection the caller holds, `row` being what submit._own_assignment read of the
+    assignment on it: submit.submit_assignment hands an A/B study's submission over here, so that the request
+    takes one connection from the pool and reads the assignment once."""
+    study_row = _study_of(row)
+    config = study_row.config
+    if not config.is_pairwise:
+        raise BadInput(f"assignment {assignment_id} is of the Likert study {study_row.name!r}: send ratings")
+    if row.status == "submitted":
+        return _already_submitted(connection, assignment_id, row,
+                                  payload.get("submission_id") if isinstance(payload, dict) else None)
+    refuse_unless_may_work(study_row, bool(row.revoked))
+    item_ids = hot_sql.run(connection, hot_sql.PAIR_ITEM_IDS, {"assignment": assignment_id}).scalars().all()
     expected = ExpectedChoices(item_ids=tuple(item_ids), criteria=tuple(config.criterion_keys),
                                ties=config.pairwise is None or config.pairwise.ties)
     submission = validate_pairwise_submission(payload, expected)
@@ -231,7 +238,7 @@ def submit_pairwise(engine: Engine, assignment_id: int, annotator_id: int, paylo
     marking = ValidSubmission(submission.submission_id, {}, submission.comment)
 
     try:
-        with write_connection(engine) as connection:
+        with write_transaction(connection):  # the same connection: one taken from the pool per submit
             late = _mark_or_answer(connection, assignment_id, annotator_id, marking, study, now,
                                    count=hot_sql.COUNT_CHOICES, counted="choices")
             if isinstance(late, dict):  # the receipt of this submission, stored already
@@ -239,14 +246,13 @@ def submit_pairwise(engine: Engine, assignment_id: int, annotator_id: int, paylo
             stored = _store_choices(connection, assignment_id, annotator_id, submission, now)
             return _receipt(assignment_id, submission.submission_id, late, now, stored)
     except IntegrityError:
-        # A concurrent identical submission won the race: answer as for a retry.
-        with engine.connect() as connection:
-            row = _own_assignment(connection, assignment_id, annotator_id, study)
-            if row.status == "submitted":
-                return _already_submitted(connection, assignment_id, row, submission.submission_id)
-        with Session(engine) as session:
-            holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
-            if session.scalar(holder) is not None:
-                raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
-                               f"assignment; send a new one") from None
-            raise
+        # A concurrent identical submission won the race: answer as for a retry (the write transaction was
+        # rolled back; what follows reads on the same connection).
+        row = _own_assignment(connection, assignment_id, annotator_id, study)
+        if row.status == "submitted":
+            return _already_submitted(connection, assignment_id, row, submission.submission_id)
+        holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
+        if connection.scalar(holder) is not None:
+            raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
+                           f"assignment; send a new one") from None
+        raise

@@ -222,10 +222,10 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
         # receipts, and every refusal raises).
         completion = completion_after_submit(config.recruitment, row.provider)
         if config.is_pairwise:  # choices between two responses, not ratings: its own rules
-            from server.annotation.pairwise_submit import submit_pairwise  # (it imports this module's helpers)
+            from server.annotation.pairwise_submit import store_pairwise  # (it imports this module's helpers)
 
-            connection.close()
-            return {**submit_pairwise(engine, assignment_id, annotator_id, payload, study=study, now=now), **completion}
+            return {**store_pairwise(connection, row, assignment_id, annotator_id, payload, study=study, now=now),
+                    **completion}
         if row.status == "submitted":
             return {**_already_submitted(connection, assignment_id, row,
                                          payload.get("submission_id") if isinstance(payload, dict) else None),

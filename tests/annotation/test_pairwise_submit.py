@@ -311,3 +311,24 @@ def test_a_likert_assignment_is_not_taken_as_pairwise(ab):
     give(engine, likert, rita)
     with pytest.raises(BadInput, match=f"^assignment {likert} is of the Likert study 'pilot': send ratings$"):
         submit_pairwise(engine, likert, rita, {"submission_id": "pairwise-0001", "judgments": []})
+
+
+def test_a_pairwise_submit_through_the_api_entry_takes_one_connection_and_stores_as_submit_pairwise(ab):
+    # submit_assignment used to close its connection and let submit_pairwise read the assignment again on a
+    # second one, then write on a third.
+    from sqlalchemy import event
+
+    from server.annotation.submit import submit_assignment
+
+    engine, assignment_id, rita = ab
+    body = body_for(engine, assignment_id)
+    checkouts: list[object] = []
+    record = lambda *_args: checkouts.append(object())  # noqa: E731
+    event.listen(engine, "checkout", record)
+    try:
+        receipt = submit_assignment(engine, assignment_id, rita, body)
+    finally:
+        event.remove(engine, "checkout", record)
+    assert receipt["status"] == "stored" and receipt["choices"] == 3 * len(placements(engine, assignment_id))
+    assert len(checkouts) == 1
+    assert submit_assignment(engine, assignment_id, rita, body) == receipt
