@@ -149,6 +149,22 @@ def metrics_on_localhost(port: int = METRICS_PORT) -> Iterator[None]:
         yield
 
 
+# How long the Operator waits for the node router to open its channel: Mephisto gives it 10 s
+# (client_io_handler.START_DEATH_TIME) and then abandons the launch. On a loaded 2-core machine the router has
+# taken longer (a launch failed so in a full test run, 2026-12-01, and passed alone in 17 s); a router that does
+# not come up at all still fails the launch, only later.
+CHANNEL_START_SECONDS = 60
+
+
+@contextlib.contextmanager
+def patient_channel_start(seconds: float = CHANNEL_START_SECONDS) -> Iterator[None]:
+    """Give the router `seconds` (not Mephisto's 10) to open the channel of a launching run."""
+    import mephisto.operations.client_io_handler as client_io_module
+
+    with _replaced(client_io_module, "START_DEATH_TIME", seconds):
+        yield
+
+
 @contextlib.contextmanager
 def router_on_host(host: str) -> Iterator[None]:
     """The router copied by `router_source` listens on $EMPEVAL_ROUTER_HOST (set here, restored on exit)."""

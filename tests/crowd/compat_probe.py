@@ -76,6 +76,15 @@ def probe_router_host(job_dir: Path) -> dict:
     return {"before": before, "inside": inside, "after": environment()}
 
 
+def probe_channel(job_dir: Path) -> dict:
+    import mephisto.operations.client_io_handler as client_io_module
+
+    before = client_io_module.START_DEATH_TIME
+    with compat.patient_channel_start():
+        inside = client_io_module.START_DEATH_TIME
+    return {"before": before, "inside": inside, "after": client_io_module.START_DEATH_TIME}
+
+
 def probe_deploy(job_dir: Path) -> dict:
     """Both deploy patches over a stand-in for 1.1.1's deploy (which would start a real router), nested as the
     runner nests them."""

@@ -50,6 +50,13 @@ def probe(crowd_python, name: str, job_dir: Path, **env: str | None) -> dict:
 
 # ---------------------------------------------------------------- each patch restores what it patched
 
+def test_the_router_gets_longer_than_ten_seconds_to_open_its_channel_and_mephisto_gets_its_value_back(
+        crowd_python, job_dir):
+    seen = probe(crowd_python, "channel", job_dir)
+    assert seen == {"before": 10, "inside": compat.CHANNEL_START_SECONDS, "after": 10}
+    assert compat.CHANNEL_START_SECONDS > 10
+
+
 def test_home_moves_into_the_job_while_mephisto_runs_and_comes_back(crowd_python, job_dir, tmp_path):
     home = tmp_path / "home"
     seen = probe(crowd_python, "home", job_dir, HOME=str(home))
