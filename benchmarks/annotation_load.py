@@ -15,8 +15,7 @@
    the same load then runs against benchmarks/floor_app.py (the same routes, JSON and gunicorn settings over raw
    sqlite3 with no ORM, checks or validation), whose ratio is the most any annotation API on this stack reaches;
 3b. (part "settings", SQLite) part 3 and the floor again under each gunicorn WORKERSxTHREADS of --settings, a line
-   each (no goal: how the ratio and the CPU per request follow the setting; `empeval serve` takes its default
-   threads from it). Parts 3 and 3b use `empeval serve`'s default threads for the store unless --threads is given.
+   each (no goal: how the ratio and the CPU per request follow the setting, beside `empeval serve`'s default).
 
 The studies of parts 2, 2b, 3 and 3b are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
 10 items per assignment, k = 3, items shuffled per round; synthetic two-turn dialogues, one per context.
@@ -64,7 +63,7 @@ from server.annotation.submit import submit_assignment  # noqa: E402
 from server.store import make_engine, unit_of_work, upgrade  # noqa: E402
 from server.store.engine import counting_statements  # noqa: E402
 from server.store.models import Rating, Study, System  # noqa: E402
-from server.web.gunicorn_app import default_threads  # noqa: E402
+from server.web.gunicorn_app import DEFAULT_THREADS  # noqa: E402
 from tasks.study_file import parse_study  # noqa: E402
 
 ITEMS_PER_ASSIGNMENT = 10
@@ -520,7 +519,7 @@ def floor(scratch: Path, tokens: list[str], args: argparse.Namespace) -> dict:
     prepare(str(path), args.load_assignments)
     port = free_port()
     command = [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads",
-               str(threads_for(args, "sqlite:///")),
+               str(args.threads),
                "--worker-class",
                "gthread", "--bind", f"127.0.0.1:{port}", "floor_app:app"]
     return _served_load(command, {"FLOOR_DB": str(path)}, Path(__file__).parent, port, tokens, args)
@@ -543,18 +542,13 @@ def _served_load(command: list[str], env: dict[str, str], cwd: Path, port: int, 
     return {"trivial": trivial, "api": api}
 
 
-def threads_for(args: argparse.Namespace, url: str) -> int:
-    """Threads per gunicorn worker for the store at `url`: --threads, else `empeval serve`'s default for it."""
-    return args.threads or default_threads(url)
-
-
 def throughput(url: str, args: argparse.Namespace) -> dict:
     built = build_study(url, args.load_assignments, done=0.0, active=0, callers=0)
     engine = make_engine(url)
     tokens = [invite(engine, f"load-{i}", built.study)[1] for i in range(args.annotators)]
     port = free_port()
     command = [sys.executable, "-m", "entry.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",
-               str(args.workers), "--threads", str(threads_for(args, url))]
+               str(args.workers), "--threads", str(args.threads)]
     phases = _served_load(command, {"EMPEVAL_DATABASE_URL": url}, REPO, port, tokens, args)
     trivial, api = phases["trivial"], phases["api"]
     with Session(engine) as session:
@@ -573,7 +567,7 @@ def _per_second(phase: dict) -> float:
 def settings_sweep(databases: Stores, scratch: Path, args: argparse.Namespace) -> None:
     """Part "settings": the throughput part (and the floor) again under each gunicorn setting of --settings, each
     on a new study, one line per setting: how the ratio and the server's CPU per request follow workers and
-    threads (what server.web.gunicorn_app.DEFAULT_THREADS was chosen by). No goal: information."""
+    threads (beside server.web.gunicorn_app.DEFAULT_THREADS). No goal: information."""
     print(f"gunicorn settings, {args.annotators} annotators, {args.seconds:.0f} s each (no goal: information)")
     for setting in args.settings.split(","):
         workers, threads = (int(part) for part in setting.split("x"))
@@ -606,9 +600,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=50, help="timed next calls per size (part 2)")
     parser.add_argument("--annotators", type=int, default=32, help="concurrent annotators (part 3)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="threads per gunicorn worker (default: what `empeval serve` gives the store: "
-                             "server.web.gunicorn_app.DEFAULT_THREADS)")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                        help="threads per gunicorn worker (default: `empeval serve`'s)")
     parser.add_argument("--client-processes", type=int, default=2, help="load-client processes (part 3)")
     parser.add_argument("--reconnect-every", type=int, default=100,
                         help="requests per keep-alive connection before the client opens another (0: never), so "
@@ -683,13 +676,12 @@ def main() -> None:
                     print(f"next of a rater far ahead at her {args.lead_upto}th claim: the walk after her last claim "
                           f"takes {hinted / plain:.2f} of the time of a walk from the start (no goal: information)")
                 if "throughput" in parts:
-                    load_url = databases.new(store, "bench_load")
-                    result = throughput(load_url, args)
+                    result = throughput(databases.new(store, "bench_load"), args)
                     trivial, api = result["trivial"], result["api"]
                     trivial_rps = trivial["requests"] / trivial["elapsed"]
                     api_rps = api["requests"] / api["elapsed"]
                     print(f"{args.annotators} annotators (a new connection every {args.reconnect_every} requests), "
-                          f"gunicorn {args.workers} workers x {threads_for(args, load_url)} threads, "
+                          f"gunicorn {args.workers} workers x {args.threads} threads, "
                           f"{args.client_processes} client processes, load {os.getloadavg()[0]:.2f}")
                     for name, phase, rps in (("trivial /healthz", trivial, trivial_rps), ("next+submit", api, api_rps)):
                         print(f"  {name:<17} {rps:7.1f} req/s; client CPU {phase['client_cpu'] / phase['elapsed']:.2f} "

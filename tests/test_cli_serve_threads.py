@@ -1,7 +1,8 @@
-"""`empeval serve --workers N` gives each gunicorn worker as many threads as its store wants when --threads is not
-given (server.web.gunicorn_app.DEFAULT_THREADS: 1 on SQLite, 4 on PostgreSQL), and --threads overrides it. Counted
-on a real `empeval serve`: the threads of its worker process after 16 clients at once (gunicorn's gthread worker
-starts its pool threads as requests arrive, up to --threads). Each test stops the server it starts."""
+"""`empeval serve --workers N` by default gives each gunicorn worker enough threads (DEFAULT_THREADS) that raters
+on slow connections do not stall the others: a thread is held by its client until the request has arrived whole,
+and at one thread per worker (two workers) four unfinished uploads left every other rater unanswered. --threads
+still sets the number. A real `empeval serve` on a real SQLite file, on 127.0.0.1; each test stops the server
+it starts."""
 from __future__ import annotations
 
 import os
@@ -9,14 +10,15 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import requests
 
-from server.web.gunicorn_app import DEFAULT_THREADS, default_threads
+from server.web.gunicorn_app import DEFAULT_THREADS
 from tests.conftest import REPO
 
 
@@ -26,11 +28,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker_threads_under_load(url: str, *extra: str) -> int:
-    """Threads of the one gunicorn worker of `empeval serve --workers 1 *extra` after 16 clients asked at once."""
+@contextmanager
+def _served(url: str, *extra: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`empeval serve --workers 2 *extra` on `url`: (its base URL, the process), stopped on exit."""
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "entry.cli", "--database-url", url, "serve", "--port", str(port),
-                               "--workers", "1", *extra], cwd=REPO, stdout=subprocess.DEVNULL,
+                               "--workers", "2", *extra], cwd=REPO, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -43,37 +46,50 @@ def _worker_threads_under_load(url: str, *extra: str) -> int:
             except requests.ConnectionError:
                 assert time.monotonic() < deadline, "serve did not answer within 60 s"
                 time.sleep(0.2)
-
-        def client() -> None:
-            with requests.Session() as session:
-                for _ in range(30):
-                    assert session.get(f"{base}/healthz", timeout=10).status_code == 200
-
-        clients = [threading.Thread(target=client) for _ in range(16)]
-        for thread in clients:
-            thread.start()
-        for thread in clients:
-            thread.join()
-        workers = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split()
-        assert len(workers) == 1, workers
-        return len(os.listdir(Path("/proc") / workers[0] / "task"))  # its main thread and its pool's
+        yield base, server
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
 
 
-def test_default_threads_follow_the_store():
-    assert default_threads("sqlite:////tmp/x.db") == DEFAULT_THREADS["sqlite"] == 1
-    assert default_threads("postgresql://u@127.0.0.1/db") == DEFAULT_THREADS["postgresql"] == 4
+def _answered_beside_slow_uploads(base: str, uploads: int) -> bool:
+    """Whether /healthz is answered within 5 s while `uploads` clients have sent a submission's headers and the
+    first byte of its body, and nothing more."""
+    host, port = base.removeprefix("http://").split(":")
+    slow = [socket.create_connection((host, int(port))) for _ in range(uploads)]
+    try:
+        for connection in slow:
+            connection.sendall(b"POST /api/assignments/1/submit HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                               b"application/json\r\nContent-Length: 100\r\n\r\n{")
+        time.sleep(1)
+        try:
+            return requests.get(f"{base}/healthz", timeout=5).status_code == 200
+        except requests.Timeout:
+            return False
+    finally:
+        for connection in slow:
+            connection.close()
+
+
+def test_four_raters_still_uploading_do_not_stall_the_others_at_the_default_threads(sqlite_url):
+    assert DEFAULT_THREADS > 1
+    with _served(sqlite_url) as (base, _server):
+        assert _answered_beside_slow_uploads(base, 4)
+
+
+def test_at_one_thread_per_worker_they_do(sqlite_url):
+    # What the default guards against (and what --threads 1 gives up, behind a proxy that buffers requests).
+    with _served(sqlite_url, "--threads", "1") as (base, _server):
+        assert not _answered_beside_slow_uploads(base, 4)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc (Linux)")
-def test_a_sqlite_worker_serves_with_one_thread_unless_told_otherwise(sqlite_url):
-    assert _worker_threads_under_load(sqlite_url) == 1 + 1
-    assert _worker_threads_under_load(sqlite_url, "--threads", "3") > 1 + 1
-
-
-@pytest.mark.postgres
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc (Linux)")
-def test_a_postgresql_worker_serves_with_several_threads(postgres_url):
-    assert _worker_threads_under_load(postgres_url) > 1 + 1
+def test_threads_sets_the_threads_of_each_worker(sqlite_url):
+    with _served(sqlite_url, "--threads", "1") as (base, server):
+        with requests.Session() as session:
+            for _ in range(20):
+                assert session.get(f"{base}/healthz", timeout=10).status_code == 200
+        workers = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split()
+        # A worker's pool starts its threads as requests come (a worker given none has only its main thread).
+        counts = [len(os.listdir(Path("/proc") / pid / "task")) for pid in workers]
+        assert len(workers) == 2 and max(counts) == 1 + 1, counts

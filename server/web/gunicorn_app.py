@@ -33,19 +33,16 @@ class _App(BaseApplication):
         return create_app(self._config)
 
 
-# Threads per worker when `empeval serve` is not told (--threads), by store. On SQLite a request is CPU work and
-# one write at a time: a worker's threads only take the GIL and the write lock from each other. With 32 raters
-# against 2 workers (benchmarks/annotation_load.py, 2026-12-01, alternating runs) 1 thread served 440-505
-# requests/s, 2 threads 487-501 and 4 threads 347-371, at 2.6 against 3.3 ms of server CPU per request; 3 workers
-# of 1 thread 518-615. On PostgreSQL a request mostly waits for the server, and threads overlap those waits.
-DEFAULT_THREADS = {"sqlite": 1, "postgresql": 4}
+# Threads per worker when `empeval serve` is not told (--threads). One thread per worker is faster on SQLite (a
+# request is CPU work under one write lock, and threads only contend for it: benchmarks/annotation_load.py part
+# settings, 2026-12-01, 2 workers x 1 thread 440-632 requests/s against 347-553 at 2 x 4), but a thread is held by
+# a client until its request has arrived whole: at 2 x 1 two raters on slow connections (a submission that has
+# not finished uploading) stall every other rater (tests/test_cli_serve_threads.py). So 1 thread only behind a
+# proxy that buffers whole requests (nginx does by default), by choice.
+DEFAULT_THREADS = 4
 
 
-def default_threads(database_url: str) -> int:
-    """Threads per gunicorn worker for a store at `database_url` (DEFAULT_THREADS; 4 for any other database)."""
-    return DEFAULT_THREADS["sqlite"] if database_url.startswith("sqlite") else DEFAULT_THREADS["postgresql"]
-
-
-def run_gunicorn(config: dict[str, Any], *, host: str, port: int, workers: int, threads: int) -> None:
+def run_gunicorn(config: dict[str, Any], *, host: str, port: int, workers: int,
+                 threads: int = DEFAULT_THREADS) -> None:
     _App(config, {"bind": f"{host}:{port}", "workers": workers, "threads": threads, "worker_class": "gthread",
                   "accesslog": None, "timeout": 60, "post_worker_init": _post_worker_init}).run()
