@@ -518,8 +518,7 @@ def floor(scratch: Path, tokens: list[str], args: argparse.Namespace) -> dict:
     path = scratch / f"floor-{uuid.uuid4().hex}.db"  # a new one per run (part settings runs it again)
     prepare(str(path), args.load_assignments)
     port = free_port()
-    command = [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads",
-               str(args.threads),
+    command = [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads", str(args.threads),
                "--worker-class",
                "gthread", "--bind", f"127.0.0.1:{port}", "floor_app:app"]
     return _served_load(command, {"FLOOR_DB": str(path)}, Path(__file__).parent, port, tokens, args)

@@ -104,8 +104,8 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
                    "failed token checks; Secure cookies behind HTTPS). Leave 0 without a proxy: clients could "
                    "forge them.")
 @pass_cli_with_secret
-def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None, workers: int,
-          threads: int, proxies: int) -> None:
+def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None, workers: int, threads: int,
+          proxies: int) -> None:
     """Run the app: annotation pages, JSON API, admin dashboard. Invite links printed from now on point at it."""
     from entry.wiring import app_config
     from server.web import create_app

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Engine, Row, select
+from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
 from server.annotation import hot_sql, submit
@@ -41,10 +41,10 @@ from server.annotation.submit import (
     _own_assignment,
     _refuse_unknown_fields,
     _study_of,
+    refuse_if_used_elsewhere,
 )
-from server.errors import BadInput, Conflict
+from server.errors import BadInput
 from server.store.engine import write_transaction
-from server.store.models import Assignment
 from server.store.queries import now_utc
 from server.store.storable import text_problem
 
@@ -251,8 +251,5 @@ def store_pairwise(connection: Connection, row: Row[Any], assignment_id: int, an
         row = _own_assignment(connection, assignment_id, annotator_id, study)
         if row.status == "submitted":
             return _already_submitted(connection, assignment_id, row, submission.submission_id)
-        holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
-        if connection.scalar(holder) is not None:
-            raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
-                           f"assignment; send a new one") from None
+        refuse_if_used_elsewhere(connection, submission.submission_id)
         raise

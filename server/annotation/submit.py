@@ -22,9 +22,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import Engine, Row, select
+from sqlalchemy import Connection, Engine, Row, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from server.annotation import hot_sql
 from server.annotation.handout import refuse_unless_may_work
@@ -189,6 +188,16 @@ def _mark_or_answer(connection: Executor, assignment_id: int, annotator_id: int,
     raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
 
 
+def refuse_if_used_elsewhere(connection: Connection, submission_id: str) -> None:
+    """Raise Conflict when an assignment holds `submission_id` already: after the database refused a submission,
+    whether that was its id, which is unique across assignments (a client reusing one is told so, not given a
+    500). Reads on `connection`, whose write transaction has been rolled back."""
+    holder = select(Assignment.id).where(Assignment.submission_id == submission_id)
+    if connection.scalar(holder) is not None:
+        raise Conflict(f"submission id {submission_id!r} was already used for another assignment; send a new one") \
+            from None
+
+
 def _store_ratings(connection: Executor, assignment_id: int, annotator_id: int, submission: ValidSubmission,
                    now: datetime) -> int:
     """The time on each item (one UPDATE, executemany) and every rating (one INSERT, executemany).
@@ -246,9 +255,5 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
             # Not a second submission of this assignment (the UPDATE above lets one through, the other is answered
             # by its fallback): a submission id is unique across assignments, and a client that reuses one is told
             # so (not a 500); anything else the database refuses is raised.
-            with Session(engine) as session:
-                holder = select(Assignment.id).where(Assignment.submission_id == submission.submission_id)
-                if session.scalar(holder) is not None:
-                    raise Conflict(f"submission id {submission.submission_id!r} was already used for another "
-                                   f"assignment; send a new one") from None
-                raise
+            refuse_if_used_elsewhere(connection, submission.submission_id)
+            raise
