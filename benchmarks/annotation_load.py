@@ -13,7 +13,9 @@
    (goal: at least 0.5 of its requests/s), with submissions/s, p50/p99, acknowledged vs stored ratings and the
    CPU the load client and the server used (a client that used its CPU to the full measured itself); on SQLite
    the same load then runs against benchmarks/floor_app.py (the same routes, JSON and gunicorn settings over raw
-   sqlite3 with no ORM, checks or validation), whose ratio is the most any annotation API on this stack reaches;
+   sqlite3 with no ORM, checks or validation), whose ratio is the most any annotation API on this stack reaches,
+   and against benchmarks/schema_floor_app.py (empeval's own statements, schema and transactions through raw
+   sqlite3, with the floor's Python), whose ratio is the most any code on top of empeval's SQL reaches;
 3b. (part "settings", SQLite) part 3 and the floor again under each gunicorn WORKERSxTHREADS of --settings, a line
    each (no goal: how the ratio and the CPU per request follow the setting, beside `empeval serve`'s default).
 
@@ -36,6 +38,7 @@ import multiprocessing
 import os
 import random
 import resource
+import shutil
 import signal
 import socket
 import statistics
@@ -524,6 +527,27 @@ def floor(scratch: Path, tokens: list[str], args: argparse.Namespace) -> dict:
     return _served_load(command, {"FLOOR_DB": str(path)}, Path(__file__).parent, port, tokens, args)
 
 
+def schema_floor(url: str, args: argparse.Namespace) -> dict:
+    """The same load against benchmarks/schema_floor_app.py (empeval's statements and schema through raw sqlite3,
+    no SQLAlchemy, validation or signature check) under the same gunicorn settings, on a new study at `url`: the
+    ratio no Python on top of empeval's SQL can beat."""
+    built = build_study(url, args.load_assignments, done=0.0, active=0, callers=0)
+    engine = make_engine(url)
+    invited = [invite(engine, f"load-{i}", built.study) for i in range(args.annotators)]
+    path = Path(url.removeprefix("sqlite:///"))
+    token_file = path.with_suffix(".tokens.json")
+    token_file.write_text(json.dumps({token: [annotator.id, built.study] for annotator, token in invited}))
+    port = free_port()
+    command = [sys.executable, "-m", "gunicorn", "--workers", str(args.workers), "--threads", str(args.threads),
+               "--worker-class", "gthread", "--bind", f"127.0.0.1:{port}", "schema_floor_app:app"]
+    env = {"SCHEMA_FLOOR_DB": str(path), "SCHEMA_FLOOR_TOKENS": str(token_file)}
+    phases = _served_load(command, env, Path(__file__).parent, port, [token for _, token in invited], args)
+    with Session(engine) as session:
+        phases["api"]["stored"] = session.scalar(select(func.count(Rating.id)))
+    engine.dispose()
+    return phases
+
+
 def _served_load(command: list[str], env: dict[str, str], cwd: Path, port: int, tokens: list[str],
                  args: argparse.Namespace) -> dict:
     """Start `command` (a server on 127.0.0.1:`port`) in its own session, run the trivial then the API load
@@ -685,7 +709,8 @@ def main() -> None:
                     for name, phase, rps in (("trivial /healthz", trivial, trivial_rps), ("next+submit", api, api_rps)):
                         print(f"  {name:<17} {rps:7.1f} req/s; client CPU {phase['client_cpu'] / phase['elapsed']:.2f} "
                               f"cores ({phase['client_cpu'] / max(phase['requests'], 1) * 1000:.2f} ms/request), "
-                              f"server CPU {phase['server_cpu'] / phase['elapsed']:.2f} cores")
+                              f"server CPU {phase['server_cpu'] / phase['elapsed']:.2f} cores "
+                              f"({phase['server_cpu'] / max(phase['requests'], 1) * 1000:.2f} ms/request)")
                     print(f"  submissions: {api['submissions']} in {api['elapsed']:.1f} s = "
                           f"{api['submissions'] / api['elapsed']:.1f} submissions/s "
                           f"({api['acknowledged'] / api['elapsed']:.0f} ratings/s)")
@@ -707,12 +732,25 @@ def main() -> None:
                               f"sqlite3, one claim and one store transaction, no ORM, checks or validation): "
                               f"trivial {least_trivial:.1f} req/s, next+submit {least_api:.1f} req/s "
                               f"({least['api']['submissions'] / least['api']['elapsed']:.1f} submissions/s), "
-                              f"ratio {least_api / least_trivial:.2f}; empeval reaches "
+                              f"server CPU {least['api']['server_cpu'] / max(least['api']['requests'], 1) * 1000:.2f} "
+                              f"ms/request, ratio {least_api / least_trivial:.2f}; empeval reaches "
                               f"{ratio / (least_api / least_trivial):.2f} of the floor's ratio")
+                        schema = schema_floor(databases.new(store, "bench_schema_floor"), args)
+                        print(f"  empeval's SQL at the floor's Python (benchmarks/schema_floor_app.py: its statements "
+                              f"and schema through raw sqlite3): trivial {_per_second(schema['trivial']):.1f} req/s, "
+                              f"next+submit {_per_second(schema['api']):.1f} req/s, server CPU "
+                              f"{schema['api']['server_cpu'] / max(schema['api']['requests'], 1) * 1000:.2f} "
+                              f"ms/request, ratio {_per_second(schema['api']) / _per_second(schema['trivial']):.2f}: "
+                              f"the most any code on top of this schema and these statements reaches; ratings "
+                              f"acknowledged {schema['api']['acknowledged']}, stored {schema['api']['stored']}; "
+                              f"errors {len(schema['api']['errors'])} "
+                              f"{sorted(set(map(str, schema['api']['errors'])))}; empeval serves "
+                              f"{api_rps / _per_second(schema['api']):.2f} of its requests/s")
                 if "settings" in parts and store == "sqlite":
                     settings_sweep(databases, scratch, args)
         finally:
             databases.drop_all()
+            shutil.rmtree(scratch, ignore_errors=True)  # its SQLite files: hundreds of MB a run
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
