@@ -153,18 +153,28 @@ ACTIVE_OR_OVERDUE = _both(
     f"WHERE assignment.study_id = :study AND assignment.status = '{ACTIVE}' "
     "AND (assignment.annotator_id = :annotator OR assignment.expires_at < :now) {skip_locked}")
 
+
+def _seen(context: str) -> str:
+    """SQL truth value: she (:annotator) has seen the context `context` (a column) in the study (:study) or the
+    linked one. Probed per context, by seen_context's unique key (study, annotator, context), behind the
+    {per_candidate} fence: PostgreSQL would otherwise join her seen rows with the candidate's items in whichever
+    order its statistics favour, and statistics taken while seen_context was still small (as in every new study,
+    until autovacuum analyzes it again) made it walk all of her seen rows and, for each, the candidate's items
+    again: 140,000 buffer reads and 13 ms per claim under 32 raters, measured (benchmarks/annotation_load.py, the
+    plan logged by auto_explain)."""
+    return (f"EXISTS (SELECT 1 FROM seen_context WHERE seen_context.context_id = {context} "
+            f"AND seen_context.annotator_id = :annotator AND seen_context.study_id IN ({_studies_seen_in(':study')})"
+            "{per_candidate})")
+
+
 # A candidate holds a context she has seen (in the study or the linked one): one per kind of study.
 _SEEN_IN_ITEMS = (
     "SELECT 1 FROM assignment_item JOIN study_item ON study_item.id = assignment_item.item_id "
     "JOIN response ON response.id = study_item.response_id "
-    "JOIN seen_context ON seen_context.context_id = response.context_id "
-    f"AND seen_context.study_id IN ({_studies_seen_in(':study')}) AND seen_context.annotator_id = :annotator "
-    "WHERE assignment_item.assignment_id = candidate.id")
+    "WHERE assignment_item.assignment_id = candidate.id AND " + _seen("response.context_id"))
 _SEEN_IN_PAIRS = (
     "SELECT 1 FROM assignment_pair JOIN pair_item ON pair_item.id = assignment_pair.pair_item_id "
-    "JOIN seen_context ON seen_context.context_id = pair_item.context_id "
-    f"AND seen_context.study_id IN ({_studies_seen_in(':study')}) AND seen_context.annotator_id = :annotator "
-    "WHERE assignment_pair.assignment_id = candidate.id")
+    "WHERE assignment_pair.assignment_id = candidate.id AND " + _seen("pair_item.context_id"))
 
 
 def _first_fitting(seen: str, bound: str = "") -> str:

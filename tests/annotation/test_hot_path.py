@@ -4,10 +4,11 @@ configuration never read stale from the parse cache, and payloads that their cal
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import DateTime, create_engine, event, select
+from sqlalchemy import DateTime, create_engine, event, func, select
 from sqlalchemy.orm import Session
 
 from server.annotation import hot_sql
@@ -15,7 +16,7 @@ from server.annotation.annotators import invite
 from server.annotation.handout import expire_overdue, next_assignment_payload
 from server.annotation.submit import submit_assignment
 from server.store.engine import unit_of_work
-from server.store.models import Assignment, Rating, Study
+from server.store.models import Assignment, Rating, Response, SeenContext, Study
 from server.store.queries import as_utc
 from tests.annotation.conftest import SYSTEMS, add_responses, make_study, new_submission_id
 
@@ -114,6 +115,63 @@ def test_the_seen_check_runs_per_candidate_however_much_the_rater_has_seen(sampl
             assert any("ix_assignment_study_status_order" in step for step in steps), steps
             assert any("CORRELATED" in step for step in steps), steps
             assert not any(step.startswith("SCAN seen_context") for step in steps), steps
+
+
+def _numbered(sql: str) -> tuple[str, list[str]]:
+    """`sql` with its :name parameters as PostgreSQL's $1, $2... (for PREPARE), and the names in that order."""
+    names: list[str] = []
+
+    def number(match: re.Match) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    return re.sub(r"(?<![:\w]):(\w+)", number, sql), names
+
+
+def test_the_seen_check_probes_one_context_at_a_time_whatever_the_statistics_say(sample_engine):
+    """Statistics taken while seen_context was empty (a new study, until autovacuum analyzes it again) made
+    PostgreSQL plan the seen check from her seen rows outwards, re-reading the candidate's items for each of them:
+    under 32 raters a claim read 140,000 buffers and took 13 ms. The check is written as one probe per context of
+    the candidate, by seen_context's unique key, which no plan can turn around: with stale statistics, as a
+    prepared statement's generic or custom plan, every read of seen_context is by context."""
+    add_responses(sample_engine, SYSTEMS, 120)
+    make_study(sample_engine, name="stale", count=120, k=3, per_assignment=5, controls=[])
+    with sample_engine.connect() as connection:
+        if sample_engine.dialect.name == "postgresql":
+            connection.exec_driver_sql("ANALYZE")  # seen_context is empty: the statistics say so from now on
+    rater, _ = invite(sample_engine, "hanna", "stale")
+    others = [invite(sample_engine, f"other-{i}", "stale")[0].id for i in range(40)]
+    with Session(sample_engine) as session:
+        study_id = session.scalar(select(Study.id).where(Study.name == "stale"))
+        first_assignment = session.scalar(select(func.min(Assignment.id)))
+        contexts = session.scalars(select(Response.context_id).distinct()).all()
+    with unit_of_work(sample_engine) as session:  # 40 raters who have seen every context: a table of many pages
+        session.add_all(SeenContext(study_id=study_id, annotator_id=other, context_id=context,
+                                    assignment_id=first_assignment, seen_at=datetime.now(UTC))
+                        for other in others for context in contexts)
+    for _ in range(12):  # and her history: 12 assignments, up to 60 contexts
+        payload = next_assignment_payload(sample_engine, "stale", rater.id)
+        ratings = [{"item_id": item["item_id"], "scores": {"empathy": 3, "relevance": 3, "fluency": 3}}
+                   for item in payload["items"]]
+        submit_assignment(sample_engine, payload["assignment_id"], rater.id,
+                          {"submission_id": new_submission_id(), "ratings": ratings})
+    sqlite_sql, postgresql_sql = hot_sql.FIRST_FITTING_SQL
+    values = {"study": study_id, "annotator": rater.id}
+    with sample_engine.connect() as connection:
+        if sample_engine.dialect.name != "postgresql":
+            steps = [row[3] for row in connection.exec_driver_sql("EXPLAIN QUERY PLAN " + sqlite_sql, values)]
+            seen = [step for step in steps if "seen_context" in step]
+            assert seen and all(step.startswith("SEARCH") and "context_id=?" in step for step in seen), steps
+            return
+        numbered, names = _numbered(postgresql_sql)
+        connection.exec_driver_sql(f"PREPARE choice ({', '.join('integer' for _ in names)}) AS {numbered}")
+        arguments = ", ".join(str(values[name]) for name in names)
+        for plan_mode in ("auto", "force_generic_plan", "force_custom_plan"):
+            connection.exec_driver_sql(f"SET plan_cache_mode = {plan_mode}")
+            plan = connection.exec_driver_sql(f"EXPLAIN (FORMAT JSON) EXECUTE choice ({arguments})").scalar()[0]["Plan"]
+            seen = [node for node in _plan_nodes(plan) if node.get("Relation Name") == "seen_context"]
+            assert seen and all("context_id" in node.get("Index Cond", "") for node in seen), (plan_mode, seen)
 
 
 def test_a_claim_a_resume_and_a_submit_each_take_one_connection_from_the_pool(study_engine):
