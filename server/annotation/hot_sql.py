@@ -268,17 +268,59 @@ MARK_SUBMITTED = _statement(
     "AND assignment.status != 'submitted' AND EXISTS (SELECT 1 FROM study WHERE study.id = assignment.study_id "
     f"AND study.status != '{STUDY_CLOSED}') AND NOT " + _revoked("assignment.study_id") + " RETURNING late")
 
-# Executed with a list of parameter sets (executemany: one statement sent, however many items).
-TIME_ON_ITEM = _statement("UPDATE assignment_item SET seconds_on_item = :seconds "
-                          "WHERE assignment_id = :assignment AND item_id = :item")
-TIME_ON_PAIR = _statement("UPDATE assignment_pair SET seconds_on_item = :seconds "
-                          "WHERE assignment_id = :assignment AND pair_item_id = :item")
-INSERT_RATINGS = _statement(
+
+class RowsStatement(NamedTuple):
+    """One statement for many rows (see run_rows): SQLite's, run once per row (executemany), and PostgreSQL's,
+    run once with each of `per_row` (the parameters that differ from row to row) as an array."""
+
+    sqlite: str
+    postgresql: str
+    per_row: tuple[str, ...]
+
+
+def _rows_statement(sqlite: str, postgresql: str) -> RowsStatement:
+    """`postgresql` names each per-row parameter as `:name::type[]` (an array, unnested); they are its per_row."""
+    per_row = tuple(re.findall(r"(?<![:\w]):(\w+)::", postgresql))
+    return RowsStatement(sqlite, _pyformat(postgresql), per_row)
+
+
+def run_rows(executor: Executor, statement: RowsStatement, shared: dict[str, Any], rows: list[dict[str, Any]]
+             ) -> None:
+    """`statement` for every row of `rows` (each row: its per_row parameters), with `shared` (the parameters
+    all rows have alike). SQLite steps one prepared statement per row (executemany, in C: cheap in a library
+    database). PostgreSQL gets one statement over arrays (unnest): run per row, as executemany does, its executor
+    started and ended 30 times for a submission's 30 ratings (2.5 ms against 1.2 for the arrays, measured on a
+    local server)."""
+    connection = _connection(executor)
+    if connection.dialect.name == "postgresql":
+        arrays = {name: [row[name] for row in rows] for name in statement.per_row}
+        connection.exec_driver_sql(statement.postgresql, {**shared, **arrays})
+    else:
+        connection.exec_driver_sql(statement.sqlite, [{**shared, **row} for row in rows])
+
+
+TIME_ON_ITEM = _rows_statement(
+    "UPDATE assignment_item SET seconds_on_item = :seconds WHERE assignment_id = :assignment AND item_id = :item",
+    "UPDATE assignment_item SET seconds_on_item = timed.seconds "
+    "FROM unnest(:item::integer[], :seconds::double precision[]) AS timed(item, seconds) "
+    "WHERE assignment_item.assignment_id = :assignment AND assignment_item.item_id = timed.item")
+TIME_ON_PAIR = _rows_statement(
+    "UPDATE assignment_pair SET seconds_on_item = :seconds WHERE assignment_id = :assignment AND pair_item_id = :item",
+    "UPDATE assignment_pair SET seconds_on_item = timed.seconds "
+    "FROM unnest(:item::integer[], :seconds::double precision[]) AS timed(item, seconds) "
+    "WHERE assignment_pair.assignment_id = :assignment AND assignment_pair.pair_item_id = timed.item")
+INSERT_RATINGS = _rows_statement(
     "INSERT INTO rating (assignment_id, item_id, annotator_id, criterion, score, submitted_at, submission_id) "
-    "VALUES (:assignment, :item, :annotator, :criterion, :score, :now, :submission)")
-INSERT_CHOICES = _statement(
+    "VALUES (:assignment, :item, :annotator, :criterion, :score, :now, :submission)",
+    "INSERT INTO rating (assignment_id, item_id, annotator_id, criterion, score, submitted_at, submission_id) "
+    "SELECT :assignment, given.item, :annotator, given.criterion, given.score, :now, :submission "
+    "FROM unnest(:item::integer[], :criterion::varchar[], :score::integer[]) AS given(item, criterion, score)")
+INSERT_CHOICES = _rows_statement(
     "INSERT INTO choice (assignment_id, pair_item_id, annotator_id, criterion, choice, submitted_at, submission_id) "
-    "VALUES (:assignment, :item, :annotator, :criterion, :choice, :now, :submission)")
+    "VALUES (:assignment, :item, :annotator, :criterion, :choice, :now, :submission)",
+    "INSERT INTO choice (assignment_id, pair_item_id, annotator_id, criterion, choice, submitted_at, submission_id) "
+    "SELECT :assignment, given.item, :annotator, given.criterion, given.choice, :now, :submission "
+    "FROM unnest(:item::integer[], :criterion::varchar[], :choice::varchar[]) AS given(item, criterion, choice)")
 
 COUNT_RATINGS = _statement("SELECT count(*) FROM rating WHERE assignment_id = :assignment")
 COUNT_CHOICES = _statement("SELECT count(*) FROM choice WHERE assignment_id = :assignment")

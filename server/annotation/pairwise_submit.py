@@ -191,17 +191,17 @@ def _already_submitted(connection: Executor, assignment_id: int, stored: Row[Any
 
 def _store_choices(connection: Executor, assignment_id: int, annotator_id: int,
                    submission: ValidPairwiseSubmission, now: datetime) -> int:
-    """The time on each pair (one UPDATE, executemany) and every choice (one INSERT, executemany).
-    Returns how many choices were stored."""
-    timed = [{"assignment": assignment_id, "item": item_id, "seconds": j.seconds}
+    """The time on each pair (one UPDATE) and every choice (one INSERT), each one statement for all the rows
+    (hot_sql.run_rows). Returns how many choices were stored."""
+    timed = [{"item": item_id, "seconds": j.seconds}
              for item_id, j in submission.judgments.items() if j.seconds is not None]
     if timed:
-        hot_sql.run(connection, hot_sql.TIME_ON_PAIR, timed)
-    stored_now = hot_sql.moment(connection, now)
-    rows = [{"assignment": assignment_id, "item": item_id, "annotator": annotator_id, "criterion": criterion,
-             "choice": side, "now": stored_now, "submission": submission.submission_id}
+        hot_sql.run_rows(connection, hot_sql.TIME_ON_PAIR, {"assignment": assignment_id}, timed)
+    rows = [{"item": item_id, "criterion": criterion, "choice": side}
             for item_id, judgment in submission.judgments.items() for criterion, side in judgment.sides.items()]
-    hot_sql.run(connection, hot_sql.INSERT_CHOICES, rows)
+    hot_sql.run_rows(connection, hot_sql.INSERT_CHOICES, {
+        "assignment": assignment_id, "annotator": annotator_id, "now": hot_sql.moment(connection, now),
+        "submission": submission.submission_id}, rows)
     return len(rows)
 
 

@@ -15,7 +15,7 @@ open, rater not revoked), one UPDATE of every item's time, one bulk INSERT of th
 submissions at once the database lets one UPDATE through: SQLite runs one write transaction at a time (BEGIN
 IMMEDIATE), PostgreSQL makes the second wait for the first's row lock and then re-checks its WHERE. The statements
 are prepared once (server.annotation.hot_sql) and run on a Core connection, the item times and the ratings each as
-one executemany: no ORM object loaded, no statement built per call.
+one statement for all the rows (hot_sql.run_rows): no ORM object loaded, no statement built per call.
 """
 from __future__ import annotations
 
@@ -200,17 +200,18 @@ def refuse_if_used_elsewhere(connection: Connection, submission_id: str) -> None
 
 def _store_ratings(connection: Executor, assignment_id: int, annotator_id: int, submission: ValidSubmission,
                    now: datetime) -> int:
-    """The time on each item (one UPDATE, executemany) and every rating (one INSERT, executemany).
+    """The time on each item (one UPDATE) and every rating (one INSERT), each one statement for all the rows
+    (hot_sql.run_rows).
     Returns how many ratings were stored."""
-    timed = [{"assignment": assignment_id, "item": item_id, "seconds": rating.seconds}
+    timed = [{"item": item_id, "seconds": rating.seconds}
              for item_id, rating in submission.ratings.items() if rating.seconds is not None]
     if timed:  # a claimed assignment's items have no time yet: items sent without one stay so
-        hot_sql.run(connection, hot_sql.TIME_ON_ITEM, timed)
-    stored_now = hot_sql.moment(connection, now)
-    rows = [{"assignment": assignment_id, "item": item_id, "annotator": annotator_id, "criterion": criterion,
-             "score": score, "now": stored_now, "submission": submission.submission_id}
+        hot_sql.run_rows(connection, hot_sql.TIME_ON_ITEM, {"assignment": assignment_id}, timed)
+    rows = [{"item": item_id, "criterion": criterion, "score": score}
             for item_id, rating in submission.ratings.items() for criterion, score in rating.scores.items()]
-    hot_sql.run(connection, hot_sql.INSERT_RATINGS, rows)
+    hot_sql.run_rows(connection, hot_sql.INSERT_RATINGS, {
+        "assignment": assignment_id, "annotator": annotator_id, "now": hot_sql.moment(connection, now),
+        "submission": submission.submission_id}, rows)
     return len(rows)
 
 
