@@ -55,8 +55,9 @@ def _served(url: str, *extra: str, workers: int = 2) -> Iterator[tuple[str, subp
 
 def _seconds_to_answer_beside_slow_uploads(base: str, uploads: int) -> float:
     """Seconds until /healthz is answered while `uploads` clients have sent a submission's headers and the first
-    byte of its body, and nothing more (each holds a thread for about 5 s: measured with gunicorn 27's gthread
-    workers)."""
+    byte of its body, and nothing more. Without a token each is refused before its body is read and holds its
+    thread about 5 s (gunicorn 27's gthread workers, measured); a rater's real submission holds it until the body
+    has arrived (over 40 s, measured), so these tests show the least a slow client costs."""
     host, port = base.removeprefix("http://").split(":")
     slow = [socket.create_connection((host, int(port))) for _ in range(uploads)]
     try:

@@ -36,10 +36,10 @@ class _App(BaseApplication):
 # Threads per worker when `empeval serve` is not told (--threads). One thread per worker is faster on SQLite (a
 # request is CPU work under one write lock, and threads only contend for it: benchmarks/annotation_load.py part
 # settings, 2026-12-01, 2 workers x 1 thread 440-632 requests/s against 347-553 at 2 x 4), but a thread is held by
-# a client whose request has not arrived whole (a submission still uploading; about 5 s for one that stops
-# sending, measured): at 1 thread, one such rater per worker stalls every other rater, where the default leaves 3
-# threads per worker answering (tests/test_cli_serve_threads.py). So 1 thread only behind a proxy that buffers
-# whole requests (nginx does by default), by choice.
+# a client whose request has not arrived whole (a rater's submission still uploading holds it until the body has
+# arrived: over 40 s for one that stopped sending, measured): at 1 thread, one such rater per worker stalls every
+# other rater, where the default leaves 3 threads per worker answering (tests/test_cli_serve_threads.py). So 1
+# thread only behind a proxy that buffers whole requests (nginx does by default), by choice.
 DEFAULT_THREADS = 4
 
 
