@@ -587,6 +587,11 @@ def _per_second(phase: dict) -> float:
     return phase["requests"] / phase["elapsed"]
 
 
+def _cpu_ms(phase: dict) -> float:
+    """The server's CPU milliseconds per request of the phase."""
+    return phase["server_cpu"] / max(phase["requests"], 1) * 1000
+
+
 def settings_sweep(databases: Stores, scratch: Path, args: argparse.Namespace) -> None:
     """Part "settings": the throughput part (and the floor) again under each gunicorn setting of --settings, each
     on a new study, one line per setting: how the ratio and the server's CPU per request follow workers and
@@ -598,9 +603,9 @@ def settings_sweep(databases: Stores, scratch: Path, args: argparse.Namespace) -
         result = throughput(databases.new("sqlite", f"bench_settings_{workers}x{threads}"), run)
         api, trivial = result["api"], result["trivial"]
         line = (f"  {workers} x {threads}: next+submit {_per_second(api):6.1f} req/s, server CPU "
-                f"{api['server_cpu'] / max(api['requests'], 1) * 1000:.2f} ms/request, p99 "
+                f"{_cpu_ms(api):.2f} ms/request, p99 "
                 f"{percentile(api['next_ms'] + api['submit_ms'], 0.99):6.1f} ms; trivial {_per_second(trivial):6.1f} "
-                f"req/s ({trivial['server_cpu'] / max(trivial['requests'], 1) * 1000:.2f} ms/request); ratio "
+                f"req/s ({_cpu_ms(trivial):.2f} ms/request); ratio "
                 f"{_per_second(api) / _per_second(trivial):.2f}")
         if args.floor:
             least = floor(scratch, result["tokens"], run)
@@ -701,8 +706,7 @@ def main() -> None:
                 if "throughput" in parts:
                     result = throughput(databases.new(store, "bench_load"), args)
                     trivial, api = result["trivial"], result["api"]
-                    trivial_rps = trivial["requests"] / trivial["elapsed"]
-                    api_rps = api["requests"] / api["elapsed"]
+                    trivial_rps, api_rps = _per_second(trivial), _per_second(api)
                     print(f"{args.annotators} annotators (a new connection every {args.reconnect_every} requests), "
                           f"gunicorn {args.workers} workers x {args.threads} threads, "
                           f"{args.client_processes} client processes, load {os.getloadavg()[0]:.2f}")
@@ -710,7 +714,7 @@ def main() -> None:
                         print(f"  {name:<17} {rps:7.1f} req/s; client CPU {phase['client_cpu'] / phase['elapsed']:.2f} "
                               f"cores ({phase['client_cpu'] / max(phase['requests'], 1) * 1000:.2f} ms/request), "
                               f"server CPU {phase['server_cpu'] / phase['elapsed']:.2f} cores "
-                              f"({phase['server_cpu'] / max(phase['requests'], 1) * 1000:.2f} ms/request)")
+                              f"({_cpu_ms(phase):.2f} ms/request)")
                     print(f"  submissions: {api['submissions']} in {api['elapsed']:.1f} s = "
                           f"{api['submissions'] / api['elapsed']:.1f} submissions/s "
                           f"({api['acknowledged'] / api['elapsed']:.0f} ratings/s)")
@@ -726,20 +730,19 @@ def main() -> None:
                           f"{_check(ratio >= THROUGHPUT_GOAL)}")
                     if store == "sqlite" and args.floor:
                         least = floor(scratch, result["tokens"], args)
-                        least_trivial = least["trivial"]["requests"] / least["trivial"]["elapsed"]
-                        least_api = least["api"]["requests"] / least["api"]["elapsed"]
+                        least_trivial, least_api = _per_second(least["trivial"]), _per_second(least["api"])
                         print(f"  the floor (benchmarks/floor_app.py: same routes, JSON and gunicorn settings; raw "
                               f"sqlite3, one claim and one store transaction, no ORM, checks or validation): "
                               f"trivial {least_trivial:.1f} req/s, next+submit {least_api:.1f} req/s "
                               f"({least['api']['submissions'] / least['api']['elapsed']:.1f} submissions/s), "
-                              f"server CPU {least['api']['server_cpu'] / max(least['api']['requests'], 1) * 1000:.2f} "
+                              f"server CPU {_cpu_ms(least['api']):.2f} "
                               f"ms/request, ratio {least_api / least_trivial:.2f}; empeval reaches "
                               f"{ratio / (least_api / least_trivial):.2f} of the floor's ratio")
                         schema = schema_floor(databases.new(store, "bench_schema_floor"), args)
                         print(f"  empeval's SQL at the floor's Python (benchmarks/schema_floor_app.py: its statements "
                               f"and schema through raw sqlite3): trivial {_per_second(schema['trivial']):.1f} req/s, "
                               f"next+submit {_per_second(schema['api']):.1f} req/s, server CPU "
-                              f"{schema['api']['server_cpu'] / max(schema['api']['requests'], 1) * 1000:.2f} "
+                              f"{_cpu_ms(schema['api']):.2f} "
                               f"ms/request, ratio {_per_second(schema['api']) / _per_second(schema['trivial']):.2f}: "
                               f"the most any code on top of this schema and these statements reaches; ratings "
                               f"acknowledged {schema['api']['acknowledged']}, stored {schema['api']['stored']}; "

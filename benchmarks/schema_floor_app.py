@@ -60,20 +60,6 @@ def _annotator() -> tuple[int, str]:
     return known
 
 
-def _moment(value: datetime) -> str:
-    return hot_sql.moment(_SQLITE, value)  # type: ignore[arg-type, return-value]
-
-
-class _Sqlite:
-    """What hot_sql.moment asks of an executor: that it is SQLite's."""
-
-    class dialect:  # noqa: N801
-        name = "sqlite"
-
-
-_SQLITE = _Sqlite()
-
-
 @app.get("/healthz")
 def healthz():
     return {"status": "ok"}
@@ -84,12 +70,12 @@ def next_assignment():
     annotator, study_name = _annotator()
     connection = _connection()
     now = datetime.now(UTC)
-    stored_now = _moment(now)
+    stored_now = hot_sql.sqlite_moment(now)
     study_id, _status, _config, _revoked, resumable, expires_at = connection.execute(
         hot_sql.STUDY_AND_RESUMABLE.sqlite, {"study": study_name, "annotator": annotator, "now": stored_now}
     ).fetchone()
     if resumable is None:
-        expires_at = _moment(now + timedelta(minutes=30))
+        expires_at = hot_sql.sqlite_moment(now + timedelta(minutes=30))
         from_index, from_id = _hints.get(annotator, _NO_HINT)
         with _gate:
             connection.execute("BEGIN IMMEDIATE")
@@ -126,7 +112,7 @@ def submit(assignment_id: int):
     annotator, _study = _annotator()
     body = request.get_json()
     connection = _connection()
-    now = _moment(datetime.now(UTC))
+    now = hot_sql.sqlite_moment(datetime.now(UTC))
     connection.execute(hot_sql.ASSIGNMENT_FOR_SUBMIT.sqlite,
                        {"assignment": assignment_id, "annotator": annotator}).fetchone()
     connection.execute(hot_sql.ITEM_IDS.sqlite, {"assignment": assignment_id}).fetchall()

@@ -96,16 +96,17 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
                    "there. Default: http://HOST:PORT.")
 @click.option("--workers", default=0, show_default=True,
               help="gunicorn worker processes for real use; 0 runs Flask's development server.")
-@click.option("--threads", default=4, show_default=True, type=click.IntRange(min=1),
-              help="Threads per gunicorn worker (with --workers). 1 is faster on SQLite, but only behind a proxy "
-                   "that buffers whole requests: a client still uploading holds its thread.")
+@click.option("--threads", default=None, type=click.IntRange(min=1),
+              help="Threads per gunicorn worker (with --workers). Default: server.web.gunicorn_app.DEFAULT_THREADS. "
+                   "1 is faster on SQLite, but only behind a proxy that buffers whole requests: a client still "
+                   "uploading holds its thread.")
 @click.option("--proxies", default=0, show_default=True,
               help="Reverse proxies in front that set X-Forwarded-For/-Proto (the client's address for the limit on "
                    "failed token checks; Secure cookies behind HTTPS). Leave 0 without a proxy: clients could "
                    "forge them.")
 @pass_cli_with_secret
-def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None, workers: int, threads: int,
-          proxies: int) -> None:
+def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None, workers: int,
+          threads: int | None, proxies: int) -> None:
     """Run the app: annotation pages, JSON API, admin dashboard. Invite links printed from now on point at it."""
     from entry.wiring import app_config
     from server.web import create_app
@@ -125,6 +126,6 @@ def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None,
     if workers <= 0:
         create_app(config).run(host=host, port=port, debug=False, use_reloader=False, threaded=True)
         return
-    from server.web.gunicorn_app import run_gunicorn
+    from server.web.gunicorn_app import DEFAULT_THREADS, run_gunicorn
 
-    run_gunicorn(config, host=host, port=port, workers=workers, threads=threads)
+    run_gunicorn(config, host=host, port=port, workers=workers, threads=threads or DEFAULT_THREADS)

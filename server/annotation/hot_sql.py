@@ -69,6 +69,11 @@ def moment(executor: Executor, value: datetime | None) -> datetime | str | None:
     the fields as given: our moments are UTC), so that stored moments compare as text; on PostgreSQL the datetime."""
     if value is None or dialect_of(executor) == "postgresql":
         return value
+    return sqlite_moment(value)
+
+
+def sqlite_moment(value: datetime) -> str:
+    """The text SQLAlchemy's DateTime writes to SQLite for `value` (see moment)."""
     return (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
             f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}")
 

@@ -201,8 +201,7 @@ def refuse_if_used_elsewhere(connection: Connection, submission_id: str) -> None
 def _store_ratings(connection: Executor, assignment_id: int, annotator_id: int, submission: ValidSubmission,
                    now: datetime) -> int:
     """The time on each item (one UPDATE) and every rating (one INSERT), each one statement for all the rows
-    (hot_sql.run_rows).
-    Returns how many ratings were stored."""
+    (hot_sql.run_rows). Returns how many ratings were stored."""
     timed = [{"item": item_id, "seconds": rating.seconds}
              for item_id, rating in submission.ratings.items() if rating.seconds is not None]
     if timed:  # a claimed assignment's items have no time yet: items sent without one stay so

@@ -78,6 +78,16 @@ def test_a_payload_changed_by_its_caller_leaves_the_next_one_as_it_was(study_eng
     assert next_assignment_payload(study_engine, "pilot", rater.id) == untouched
 
 
+def _rate(engine, study: str, rater_id: int, assignments: int) -> None:
+    """The rater claims and rates `assignments` assignments of `study`, one after the other."""
+    for _ in range(assignments):
+        payload = next_assignment_payload(engine, study, rater_id)
+        ratings = [{"item_id": item["item_id"], "scores": {"empathy": 3, "relevance": 3, "fluency": 3}}
+                   for item in payload["items"]]
+        submit_assignment(engine, payload["assignment_id"], rater_id,
+                          {"submission_id": new_submission_id(), "ratings": ratings})
+
+
 def _plan_nodes(node: dict) -> list[dict]:
     """Every node of a PostgreSQL JSON plan, depth first."""
     return [node] + [below for child in node.get("Plans", []) for below in _plan_nodes(child)]
@@ -91,12 +101,7 @@ def test_the_seen_check_runs_per_candidate_however_much_the_rater_has_seen(sampl
     add_responses(sample_engine, SYSTEMS, 120)
     make_study(sample_engine, name="history", count=120, k=3, per_assignment=5, controls=[])
     rater, _ = invite(sample_engine, "hanna", "history")
-    for _ in range(12):  # a rater with history: 12 assignments, up to 60 contexts seen
-        payload = next_assignment_payload(sample_engine, "history", rater.id)
-        ratings = [{"item_id": item["item_id"], "scores": {"empathy": 3, "relevance": 3, "fluency": 3}}
-                   for item in payload["items"]]
-        submit_assignment(sample_engine, payload["assignment_id"], rater.id,
-                          {"submission_id": new_submission_id(), "ratings": ratings})
+    _rate(sample_engine, "history", rater.id, 12)  # a rater with history: 12 assignments, up to 60 contexts seen
     with Session(sample_engine) as session:
         study_id = session.scalar(select(Study.id).where(Study.name == "history"))
     sqlite_sql, postgresql_sql = hot_sql.FIRST_FITTING_SQL
@@ -150,12 +155,7 @@ def test_the_seen_check_probes_one_context_at_a_time_whatever_the_statistics_say
         session.add_all(SeenContext(study_id=study_id, annotator_id=other, context_id=context,
                                     assignment_id=first_assignment, seen_at=datetime.now(UTC))
                         for other in others for context in contexts)
-    for _ in range(12):  # and her history: 12 assignments, up to 60 contexts
-        payload = next_assignment_payload(sample_engine, "stale", rater.id)
-        ratings = [{"item_id": item["item_id"], "scores": {"empathy": 3, "relevance": 3, "fluency": 3}}
-                   for item in payload["items"]]
-        submit_assignment(sample_engine, payload["assignment_id"], rater.id,
-                          {"submission_id": new_submission_id(), "ratings": ratings})
+    _rate(sample_engine, "stale", rater.id, 12)  # and her history: 12 assignments, up to 60 contexts
     sqlite_sql, postgresql_sql = hot_sql.FIRST_FITTING_SQL
     values = {"study": study_id, "annotator": rater.id}
     with sample_engine.connect() as connection:
