@@ -1,4 +1,12 @@
-"""`empeval report --export` on the committed demo export gives the tables it gave before the rooms refactor."""
+"""`empeval report --export` on the committed demo export gives the tables it gave before the rooms refactor.
+
+Every column must match to 1e-9 relative, except those of the crossed mixed model (`lmm_*` of
+rater_aware_check.csv), which come out of an optimiser over a REML surface that is flat to machine precision at
+its optimum: on this export the objective at two optima 1e-6 apart in the variance ratios differs by 4e-12 in
+2,180 (1e-15 relative), so which of them an L-BFGS-B run stops at depends on the library versions' rounding, and
+lmm_diff moves by up to 2.4e-5 relative between scipy releases (lmm_p, on small p-values, by up to 6e-4). Those
+columns are held to 1e-3 relative, and every conclusion drawn from them (flagged, reason) exactly.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,6 +19,9 @@ from entry.cli import cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "demo_export"
 TABLES = sorted(p.name for p in (FIXTURE / "expected_tables").glob("*.csv"))
+# Columns an optimiser determines only to about 1e-6 (see the module docstring), and their tolerance.
+OPTIMISED = ("lmm_diff", "lmm_se", "lmm_z", "lmm_p", "lmm_p_adj")
+OPTIMISED_RTOL = 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -24,5 +35,10 @@ def report_dir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("name", TABLES)
 def test_report_tables_on_the_demo_export_are_unchanged(report_dir, name):
     expected = pd.read_csv(FIXTURE / "expected_tables" / name)
-    written = pd.read_csv(report_dir / "tables" / name)
-    pd.testing.assert_frame_equal(written[expected.columns], expected, check_exact=False, rtol=1e-9, atol=1e-12)
+    written = pd.read_csv(report_dir / "tables" / name)[expected.columns]
+    exact = [c for c in expected.columns if c not in OPTIMISED]
+    pd.testing.assert_frame_equal(written[exact], expected[exact], check_exact=False, rtol=1e-9, atol=1e-12)
+    optimised = [c for c in expected.columns if c in OPTIMISED]
+    if optimised:
+        pd.testing.assert_frame_equal(written[optimised], expected[optimised], check_exact=False,
+                                      rtol=OPTIMISED_RTOL, atol=1e-12)
