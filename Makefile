@@ -12,6 +12,9 @@ TEST_WORKERS ?= 2
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LINKED := $(VENV)/.linked
+ROOM_FILES := $(VENV)/.room-files
+EDITABLE := --config-settings editable_mode=strict
 
 UI_DIR := tasks/webapp
 UI_BUNDLE := $(UI_DIR)/dist/local/task.js
@@ -23,22 +26,36 @@ CROWD_VENV   ?= .venv-crowd
 CROWD_STAMP  := $(CROWD_VENV)/.installed
 CROWD_BUNDLE := $(UI_DIR)/dist/mephisto/task.js
 
-.PHONY: demo test lint venv ui crowd system-deps clean help mutation
+.PHONY: demo test lint venv ui crowd system-deps clean help mutation FORCE
 
 help:
 	@echo "make demo   - set up (if needed) and run the demo on the bundled ED sample"
 	@echo "make test   - set up (if needed), check the rooms and habits (make lint) and run the whole test suite"
 	@echo "make crowd  - set up the Mephisto crowd environment (.venv-crowd, Python 3.10) and its task bundle"
 
-venv: $(STAMP)
+venv: $(LINKED)
 
 # Re-installs only when the project's requirements change; a second run costs a stat().
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml setup.py Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install $(PIP_FLAGS) --upgrade pip setuptools wheel
 	$(BIN)/pip install $(PIP_FLAGS) "$(TORCH_SPEC)"
-	$(BIN)/pip install $(PIP_FLAGS) -e ".[backend,dev]" "$(TORCH_SPEC)"
+	$(BIN)/pip install $(PIP_FLAGS) -e ".[backend,dev]" "$(TORCH_SPEC)" $(EDITABLE)
 	@touch $(STAMP)
+
+# The one import name: setup.py maps the rooms under `empeval`, and the install is editable in setuptools' strict
+# mode, a tree of links (build/__editable__.*/empeval/) that mypy and import-linter read as a real package. A new
+# or removed file in a room needs the tree made again: ROOM_FILES changes then, and so does the link step.
+$(ROOM_FILES): FORCE
+	@mkdir -p $(VENV)
+	@git ls-files -co --exclude-standard -- entry server tasks analysis | grep -v -e node_modules -e '/dist/' \
+	  | sort > $@.new; cmp -s $@.new $@ || mv $@.new $@; rm -f $@.new
+
+$(LINKED): $(STAMP) $(ROOM_FILES)
+	$(BIN)/pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e . $(EDITABLE)
+	@touch $(LINKED)
+
+FORCE:
 
 # The task UI bundle (React, built with esbuild from the npm registry; package-lock.json pins it).
 ui: $(UI_BUNDLE)
@@ -77,16 +94,16 @@ $(CROWD_STAMP): tasks/crowd-requirements.txt Makefile
 system-deps:
 	@bash scripts/system-deps.sh
 
-demo: $(STAMP) $(UI_BUNDLE)
+demo: $(LINKED) $(UI_BUNDLE)
 	$(BIN)/empeval demo
 
 # The habits the suite holds the code to: import contracts between rooms, ruff, mypy (see pyproject.toml).
-lint: $(STAMP)
+lint: $(LINKED)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: $(STAMP) $(UI_BUNDLE) system-deps crowd lint
+test: $(LINKED) $(UI_BUNDLE) system-deps crowd lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Mutation testing (mutmut) of the critical modules listed in mutation/modules.toml, each against its own fast
@@ -94,8 +111,8 @@ test: $(STAMP) $(UI_BUNDLE) system-deps crowd lint
 # mutants per module. Prints killed / survived / timed out / equivalent and the score per module; fails when a
 # module scores below 90%. Not part of `make test` (minutes, not seconds). All mutants, one module, the diffs
 # of survivors: `.venv/bin/python mutation/run.py --help`.
-mutation: $(STAMP)
+mutation: $(LINKED)
 	$(BIN)/python mutation/run.py --sample 150 --seed 0
 
 clean:
-	rm -rf $(VENV) $(CROWD_VENV) $(UI_DIR)/node_modules $(UI_DIR)/dist .pytest_cache empeval.db empeval.db-wal empeval.db-shm
+	rm -rf build $(VENV) $(CROWD_VENV) $(UI_DIR)/node_modules $(UI_DIR)/dist .pytest_cache empeval.db empeval.db-wal empeval.db-shm

@@ -12,9 +12,9 @@ DataFrame in, tidy DataFrame out; nothing here imports ``server`` or ``tasks``. 
 - analysis.report: ``write_report`` (Markdown + self-contained HTML); analysis.plots: the figures
 - analysis.simulate: studies with known truth, for checks, power planning and the notebooks
 
-The names below are imported on first use (PEP 562), not with the package: ``import analysis.load`` (which
+The names below are imported on first use (PEP 562), not with the package: ``import empeval.analysis.load`` (which
 the command line does on every start) then costs pandas and numpy only, not scipy, statsmodels and
-matplotlib. ``from analysis import rater_quality`` works as before.
+matplotlib. ``from empeval.analysis import rater_quality`` works as before.
 """
 
 from __future__ import annotations
@@ -23,31 +23,31 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from analysis.agreement import agreement_table, icc_table
-    from analysis.compare import adjust_pvalues, compare_pairs, friedman_test, item_means, system_means
-    from analysis.exclusions import exclude_annotators, side_by_side
-    from analysis.load import read_export, tidy_from_export
-    from analysis.preferences import preference_tests
-    from analysis.quality import flagged_annotators, rater_quality
-    from analysis.simulate import simulate_study
+    from empeval.analysis.agreement import agreement_table, icc_table
+    from empeval.analysis.compare import adjust_pvalues, compare_pairs, friedman_test, item_means, system_means
+    from empeval.analysis.exclusions import exclude_annotators, side_by_side
+    from empeval.analysis.load import read_export, tidy_from_export
+    from empeval.analysis.preferences import preference_tests
+    from empeval.analysis.quality import flagged_annotators, rater_quality
+    from empeval.analysis.simulate import simulate_study
 
 #: Where each public name lives.
 _HOMES = {
-    "adjust_pvalues": "analysis.compare",
-    "agreement_table": "analysis.agreement",
-    "compare_pairs": "analysis.compare",
-    "exclude_annotators": "analysis.exclusions",
-    "flagged_annotators": "analysis.quality",
-    "friedman_test": "analysis.compare",
-    "icc_table": "analysis.agreement",
-    "item_means": "analysis.compare",
-    "preference_tests": "analysis.preferences",
-    "rater_quality": "analysis.quality",
-    "read_export": "analysis.load",
-    "side_by_side": "analysis.exclusions",
-    "simulate_study": "analysis.simulate",
-    "system_means": "analysis.compare",
-    "tidy_from_export": "analysis.load",
+    "adjust_pvalues": "empeval.analysis.compare",
+    "agreement_table": "empeval.analysis.agreement",
+    "compare_pairs": "empeval.analysis.compare",
+    "exclude_annotators": "empeval.analysis.exclusions",
+    "flagged_annotators": "empeval.analysis.quality",
+    "friedman_test": "empeval.analysis.compare",
+    "icc_table": "empeval.analysis.agreement",
+    "item_means": "empeval.analysis.compare",
+    "preference_tests": "empeval.analysis.preferences",
+    "rater_quality": "empeval.analysis.quality",
+    "read_export": "empeval.analysis.load",
+    "side_by_side": "empeval.analysis.exclusions",
+    "simulate_study": "empeval.analysis.simulate",
+    "system_means": "empeval.analysis.compare",
+    "tidy_from_export": "empeval.analysis.load",
 }
 
 __all__ = [
@@ -72,7 +72,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
-        raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+        raise AttributeError(f"module 'empeval.analysis' has no attribute {name!r}")
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value  # later look-ups skip this function
     return value

@@ -14,7 +14,7 @@ left out unless asked for. Coefficients:
 
 The point estimates of alpha and kappa are those of the ``krippendorff`` package and statsmodels (tested
 equal); the CIs are percentile intervals over B resamples of items, computed in one vectorised pass
-(``analysis.coefficients``). Undefined estimates are NaN with the reason in ``note``.
+(``empeval.analysis.coefficients``). Undefined estimates are NaN with the reason in ``note``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis import coefficients
-from analysis.bootstrap import percentile_interval, pooled_weights, resample_weights
-from analysis.load import DEFAULT_SCALE, require_columns
+from empeval.analysis import coefficients
+from empeval.analysis.bootstrap import percentile_interval, pooled_weights, resample_weights
+from empeval.analysis.load import DEFAULT_SCALE, require_columns
 
 ALL_SYSTEMS = "(all)"
 
@@ -142,7 +142,7 @@ def icc_table(
 
     A crossed design (every annotator rated every item) supports all six forms; a balanced one-way design
     (the same number k of ratings per item, annotators differing) supports ICC(1,1) and ICC(1,k) only; an
-    unbalanced design supports none. Formulas: ``analysis.coefficients.icc_two_way`` / ``icc_one_way``.
+    unbalanced design supports none. Formulas: ``empeval.analysis.coefficients.icc_two_way`` / ``icc_one_way``.
 
     Returns
     -------
@@ -203,7 +203,7 @@ def icc_table(
 def reliability_counts(
     ratings: pd.DataFrame, *, scale: tuple[int, int] = DEFAULT_SCALE
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-item counts of each scale value, the input of every coefficient in ``analysis.coefficients``.
+    """Per-item counts of each scale value, the input of every coefficient in ``empeval.analysis.coefficients``.
 
     Returns
     -------

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.agreement import ALL_SYSTEMS
+from empeval.analysis.agreement import ALL_SYSTEMS
 
 
 def modal_share(ratings: pd.DataFrame, criterion: str) -> tuple[int, float]:

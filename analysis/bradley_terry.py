@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from analysis.bootstrap import percentile_interval, resample_weights
-from analysis.pairwise_schema import TIE, validate_judgments
+from empeval.analysis.bootstrap import percentile_interval, resample_weights
+from empeval.analysis.pairwise_schema import TIE, validate_judgments
 
 RANKING_CAPTION = (
     "Ranking: log strengths (mean zero) of a Bradley-Terry model fitted by maximum likelihood to the "
@@ -224,7 +224,7 @@ def ranking(judgments: pd.DataFrame, *, model: str = "auto", n_boot: int = 1000,
 
     Examples
     --------
-    >>> from analysis.simulate_pairwise import simulate_pairwise_study
+    >>> from empeval.analysis.simulate_pairwise import simulate_pairwise_study
     >>> study = simulate_pairwise_study(n_contexts=30, criteria=("empathy",), seed=2)
     >>> ranking(study.judgments, n_boot=100)[["system", "rank", "model"]].values.tolist()
     [['gold', 1, 'davidson'], ['moel', 2, 'davidson'], ['baseline', 3, 'davidson']]

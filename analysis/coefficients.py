@@ -1,7 +1,7 @@
 """Agreement coefficients on arrays, each vectorised over bootstrap resamples of units.
 
 Every function takes per-unit data plus optional ``unit_weights`` of shape (B, U): row b says how often each
-unit was drawn in resample b (see ``analysis.bootstrap.resample_weights``). Without ``unit_weights`` the
+unit was drawn in resample b (see ``empeval.analysis.bootstrap.resample_weights``). Without ``unit_weights`` the
 plain estimate is returned as a float; with them, an array of B estimates. An estimate that is undefined
 (0/0: no pairable unit, no variation) is NaN, never 0 or 1.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.bootstrap import weighted_sums
+from empeval.analysis.bootstrap import weighted_sums
 
 LEVELS = ("nominal", "ordinal", "interval", "ratio")
 
@@ -145,9 +145,9 @@ def krippendorff_alpha(
     >>> [round(krippendorff_alpha(counts, values, level=level), 3) for level in ("nominal", "ordinal", "interval")]
     [0.743, 0.815, 0.849]
 
-    All bootstrap resamples at once, as ``analysis.agreement`` computes its CIs:
+    All bootstrap resamples at once, as ``empeval.analysis.agreement`` computes its CIs:
 
-    >>> from analysis.bootstrap import resample_weights
+    >>> from empeval.analysis.bootstrap import resample_weights
     >>> krippendorff_alpha(counts, values, unit_weights=resample_weights(12, n_boot=1000, seed=0)).shape
     (1000,)
     """

@@ -32,7 +32,7 @@ def assignment_comments(ratings: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_export_comments(tidy: pd.DataFrame, export: pd.DataFrame) -> pd.DataFrame:
-    """The tidy table (``analysis.load``) with the export's ``comment`` column, matched by assignment, when the
+    """The tidy table (``empeval.analysis.load``) with the export's ``comment`` column, matched by assignment, when the
     export has the column and the tidy table does not (the export contract drops columns it does not name)."""
     if "comment" in tidy.columns or "comment" not in export.columns:
         return tidy

@@ -17,8 +17,8 @@ import pandas as pd
 from scipy import optimize, stats
 from statsmodels.stats.multitest import multipletests
 
-from analysis.bootstrap import percentile_interval, resample_weights, weighted_sums
-from analysis.load import require_columns
+from empeval.analysis.bootstrap import percentile_interval, resample_weights, weighted_sums
+from empeval.analysis.load import require_columns
 
 #: Differences of item means are rounded to this many decimals before ranking: 10/3 - 7/3 is not exactly 1.0
 #: in floating point, and without rounding such near-equal values would get different ranks (a false
@@ -124,7 +124,7 @@ def system_means(
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> ratings = tidy_from_export(simulate_study(n_contexts=10, seed=1).export)
     >>> means = system_means(ratings, criteria=["empathy"])
     >>> print(means[["system", "mean", "ci_low", "ci_high", "n_items"]].round(2).to_string(index=False))
@@ -305,7 +305,7 @@ def compare_pairs(
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> ratings = tidy_from_export(simulate_study(n_contexts=10, seed=1).export)
     >>> pairs = compare_pairs(ratings, criteria=["empathy"])
     >>> columns = ["system_a", "system_b", "n_pairs", "mean_diff", "p_wilcoxon", "p_adj", "significant"]
@@ -372,7 +372,7 @@ def friedman_test(
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> ratings = tidy_from_export(simulate_study(n_contexts=10, seed=1).export)
     >>> friedman = friedman_test(ratings)
     >>> print(friedman.drop(columns="note").round(3).to_string(index=False))

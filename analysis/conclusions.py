@@ -4,7 +4,7 @@ pair of systems are set side by side.
 A pairwise conclusion is the pair's order (the sign of the difference of means) and whether the difference is
 significant after correction (p adj. < alpha). It *changes* when the order reverses or significance is gained
 or lost. A difference within ``TIE`` of zero has no order; an undefined p-value (too few contexts) is never
-significant. ``analysis.rater_aware`` applies the same rule to its checks.
+significant. ``empeval.analysis.rater_aware`` applies the same rule to its checks.
 """
 
 from __future__ import annotations

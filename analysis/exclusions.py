@@ -20,7 +20,7 @@ def exclude_annotators(ratings: pd.DataFrame, annotators: Iterable[str]) -> pd.D
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> kept = exclude_annotators(ratings, study.spammers)
@@ -48,10 +48,10 @@ def side_by_side(
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
-    >>> from analysis.compare import system_means
+    >>> from empeval.analysis.compare import system_means
     >>> both = side_by_side(ratings, study.spammers, system_means, criteria=["empathy"], n_boot=200)
     >>> print(both[["raters", "system", "mean", "ci_low", "ci_high"]].round(2).to_string(index=False))
                raters   system  mean  ci_low  ci_high

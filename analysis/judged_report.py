@@ -1,12 +1,12 @@
 """The report's model-assisted section: an automatic judge's scores combined with the human ratings by
-prediction-powered inference (``analysis.judged``), in the report's words and layout.
+prediction-powered inference (``empeval.analysis.judged``), in the report's words and layout.
 
 ``judged_tables`` runs the analysis on the ratings the report analyses (late ratings and flagged raters left
 out as in its main results) and one judge's scores of the study's items; ``judged_blocks`` turns the tables
 into document blocks. Per system and criterion: the human-only mean and CI, the judge-only mean (biased: the
 judge's own scale, uncorrected), the PPI++ mean (power-tuned; Angelopoulos, Duchi and Zrnic 2023) with its CI,
 lambda, and the human-rated contexts the judge was worth; paired system differences per context with PPI++,
-corrected as the Likert comparisons are (``analysis.compare.adjust_by_family``); judge-human agreement
+corrected as the Likert comparisons are (``empeval.analysis.compare.adjust_by_family``); judge-human agreement
 against the label the estimates use (the mean of an item's k ratings): Krippendorff's alpha (interval) with a
 bootstrap CI, Spearman's rho, a calibration plot; the items the judge failed on. A learned judge, trained on
 the study's own ratings with cross-fitting, gets cross-prediction-powered inference (Zrnic and Candès 2024)
@@ -25,12 +25,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.document import Block, Heading, Image, Paragraph, Table
-from analysis.judged.agreement import ALL_SYSTEMS, calibration_table, judge_agreement
-from analysis.judged.crossfit import crossppi_paired_differences, crossppi_system_means
-from analysis.judged.estimates import ppi_paired_differences, ppi_system_means
-from analysis.judged.tables import ITEM_KEYS, item_labels, judge_failures
-from analysis.report_tables import fmt, fmt_p, in_criterion_order, interval
+from empeval.analysis.document import Block, Heading, Image, Paragraph, Table
+from empeval.analysis.judged.agreement import ALL_SYSTEMS, calibration_table, judge_agreement
+from empeval.analysis.judged.crossfit import crossppi_paired_differences, crossppi_system_means
+from empeval.analysis.judged.estimates import ppi_paired_differences, ppi_system_means
+from empeval.analysis.judged.tables import ITEM_KEYS, item_labels, judge_failures
+from empeval.analysis.report_tables import fmt, fmt_p, in_criterion_order, interval
 
 PPI = "ppi"
 CROSS_PPI = "crossppi"
@@ -146,7 +146,7 @@ def judged_tables(
     cluster_by: str = "assignment_id",
     design_sample: pd.DataFrame | None = None,
 ) -> JudgedTables:
-    """The model-assisted analysis of one judge over the tidy ``ratings`` (``analysis.load``; controls left
+    """The model-assisted analysis of one judge over the tidy ``ratings`` (``empeval.analysis.load``; controls left
     out) and the judge's ``judge_scores`` (one row per item and criterion: ``context_id``, ``system``,
     ``criterion``, ``judge_score``, NaN where it failed, optionally ``error``; with ``cross_fitted``, also the
     learned judge's ``fold`` and ``fold_score_*`` columns). Only criteria the judge scored are analysed.
@@ -154,8 +154,8 @@ def judged_tables(
     Estimator: PPI++ (``ppi_system_means``, ``ppi_paired_differences``), or with ``cross_fitted``
     cross-prediction-powered inference (``crossppi_system_means``, ``crossppi_paired_differences``), both with
     the shared-rater correction over ``cluster_by`` and the paired p-values corrected by ``correction`` over
-    ``family`` as ``analysis.compare.compare_pairs`` corrects the Likert comparisons. Agreement and calibration
-    are ``analysis.judged.agreement``'s on the human-rated items.
+    ``family`` as ``empeval.analysis.compare.compare_pairs`` corrects the Likert comparisons. Agreement and calibration
+    are ``empeval.analysis.judged.agreement``'s on the human-rated items.
 
     Raises ``JudgeCoverageError`` when the judge has no score for an item and not ``allow_missing``. A design
     the estimates cannot run on (a system with fewer than two human-rated contexts, or none left for the judge

@@ -1,7 +1,7 @@
 """Report tables as LaTeX booktabs tables (``\\toprule``, ``\\midrule``, ``\\bottomrule``), ready to paste into a
 paper that loads ``booktabs``.
 
-Cells are the report's text cells (``analysis.report_tables``): ``**bold**`` becomes ``\\textbf{}``, the
+Cells are the report's text cells (``empeval.analysis.report_tables``): ``**bold**`` becomes ``\\textbf{}``, the
 significance mark a superscript dagger, and the few non-ASCII symbols the report prints become math. Everything
 else, system names above all (study data is untrusted input), is escaped: ``\\ & % $ # _ { } ~ ^ < >``.
 """

@@ -1,6 +1,6 @@
 """Turn the store's export (CSV or JSONL, one row per rating) into the tidy ratings table.
 
-The export contract is defined once, in ``analysis.export_schema`` (``EXPORT_SCHEMA``/``EXPORT_COLUMNS``,
+The export contract is defined once, in ``empeval.analysis.export_schema`` (``EXPORT_SCHEMA``/``EXPORT_COLUMNS``,
 re-exported here): the store's exporter writes exactly those columns and this module reads them. The tidy
 table the rest of ``analysis`` works on has one row per rating and the columns in ``TIDY_COLUMNS``:
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.export_schema import EXPORT_COLUMNS, EXPORT_SCHEMA
+from empeval.analysis.export_schema import EXPORT_COLUMNS, EXPORT_SCHEMA
 
 _RENAMES = {"item_id": "item", "context_id": "context", "assignment_id": "assignment"}
 
@@ -60,7 +60,7 @@ def read_export(path: str | Path, *, scale: tuple[int, int] = DEFAULT_SCALE) -> 
     Examples
     --------
     >>> import pathlib, tempfile
-    >>> from analysis.simulate import simulate_study
+    >>> from empeval.analysis.simulate import simulate_study
     >>> study = simulate_study(n_contexts=4, n_honest=3, n_random_clickers=0, n_straight_liners=0, seed=1)
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = pathlib.Path(folder) / "pilot.csv"
@@ -95,7 +95,7 @@ def tidy_from_export(
     scale: tuple[int, int] = DEFAULT_SCALE,
     source: str = "export",
 ) -> pd.DataFrame:
-    """Validate export rows (the columns of ``analysis.export_schema``) and return the tidy ratings table.
+    """Validate export rows (the columns of ``empeval.analysis.export_schema``) and return the tidy ratings table.
 
     Checks: every contract column is present; ids, system, annotator and criterion are non-empty; the score
     is an integer within ``scale`` (inclusive); ``is_control`` and ``late`` are booleans or true/false text;
@@ -148,7 +148,7 @@ def tidy_from_export(
     >>> tidy_from_export([{column: value for column, value in row.items() if column != "score"}])
     Traceback (most recent call last):
     ...
-    analysis.load.ExportError: export is missing column(s) 'score'; the export contract has: study, ...
+    empeval.analysis.load.ExportError: export is missing column(s) 'score'; the export contract has: study, ...
     """
     if isinstance(df_or_records, pd.DataFrame):
         export = df_or_records.copy()

@@ -1,7 +1,7 @@
 """Pairwise A/B studies: the papers' Win / Lose / Tie table, a per-context sign test, agreement on the
 choices, position bias and control pairs.
 
-Input: the judgment table of ``analysis.pairwise_schema`` (one row per judgment and criterion). Every
+Input: the judgment table of ``empeval.analysis.pairwise_schema`` (one row per judgment and criterion). Every
 comparison of systems uses ``preferred`` (the system chosen, or tie), never the screen side; the screen side
 (``choice``) serves the position-bias check only. Control pairs (one side built to lose on one criterion)
 are scored against their known answer in ``control_scores`` and left out of everything else.
@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.compare import adjust_by_family
-from analysis.pairwise_schema import PAIR_SEPARATOR, TIE, validate_judgments
+from empeval.analysis.compare import adjust_by_family
+from empeval.analysis.pairwise_schema import PAIR_SEPARATOR, TIE, validate_judgments
 
 SIGN_TEST_CAPTION = (
     "Win / Lose / Tie: shares of all judgments of the pair, from the first system's side (description). "
@@ -52,7 +52,7 @@ def oriented(judgments: pd.DataFrame, *, focus: str | None = None) -> pd.DataFra
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> table = oriented(pd.DataFrame(judgment_rows([(1, "gold", "moel", "left"), (2, "moel", "gold", "tie")])),
     ...                  focus="moel")
     >>> table[["system_a", "system_b", "preferred", "outcome"]].values.tolist()
@@ -86,7 +86,7 @@ def ab_counts(judgments: pd.DataFrame, *, focus: str | None = None) -> pd.DataFr
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> rows = judgment_rows([(1, "gold", "moel", "left", "ann-1"), (1, "moel", "gold", "left", "ann-2"),
     ...                      (2, "gold", "moel", "tie")])
     >>> print(ab_counts(pd.DataFrame(rows))[["system_a", "wins", "losses", "ties", "win_pct"]].round(1)
@@ -121,7 +121,7 @@ def context_net_wins(judgments: pd.DataFrame, *, focus: str | None = None) -> pd
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> rows = judgment_rows([(1, "gold", "moel", "left", "ann-1"), (1, "moel", "gold", "tie", "ann-2"),
     ...                      (2, "gold", "moel", "right")])
     >>> context_net_wins(pd.DataFrame(rows))[["context_id", "judgments", "net_wins"]].values.tolist()
@@ -161,7 +161,7 @@ def sign_tests(judgments: pd.DataFrame, *, focus: str | None = None, correction:
     """The decision of the A/B table: per criterion and pair, contexts won, lost and even by net wins
     (``context_net_wins``), the exact two-sided sign test over the won and lost contexts (``sign_test``), and
     the p-values adjusted over the pairs of each criterion (``correction``, Holm by default, with
-    ``analysis.compare.adjust_by_family``). See ``SIGN_TEST_CAPTION`` for the rule as the report states it.
+    ``empeval.analysis.compare.adjust_by_family``). See ``SIGN_TEST_CAPTION`` for the rule as the report states it.
 
     Returns
     -------
@@ -176,7 +176,7 @@ def sign_tests(judgments: pd.DataFrame, *, focus: str | None = None, correction:
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> rows = judgment_rows([(c, "gold", "moel", "left") for c in range(9)] + [(9, "gold", "moel", "right"),
     ...                      (10, "gold", "moel", "tie")])
     >>> print(sign_tests(pd.DataFrame(rows)).drop(columns="criterion").round(4).to_string(index=False))
@@ -210,7 +210,7 @@ def ab_table(judgments: pd.DataFrame, *, focus: str | None = None, correction: s
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> rows = judgment_rows([(1, "gold", "moel", "left"), (2, "moel", "gold", "left")])
     >>> print(ab_table(pd.DataFrame(rows), focus="moel")[["system_a", "win_pct", "lose_pct", "contexts_won", "p"]]
     ...       .to_string(index=False))
@@ -246,7 +246,7 @@ def choice_agreement(judgments: pd.DataFrame) -> pd.DataFrame:
     Krippendorff's coincidences o(gold, tie) = o(tie, gold) = 1 of n = 9 values with n_gold = 5, n_moel = 3,
     n_tie = 1, so D_o = 2/9, D_e = (81 - 25 - 9 - 1) / 72 = 46/72 and alpha = 1 - 16/46 = 0.6522.
 
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> choices = [("gold", "gold", "tie"), ("moel", "moel", "moel"), ("gold", "gold", "gold")]
     >>> side = {"gold": "left", "moel": "right", "tie": "tie"}
     >>> rows = [row for unit, picks in enumerate(choices) for rater, pick in enumerate(picks)
@@ -313,7 +313,7 @@ def position_bias(judgments: pd.DataFrame, *, ci_level: float = 0.95) -> pd.Data
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> rows = judgment_rows([(c, "gold", "moel", "left" if c < 8 else "right") for c in range(10)])
     >>> print(position_bias(pd.DataFrame(rows)).round(4).to_string(index=False))
     criterion  decisive  left  share_left  ci_low  ci_high      p
@@ -353,7 +353,7 @@ def control_sides(judgments: pd.DataFrame, *, control_systems: set[str] | None =
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> rows = judgment_rows([(1, "gold", "moel", "left")]) + judgment_rows(
     ...     [(2, "control-generic", "moel", "right")], is_control=True, control_target="empathy")
     >>> control_sides(pd.DataFrame(rows)).tolist()
@@ -391,7 +391,7 @@ def control_scores(judgments: pd.DataFrame, *, control_systems: set[str] | None 
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> rows = judgment_rows([(1, "control-generic", "moel", "right"), (2, "moel", "control-generic", "tie")],
     ...                      is_control=True, control_target="empathy", criteria=("empathy", "fluency"))
     >>> rows += judgment_rows([(3, "moel", "gold", "left")])  # moel is a real system: it has real pairs
@@ -420,7 +420,7 @@ def likert_beside_ab(ratings: pd.DataFrame, judgments: pd.DataFrame, *, focus: s
     systems' Likert means (the mean of their item means, controls left out) and their difference, next to the
     A/B Win / Lose / Tie shares, and whether the two protocols point the same way.
 
-    ``ratings`` is the Likert study's tidy table (``analysis.load``); ``judgments`` the A/B study's judgment
+    ``ratings`` is the Likert study's tidy table (``empeval.analysis.load``); ``judgments`` the A/B study's judgment
     table. A pair whose systems the Likert study did not rate gets NaN Likert columns.
 
     Returns
@@ -433,7 +433,7 @@ def likert_beside_ab(ratings: pd.DataFrame, judgments: pd.DataFrame, *, focus: s
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import judgment_rows
+    >>> from empeval.analysis.pairwise_schema import judgment_rows
     >>> ratings = pd.DataFrame({"item": ["1:gold", "1:moel", "2:gold", "2:moel"], "context": ["1", "1", "2", "2"],
     ...                         "system": ["gold", "moel", "gold", "moel"], "criterion": "empathy",
     ...                         "score": [5, 3, 4, 4], "is_control": False})
@@ -445,7 +445,7 @@ def likert_beside_ab(ratings: pd.DataFrame, judgments: pd.DataFrame, *, focus: s
     missing = [c for c in ("item", "context", "system", "criterion", "score", "is_control") if c not in ratings]
     if missing:
         raise ValueError(f"likert_beside_ab needs column(s) {missing} in the Likert ratings; build them with "
-                         "analysis.load.tidy_from_export")
+                         "empeval.analysis.load.tidy_from_export")
     counts = ab_counts(judgments, focus=focus)
     real = ratings.loc[~ratings["is_control"].astype(bool)]
     items = real.groupby(["criterion", "system", "context", "item"], as_index=False)["score"].mean()
@@ -490,7 +490,7 @@ def pairwise_tables(judgments: pd.DataFrame, *, focus: str | None = None, includ
                     likert: pd.DataFrame | None = None) -> PairwiseTables:
     """All the pairwise tables of a study from its judgment table: ``ab_table`` (with ``focus`` as "ours"),
     ``choice_agreement``, ``position_bias``, ``control_scores`` and, with more than two systems,
-    ``analysis.bradley_terry.ranking`` (Davidson's ties when the study has ties) with ``n_boot`` bootstrap
+    ``empeval.analysis.bradley_terry.ranking`` (Davidson's ties when the study has ties) with ``n_boot`` bootstrap
     resamples of contexts. ``include_late=False`` drops judgments submitted after their assignment expired.
     ``likert``: the tidy ratings of a linked Likert study (``compare_with``), shown beside the A/B table by
     ``likert_beside_ab``.
@@ -503,13 +503,13 @@ def pairwise_tables(judgments: pd.DataFrame, *, focus: str | None = None, includ
 
     Examples
     --------
-    >>> from analysis.simulate_pairwise import simulate_pairwise_study
+    >>> from empeval.analysis.simulate_pairwise import simulate_pairwise_study
     >>> study = simulate_pairwise_study(n_contexts=12, anchor="moel", k=2, seed=3)
     >>> tables = pairwise_tables(study.judgments, focus="moel", n_boot=50)
     >>> sorted(set(tables.ab["system_b"])), tables.ranking is not None
     (['baseline', 'gold'], True)
     """
-    from analysis.bradley_terry import RANKING_CAPTION, ranking
+    from empeval.analysis.bradley_terry import RANKING_CAPTION, ranking
 
     table = validate_judgments(judgments)
     if not include_late:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.document import Block, Heading, Paragraph, Table
-from analysis.pairwise import PairwiseTables
+from empeval.analysis.document import Block, Heading, Paragraph, Table
+from empeval.analysis.pairwise import PairwiseTables
 
 AGREEMENT_CAPTION = (
     "Agreement on the choices, per criterion, with each choice mapped to the system chosen (or tie), never to "
@@ -43,9 +43,9 @@ def pairwise_blocks(tables: PairwiseTables, *, title: str = "Pairwise A/B evalua
 
     Examples
     --------
-    >>> from analysis.document import Document, to_markdown
-    >>> from analysis.pairwise import pairwise_tables
-    >>> from analysis.simulate_pairwise import simulate_pairwise_study
+    >>> from empeval.analysis.document import Document, to_markdown
+    >>> from empeval.analysis.pairwise import pairwise_tables
+    >>> from empeval.analysis.simulate_pairwise import simulate_pairwise_study
     >>> tables = pairwise_tables(simulate_pairwise_study(n_contexts=8, anchor="moel", seed=1).judgments,
     ...                          focus="moel", n_boot=20)
     >>> text = to_markdown(Document("demo", pairwise_blocks(tables)))

@@ -1,6 +1,6 @@
 """The pairwise (A/B) judgment contract: one row per judgment, per criterion, of one pair on one context.
 
-Defined once, here: the store's pairwise exporter writes exactly these columns and ``analysis.pairwise``
+Defined once, here: the store's pairwise exporter writes exactly these columns and ``empeval.analysis.pairwise``
 reads them through ``validate_judgments``. A rater shown two responses (the left one labelled A, the right
 one B) to one dialogue context says, per criterion, which is better or that they tie. ``choice`` records the
 screen side; ``preferred`` maps it to the system, which is what every system comparison and agreement figure
@@ -101,7 +101,7 @@ def validate_judgments(judgments: Any, *, source: str = "judgments") -> pd.DataF
     >>> validate_judgments([{**row, "preferred": "moel"}])
     Traceback (most recent call last):
     ...
-    analysis.pairwise_schema.JudgmentError: judgments: row 1, column 'preferred' is 'moel' but choice ...
+    empeval.analysis.pairwise_schema.JudgmentError: judgments: row 1, column 'preferred' is 'moel' but choice ...
     """
     import numpy as np
     import pandas as pd

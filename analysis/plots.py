@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.load import DEFAULT_SCALE
+from empeval.analysis.load import DEFAULT_SCALE
 
 
 def score_distributions(

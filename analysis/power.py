@@ -1,11 +1,11 @@
 """Planning a study: how many contexts and ratings per response detect a given difference, and the cost.
 
-The design model (the same as ``analysis.simulate``): a rating of system s on context c by a rater is
+The design model (the same as ``empeval.analysis.simulate``): a rating of system s on context c by a rater is
 ``round(centre + effect_s + context_c + response_cs + bias_rater + noise)`` clipped to the scale, with
 context_c ~ N(0, context_sd), response_cs ~ N(0, response_sd), bias ~ N(0, rater_sd), noise ~ N(0, noise_sd).
 The analysis is the one the report runs for a pair of systems: a two-sided Wilcoxon signed-rank test on
 item-level means (the k ratings of a response averaged), paired by context, zero differences dropped
-(Wilcoxon 1945), normal approximation with tie and continuity correction (what ``analysis.compare`` uses
+(Wilcoxon 1945), normal approximation with tie and continuity correction (what ``empeval.analysis.compare`` uses
 once there are more than 50 non-zero pairs, the smallest design planned here), at level alpha.
 
 Power is estimated by simulating the whole design many times (vectorised over replicates); the analytic
@@ -293,7 +293,7 @@ def components_from_pilot(ratings: pd.DataFrame, *, criterion: str, scale: tuple
     A simulated pilot drawn with context_sd 0.4, response_sd 0.4 (shared in part between criteria), rater
     bias 0.3 and noise 0.7 around a centre of 3.2 plus the systems' effects:
 
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> pilot = simulate_study(n_contexts=40, n_random_clickers=0, n_straight_liners=0, seed=1)
     >>> estimate = components_from_pilot(tidy_from_export(pilot.export), criterion="empathy")
     >>> {name: round(value, 2) for name, value in vars(estimate).items() if name != "scale"}

@@ -6,7 +6,7 @@ matter: (A, B) and (B, A) judgements are pooled, and each pair is reported with 
 
 Every judgement counts as an independent trial here. For a pairwise study collected by empeval (several
 judgements per context, several per rater) that overstates the evidence: its report decides by the
-per-context sign test of ``analysis.pairwise`` (``sign_tests``, ``ab_table``), and ``preference_tests``
+per-context sign test of ``empeval.analysis.pairwise`` (``sign_tests``, ``ab_table``), and ``preference_tests``
 stays for judgements that are independent (one per context) or for description.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.compare import adjust_by_family
+from empeval.analysis.compare import adjust_by_family
 
 TIE = "tie"
 TIE_HANDLING = ("exclude", "split", "as_loss")

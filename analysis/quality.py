@@ -12,7 +12,7 @@ from collections.abc import Iterable, Set
 import numpy as np
 import pandas as pd
 
-from analysis.load import require_columns
+from empeval.analysis.load import require_columns
 
 #: One boolean column per flagging rule in ``rater_quality``, with what the rule catches in a few words.
 FLAG_RULES: dict[str, str] = {
@@ -47,7 +47,7 @@ def control_results(ratings: pd.DataFrame) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> results = control_results(ratings)
@@ -91,7 +91,7 @@ def control_pass_rates(ratings: pd.DataFrame) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> print(control_pass_rates(ratings).head(3).to_string(index=False))
@@ -125,7 +125,7 @@ def straightlining(ratings: pd.DataFrame) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> table = straightlining(ratings).round(2)
@@ -155,7 +155,7 @@ def halo(ratings: pd.DataFrame, *, min_items: int = 5) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> print(halo(ratings).head(3).round(2).to_string(index=False))
@@ -203,7 +203,7 @@ def time_per_item(ratings: pd.DataFrame) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> print(time_per_item(ratings).head(3).round(1).to_string(index=False))
@@ -250,7 +250,7 @@ def consensus_agreement(
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> print(consensus_agreement(ratings).head(3).round(2).to_string(index=False))
@@ -373,7 +373,7 @@ def rater_quality(
     --------
     A simulated study with two random clickers and one straight-liner among 15 annotators:
 
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> quality = rater_quality(ratings)
@@ -464,7 +464,7 @@ def control_summary(ratings: pd.DataFrame) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> print(control_summary(ratings).round(2).to_string(index=False))
@@ -500,7 +500,7 @@ def controls_beside_systems(ratings: pd.DataFrame) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = tidy_from_export(study.export)
     >>> table = controls_beside_systems(ratings)

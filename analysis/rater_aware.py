@@ -2,11 +2,11 @@
 
 Averaging annotators within an item treats every annotator alike. When annotators differ in leniency and do
 not all see every system equally often, an ordering can come from the raters rather than the systems. Two
-checks, each compared with the item-level Wilcoxon result of ``analysis.compare.compare_pairs``:
+checks, each compared with the item-level Wilcoxon result of ``empeval.analysis.compare.compare_pairs``:
 
 - a linear mixed model ``score ~ system`` with crossed random intercepts for annotator and item (Baayen,
   Davidson & Bates 2008): variance components by Gao & Owen's (2017) method of moments, fixed effects by
-  generalised least squares (Ghosh, Hastie & Owen 2022; ``analysis.crossed``, linear in the number of
+  generalised least squares (Ghosh, Hastie & Owen 2022; ``empeval.analysis.crossed``, linear in the number of
   ratings; statsmodels' dense REML MixedLM on request); each pair is a Wald test of the difference of its
   two fixed effects;
 - per-annotator z-scored scores (each annotator's ratings on a criterion centred on their mean and divided by
@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.compare import adjust_by_family, compare_pairs
-from analysis.crossed import fit_crossed
-from analysis.load import require_columns
-from analysis.threads import single_threaded_blas
+from empeval.analysis.compare import adjust_by_family, compare_pairs
+from empeval.analysis.crossed import fit_crossed
+from empeval.analysis.load import require_columns
+from empeval.analysis.threads import single_threaded_blas
 
 _EPS = 1e-9
 
@@ -47,7 +47,7 @@ def mixed_model_pairs(
 
     ``method``: "moments" (default) estimates the variance components by Gao & Owen's (2017) method of
     moments and the fixed effects by generalised least squares (Ghosh, Hastie & Owen 2022), in time linear
-    in the number of ratings (``analysis.crossed``); on balanced designs it equals REML. "statsmodels" fits
+    in the number of ratings (``empeval.analysis.crossed``); on balanced designs it equals REML. "statsmodels" fits
     by REML (or ML with ``reml=False``) with statsmodels' dense MixedLM (crossed intercepts as variance
     components of one group; Baayen, Davidson & Bates 2008), whose time grows as n^2 or faster. ``reml``
     applies to "statsmodels" only.
@@ -64,7 +64,7 @@ def mixed_model_pairs(
 
     Examples
     --------
-    >>> from analysis import exclude_annotators, simulate_study, tidy_from_export
+    >>> from empeval.analysis import exclude_annotators, simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = exclude_annotators(tidy_from_export(study.export), study.spammers)
     >>> pairs = mixed_model_pairs(ratings, criterion="empathy")
@@ -175,7 +175,7 @@ def zscore_by_annotator(ratings: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
 
     Examples
     --------
-    >>> from analysis import simulate_study, tidy_from_export
+    >>> from empeval.analysis import simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> zscored, dropped = zscore_by_annotator(tidy_from_export(study.export))
     >>> dropped, study.spammers["worker-05"]
@@ -230,10 +230,10 @@ def rater_aware_check(
 
     Examples
     --------
-    >>> from analysis import exclude_annotators, simulate_study, tidy_from_export
+    >>> from empeval.analysis import exclude_annotators, simulate_study, tidy_from_export
     >>> study = simulate_study(n_contexts=20, seed=1)
     >>> ratings = exclude_annotators(tidy_from_export(study.export), study.spammers)
-    >>> from analysis import compare_pairs
+    >>> from empeval.analysis import compare_pairs
     >>> check = rater_aware_check(ratings, raw=compare_pairs(ratings, criteria=["empathy"], n_boot=200))
     >>> columns = ["system_a", "system_b", "mean_diff", "p_adj", "lmm_diff", "z_p_adj", "flagged", "reason"]
     >>> print(check[columns].round(3).to_string(index=False))  # doctest: +NORMALIZE_WHITESPACE

@@ -1,6 +1,6 @@
 """The methods paragraph's sentence on how raters were recruited and paid, per platform.
 
-``meta`` is the report's study metadata (``analysis.report.write_report``): ``platform`` ("local", "prolific" or
+``meta`` is the report's study metadata (``empeval.analysis.report.write_report``): ``platform`` ("local", "prolific" or
 "mturk", from the study file's ``[recruitment]`` section; absent for an export read without its study),
 ``pay_per_assignment``, ``currency``, ``platform_fee`` (a fraction such as 0.2, or an amount per assignment when
 above 1) and ``items_per_assignment``. What each platform implies:

@@ -1,13 +1,13 @@
 """The study report: what reviewers read. Markdown plus a self-contained HTML, with CSV tables and figures.
 
-``write_report`` runs the whole analysis on a tidy ratings table (``analysis.load``): rater quality and
+``write_report`` runs the whole analysis on a tidy ratings table (``empeval.analysis.load``): rater quality and
 exclusions, system means with CIs, pairwise tests with the declared correction, Friedman tests, agreement
 with CIs and a reading of alpha beside AC2, the rater-aware check, results with and without the flagged
 annotators side by side, figures, the annotators' comments, and a methods paragraph filled with the study's own
 numbers (recruitment and pay included). Criteria appear in the study's order (``study_meta["criteria"]``).
 What a small or degenerate study does not allow (one system, every annotator flagged, too few contexts) is
 listed at the top and named in its section instead of a table. With ``latex`` the main results also go to
-``latex/`` as a booktabs table (``analysis.latex``).
+``latex/`` as a booktabs table (``empeval.analysis.latex``).
 """
 
 from __future__ import annotations
@@ -18,27 +18,37 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from analysis import plots
-from analysis.agreement import ALL_SYSTEMS, COEFFICIENT_LABELS, agreement_table
-from analysis.agreement_reading import alpha_beside_ac2
-from analysis.comments import assignment_comments, with_export_comments
-from analysis.compare import compare_pairs, friedman_test, system_means
-from analysis.conclusions import DEFINITION as CONCLUSION_DEFINITION
-from analysis.conclusions import conclusion_changes
-from analysis.document import Block, BulletList, Document, Heading, Image, Paragraph, Table, to_html, to_markdown
-from analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators
-from analysis.latex import booktabs
-from analysis.load import DEFAULT_SCALE, require_columns, tidy_from_export
-from analysis.quality import (
+from empeval.analysis import plots
+from empeval.analysis.agreement import ALL_SYSTEMS, COEFFICIENT_LABELS, agreement_table
+from empeval.analysis.agreement_reading import alpha_beside_ac2
+from empeval.analysis.comments import assignment_comments, with_export_comments
+from empeval.analysis.compare import compare_pairs, friedman_test, system_means
+from empeval.analysis.conclusions import DEFINITION as CONCLUSION_DEFINITION
+from empeval.analysis.conclusions import conclusion_changes
+from empeval.analysis.document import (
+    Block,
+    BulletList,
+    Document,
+    Heading,
+    Image,
+    Paragraph,
+    Table,
+    to_html,
+    to_markdown,
+)
+from empeval.analysis.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators
+from empeval.analysis.latex import booktabs
+from empeval.analysis.load import DEFAULT_SCALE, require_columns, tidy_from_export
+from empeval.analysis.quality import (
     FLAG_RULES,
     control_summary,
     controls_beside_systems,
     flagged_annotators,
     rater_quality,
 )
-from analysis.rater_aware import rater_aware_check
-from analysis.recruitment_text import recruitment_sentence
-from analysis.report_tables import (
+from empeval.analysis.rater_aware import rater_aware_check
+from empeval.analysis.recruitment_text import recruitment_sentence
+from empeval.analysis.report_tables import (
     SIGNIFICANCE_MARK,
     criteria_in_order,
     fmt,
@@ -52,11 +62,11 @@ from analysis.report_tables import (
     rater_check_table,
     wilcoxon_variants,
 )
-from analysis.report_tables import agreement_table as agreement_table_text
-from analysis.threads import single_threaded_blas
+from empeval.analysis.report_tables import agreement_table as agreement_table_text
+from empeval.analysis.threads import single_threaded_blas
 
 if TYPE_CHECKING:  # the model-assisted section imports ppi_py (and numba): only when a judge is asked for
-    from analysis.judged_report import JudgeRequest
+    from empeval.analysis.judged_report import JudgeRequest
 
 CORRECTION_NAMES = {
     "holm": "Holm-Bonferroni",
@@ -105,13 +115,13 @@ def write_report(
     ``study_meta`` may carry name, criteria (the study's criterion keys in the study file's order; others
     follow sorted), platform ("local", "prolific", "mturk": how raters were recruited), pay_per_assignment,
     currency, platform_fee (a fraction such as 0.2, or an amount per assignment when above 1),
-    items_per_assignment and k (ratings per response); see ``analysis.recruitment_text`` for what the methods
+    items_per_assignment and k (ratings per response); see ``empeval.analysis.recruitment_text`` for what the methods
     say of each platform and its pay.
 
     A ``comment`` column (the export's, one comment per assignment repeated on its rows) is listed in a
     Comments section, once per assignment.
 
-    With ``judge`` (``analysis.judged_report.JudgeRequest``: an automatic judge's scores of the study's items),
+    With ``judge`` (``empeval.analysis.judged_report.JudgeRequest``: an automatic judge's scores of the study's items),
     a model-assisted section before the methods: human-only, judge-only (biased) and prediction-powered means,
     paired differences corrected as the Likert ones, judge-human agreement, a calibration figure
     (figures/judge_calibration.png), the items the judge failed on; its tables go to tables/judge_*.csv. When
@@ -195,7 +205,7 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
 
     judged = None
     if judge is not None:  # before anything is written: a judge that failed on an item stops the report here
-        from analysis.judged_report import judged_tables
+        from empeval.analysis.judged_report import judged_tables
 
         judged = judged_tables(analysed, judge.scores, judge=judge.name, version=judge.version,
                                cross_fitted=judge.cross_fitted, allow_missing=judge.allow_missing, criteria=criteria,
@@ -208,7 +218,7 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
     paths: dict[str, Path] = {}
     pngs: dict[str, bytes] = {}
     if judged is not None and not judged.calibration.empty:
-        from analysis.judged_report import calibration_plot
+        from empeval.analysis.judged_report import calibration_plot
 
         pngs["judge_calibration"] = plots.figure_png(calibration_plot(
             judged.calibration, criteria=[c for c in judged.criteria if c in set(judged.calibration["criterion"])],
@@ -300,7 +310,7 @@ def _write_report(ratings, out_dir, *, study_meta, exclude_flagged, correction, 
         document.add(BulletList([f"{c.annotator}, assignment {c.assignment}: {c.comment}"
                                  for c in comments.itertuples(index=False)], literal=True))
     if judged is not None:
-        from analysis.judged_report import judged_blocks, means_caption, means_table
+        from empeval.analysis.judged_report import judged_blocks, means_caption, means_table
 
         if judged.means is not None:
             tex["judge_means"] = booktabs(means_table(judged), caption=means_caption(judged, ci_level),

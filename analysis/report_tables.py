@@ -2,7 +2,8 @@
 ``rater_aware``) turned into text cells, criteria in the study's order, intervals as ``[low, high]``.
 
 Presentation only: the frames written to ``tables/*.csv`` are the analysis functions' own, unchanged. Cells
-may carry ``**bold**`` and ``SIGNIFICANCE_MARK``, which ``analysis.document`` and ``analysis.latex`` render.
+may carry ``**bold**`` and ``SIGNIFICANCE_MARK``, which ``analysis.document`` and
+``analysis.latex`` render.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.agreement import ALL_SYSTEMS, COEFFICIENT_LABELS
+from empeval.analysis.agreement import ALL_SYSTEMS, COEFFICIENT_LABELS
 
 SIGNIFICANCE_MARK = "†"
 

@@ -2,7 +2,7 @@
 
 Useful beyond tests: to check that an analysis recovers a known ordering, to see how many contexts a study
 needs to detect a given difference (run it with several ``n_contexts``), and to try the notebooks without
-real data. The export it returns goes through ``analysis.load.tidy_from_export`` like a real one.
+real data. The export it returns goes through ``empeval.analysis.load.tidy_from_export`` like a real one.
 
 The model: each item (a context plus one system's response) has a latent quality per criterion,
 ``centre + system effect + context effect + response effect``; an honest annotator reports it plus a personal
@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from analysis.load import EXPORT_COLUMNS
+from empeval.analysis.load import EXPORT_COLUMNS
 
 CRITERIA = ("empathy", "relevance", "fluency")
 
@@ -87,13 +87,13 @@ def simulate_study(
     -------
     study : SimulatedStudy
         * ``export``: a pandas.DataFrame in the store's export format, one row per rating, columns
-          ``analysis.export_schema.EXPORT_COLUMNS`` (no late submissions; 0-based positions)
+          ``empeval.analysis.export_schema.EXPORT_COLUMNS`` (no late submissions; 0-based positions)
         * ``system_effects``: the true effects, system -> criterion -> effect
         * ``spammers``: annotator -> "random" or "straight", for the annotators who are not honest
 
     Examples
     --------
-    >>> from analysis import tidy_from_export
+    >>> from empeval.analysis import tidy_from_export
     >>> study = simulate_study(n_contexts=4, n_honest=3, n_random_clickers=1, n_straight_liners=0, seed=1)
     >>> study.export.shape, study.spammers
     ((126, 17), {'worker-04': 'random'})

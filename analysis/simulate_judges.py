@@ -6,10 +6,10 @@ latent quality of system s's response to context c is ``q = centre + effect_s + 
 rater reports ``round(q + severity_rater + noise)`` clipped to the scale. Raters are a pool shared across
 items, as in real studies: the human-rated contexts are cut into blocks of ``items_per_assignment``; each
 block gives one batch of items per system rotation (no batch holds a context twice, systems balanced as in
-``tasks.design``), and each batch is rated by ``raters_per_item`` raters drawn from the pool, one assignment
+``empeval.tasks.design``), and each batch is rated by ``raters_per_item`` raters drawn from the pool, one assignment
 each (an assignment is one rater's batch, as in the export), no rater seeing a context twice. So a rater rates
 many items, and the items of one batch share their raters: their labels are correlated, which intervals that
-treat items as independent miss (``analysis.judged.estimates`` clusters by assignment for that).
+treat items as independent miss (``empeval.analysis.judged.estimates`` clusters by assignment for that).
 
 A judge scores every item: ``shift + scale * (q + e) + bias_s`` with e ~ N(0, sd_e) chosen so that, within a
 system, corr(judge, q) = ``correlation`` (sd_e^2 = v (1 / rho^2 - 1), v = context_sd^2 + response_sd^2); a
@@ -20,7 +20,7 @@ The truth is what the human-only analysis of item means estimates, for this rate
 over the population of contexts, E[round(q + severity + noise)] averaged over the pool (each rating's rater
 is uniform over the pool), in closed form from the normal CDF (``true_means``).
 
-Why not ``analysis.simulate.simulate_study``: it draws controls and spammers and builds its export item by
+Why not ``empeval.analysis.simulate.simulate_study``: it draws controls and spammers and builds its export item by
 item, and the coverage benchmark draws thousands of studies; this module draws them with numpy.
 """
 
@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.judged.estimates import ppi_mean_interval, shared_rater_variance
-from analysis.judged.tables import check_human_share
-from analysis.power import Components
+from empeval.analysis.judged.estimates import ppi_mean_interval, shared_rater_variance
+from empeval.analysis.judged.tables import check_human_share
+from empeval.analysis.power import Components
 
 DEFAULT_COMPONENTS = Components()
 DEFAULT_EFFECTS: dict[str, float] = {"gold": 0.6, "moel": 0.3, "baseline": 0.0}
@@ -239,7 +239,7 @@ def cross_fitted_estimates(
     seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A learned judge on a simulated study, as ``learned-judge`` builds one: ridge regression
-    (``analysis.judged.crossfit.cross_fit_judge``, ``n_folds`` folds over the human-rated contexts) from two
+    (``empeval.analysis.judged.crossfit.cross_fit_judge``, ``n_folds`` folds over the human-rated contexts) from two
     features per item, the simulated judge's score and its system (one-hot), to the item labels; then the
     cross-prediction-powered means and paired differences (Zrnic and Candès 2024) with the shared-rater term
     over ``cluster_by``. The ridge learns to undo the simulated judge's shift, scale and system bias on the
@@ -252,7 +252,7 @@ def cross_fitted_estimates(
 
     Examples
     --------
-    >>> from analysis.simulate_judges import BIASED_JUDGE, simulate_judged_study
+    >>> from empeval.analysis.simulate_judges import BIASED_JUDGE, simulate_judged_study
     >>> study = simulate_judged_study(judge=BIASED_JUDGE, n_contexts=200, human_share=0.25, seed=3)
     >>> means, pairs = cross_fitted_estimates(study)
     >>> columns = ["system", "n_human", "human_mean", "crossppi_mean", "width_ratio"]
@@ -262,7 +262,7 @@ def cross_fitted_estimates(
         gold       50        3.89           3.85         0.99
         moel       50        3.72           3.74         0.86
     """
-    from analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
+    from empeval.analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
 
     items = study.judge_scores[["context_id", "system"]].reset_index(drop=True)
     systems = sorted(items["system"].unique())

@@ -1,6 +1,6 @@
-"""Simulated pairwise (A/B) studies with known truth, as a judgment table (``analysis.pairwise_schema``).
+"""Simulated pairwise (A/B) studies with known truth, as a judgment table (``empeval.analysis.pairwise_schema``).
 
-The latent qualities are those of the Likert simulation (``analysis.simulate``): a response of system s to
+The latent qualities are those of the Likert simulation (``empeval.analysis.simulate``): a response of system s to
 context c has, per criterion, the quality ``centre + effect_s + context_c + response_cs`` with the same
 default system effects and control profiles. A Likert rater reports that quality plus noise on a scale; a
 pairwise rater here compares the two responses the Thurstone way (Thurstone 1927, case V): each is
@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 # The Likert simulation's latent model, reused so that both protocols draw from the same truth.
-from analysis.pairwise_schema import JUDGMENT_COLUMNS, pair_name
-from analysis.simulate import CONTROL_PROFILES, CRITERIA, DEFAULT_SYSTEM_EFFECTS, _normalise_effects
+from empeval.analysis.pairwise_schema import JUDGMENT_COLUMNS, pair_name
+from empeval.analysis.simulate import CONTROL_PROFILES, CRITERIA, DEFAULT_SYSTEM_EFFECTS, _normalise_effects
 
 
 @dataclass
@@ -122,7 +122,7 @@ def simulate_pairwise_study(
 
     Examples
     --------
-    >>> from analysis.pairwise_schema import validate_judgments
+    >>> from empeval.analysis.pairwise_schema import validate_judgments
     >>> study = simulate_pairwise_study(n_contexts=6, anchor="moel", k=2, seed=1)
     >>> table = validate_judgments(study.judgments)
     >>> table.loc[~table["is_control"]].groupby(["pair", "criterion"]).size().unique().tolist()  # 6 contexts x 2

@@ -15,9 +15,9 @@ import time
 import krippendorff
 import numpy as np
 
-from analysis.bootstrap import resample_weights
-from analysis.coefficients import krippendorff_alpha, unit_value_counts
-from analysis.threads import single_threaded_blas
+from empeval.analysis.bootstrap import resample_weights
+from empeval.analysis.coefficients import krippendorff_alpha, unit_value_counts
+from empeval.analysis.threads import single_threaded_blas
 
 
 def simulated_reliability_data(n_items: int, n_raters: int, seed: int = 0) -> np.ndarray:

@@ -60,14 +60,14 @@ sys.path.insert(0, str(REPO))
 from sqlalchemy import Engine, func, select, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from server.annotation.annotators import invite  # noqa: E402
-from server.annotation.handout import next_assignment_payload, release  # noqa: E402
-from server.annotation.submit import submit_assignment  # noqa: E402
-from server.store import make_engine, unit_of_work, upgrade  # noqa: E402
-from server.store.engine import counting_statements  # noqa: E402
-from server.store.models import Rating, Study, System  # noqa: E402
-from server.web.gunicorn_app import DEFAULT_THREADS  # noqa: E402
-from tasks.study_file import parse_study  # noqa: E402
+from empeval.server.annotation.annotators import invite  # noqa: E402
+from empeval.server.annotation.handout import next_assignment_payload, release  # noqa: E402
+from empeval.server.annotation.submit import submit_assignment  # noqa: E402
+from empeval.server.store import make_engine, unit_of_work, upgrade  # noqa: E402
+from empeval.server.store.engine import counting_statements  # noqa: E402
+from empeval.server.store.models import Rating, Study, System  # noqa: E402
+from empeval.server.web.gunicorn_app import DEFAULT_THREADS  # noqa: E402
+from empeval.tasks.study_file import parse_study  # noqa: E402
 
 ITEMS_PER_ASSIGNMENT = 10
 K = 3
@@ -276,8 +276,8 @@ def _ratings(payload: dict) -> dict:
 def statement_counts(url: str) -> dict[str, int]:
     """Statements of one claim, one resume and one submit by a rater with history, the most over 3 and 30 items
     per assignment (studies built with create_study, as the tests do)."""
-    from server.datasets.ed_csv import parse_ed_csv
-    from server.datasets.importer import import_dialogues
+    from empeval.server.datasets.ed_csv import parse_ed_csv
+    from empeval.server.datasets.importer import import_dialogues
     from tests.annotation.conftest import add_responses, make_study
     from tests.conftest import SAMPLE_ED
 
@@ -335,7 +335,7 @@ def time_lead(hinted_url: str, plain_url: str, upto: int) -> dict[str, list[floa
     `upto` claims, each rated before the next: with the claim as it runs (its walk starts after her last claim),
     and, on a second study built alike, with her hint forgotten before each claim (a walk from the start, as before
     the hint). The two take turns call by call. Returns wall seconds per call per kind, in order."""
-    from server.annotation import handout
+    from empeval.server.annotation import handout
 
     kinds = {"hinted": hinted_url, "from the start": plain_url}
     engines = {kind: make_engine(url) for kind, url in kinds.items()}
@@ -364,7 +364,7 @@ def time_lead(hinted_url: str, plain_url: str, upto: int) -> dict[str, list[floa
 def full_scans(url: str, built: Built) -> list[str]:
     """The lines of the database's plan of the claim's candidate choice that read a whole table (SQLite: SCAN
     without an index; PostgreSQL: Seq Scan): what `next` must not do at any size."""
-    from server.annotation.hot_sql import FIRST_FITTING_SQL
+    from empeval.server.annotation.hot_sql import FIRST_FITTING_SQL
 
     engine = make_engine(url)
     sqlite_sql, postgresql_sql = FIRST_FITTING_SQL
@@ -570,7 +570,7 @@ def throughput(url: str, args: argparse.Namespace) -> dict:
     engine = make_engine(url)
     tokens = [invite(engine, f"load-{i}", built.study)[1] for i in range(args.annotators)]
     port = free_port()
-    command = [sys.executable, "-m", "entry.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",
+    command = [sys.executable, "-m", "empeval.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",
                str(args.workers), "--threads", str(args.threads)]
     phases = _served_load(command, {"EMPEVAL_DATABASE_URL": url}, REPO, port, tokens, args)
     trivial, api = phases["trivial"], phases["api"]

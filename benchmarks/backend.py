@@ -42,13 +42,13 @@ import requests  # noqa: E402
 import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer, util  # noqa: E402
 
-from server.backend.contexts import load_contexts  # noqa: E402
-from server.backend.encoder import EncoderSettings, SentenceEncoder, bf16_support  # noqa: E402
-from server.backend.metrics import p_at_1_of_100  # noqa: E402
-from server.backend.resources import BackendResources  # noqa: E402
-from server.backend.retrieval import RetrievalModel, candidate_pool, pool_embeddings  # noqa: E402
-from server.store import ensure_schema, make_engine  # noqa: E402
-from server.store.engine import unit_of_work  # noqa: E402
+from empeval.server.backend.contexts import load_contexts  # noqa: E402
+from empeval.server.backend.encoder import EncoderSettings, SentenceEncoder, bf16_support  # noqa: E402
+from empeval.server.backend.metrics import p_at_1_of_100  # noqa: E402
+from empeval.server.backend.resources import BackendResources  # noqa: E402
+from empeval.server.backend.retrieval import RetrievalModel, candidate_pool, pool_embeddings  # noqa: E402
+from empeval.server.store import ensure_schema, make_engine  # noqa: E402
+from empeval.server.store.engine import unit_of_work  # noqa: E402
 
 PARTS = ("throughput", "cold", "agreement", "warm", "search", "api")
 GOAL_RATIO = 2.5
@@ -197,7 +197,7 @@ def compare_search(model: RetrievalModel, contexts, repeats: int = 3) -> None:
 def api_latency(database_url: str, cache_dir: Path, context_ids: list[int], n: int) -> None:
     from werkzeug.serving import make_server
 
-    from server.web.app import create_app
+    from empeval.server.web.app import create_app
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request would drown the figures
     app = create_app({"DATABASE_URL": database_url, "BACKEND_CACHE_DIR": str(cache_dir)})
@@ -208,7 +208,7 @@ def api_latency(database_url: str, cache_dir: Path, context_ids: list[int], n: i
     session = requests.Session()
     # The backend API is the researcher's: it takes the admin token.
     with app.app_context():
-        from server.annotation.secrets import admin_token, secret_key
+        from empeval.server.annotation.secrets import admin_token, secret_key
 
         session.headers["Authorization"] = f"Bearer {admin_token(secret_key(app.extensions['empeval.engine']))}"
     try:

@@ -1,6 +1,6 @@
 """How many of the fine-tuned bi-encoder's candidates should CoBERT rerank? P@1,100 (= R@1), R@10, R@50 and MRR
 of the `cobert` system over one shared candidate set per context (the gold reply + 99 seeded other references
-of the split, `server.backend.metrics.draw_candidates`, seed 0, as `empeval metrics` draws them), for each
+of the split, `empeval.server.backend.metrics.draw_candidates`, seed 0, as `empeval metrics` draws them), for each
 rerank depth K in --ks, beside the bi-encoder alone (K = 0). CoBERT scores only the bi-encoder's top max(K)
 of each set once; every smaller K reuses those scores.
 
@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from server.backend.cobert import CoBERTModel
-from server.backend.contexts import ED_DATASET, load_contexts
-from server.backend.metrics import draw_candidates, rank_metrics
-from server.backend.resources import BackendResources
-from server.store import make_engine
-from server.store.engine import unit_of_work
+from empeval.server.backend.cobert import CoBERTModel
+from empeval.server.backend.contexts import ED_DATASET, load_contexts
+from empeval.server.backend.metrics import draw_candidates, rank_metrics
+from empeval.server.backend.resources import BackendResources
+from empeval.server.store import make_engine
+from empeval.server.store.engine import unit_of_work
 
 
 def load() -> str:

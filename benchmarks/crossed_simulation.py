@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from analysis.crossed import fit_crossed
+from empeval.analysis.crossed import fit_crossed
 
 EFFECTS = np.array([0.9, 0.3, 0.2, 0.0, -0.6])
 TRUE = {"annotator": 0.16, "item": 0.25, "residual": 0.49}

@@ -25,9 +25,9 @@ from flask import Flask, abort, request
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.annotation import hot_sql  # noqa: E402
-from server.store.engine import BUSY_TIMEOUT_S, _WriterGate  # noqa: E402  (empeval's gate, so writers queue alike)
-from server.web.gunicorn_app import WORKER_SWITCH_INTERVAL_S  # noqa: E402
+from empeval.server.annotation import hot_sql  # noqa: E402
+from empeval.server.store.engine import BUSY_TIMEOUT_S, _WriterGate  # noqa: E402  (empeval's gate, so writers queue alike)
+from empeval.server.web.gunicorn_app import WORKER_SWITCH_INTERVAL_S  # noqa: E402
 
 app = Flask(__name__)
 _local = threading.local()

@@ -21,17 +21,16 @@ from pathlib import Path
 import click
 from werkzeug.serving import make_server
 
-from entry.importing import import_bundled_sample
-from entry.reporting import write_study_report
-from entry.wiring import make_app
-from server.annotation.annotators import invite
-from server.backend.generate import generate_responses
-from server.backend.registry import Registry
-from server.backend.resources import BackendResources, default_cache_dir
-from server.datasets.sample import ED_DATASET
-from server.progress import progress_bar
-from server.store import open_store
-from tasks.simulate import (
+from empeval.importing import import_bundled_sample
+from empeval.reporting import write_study_report
+from empeval.server.annotation.annotators import invite
+from empeval.server.backend.generate import generate_responses
+from empeval.server.backend.registry import Registry
+from empeval.server.backend.resources import BackendResources, default_cache_dir
+from empeval.server.datasets.sample import ED_DATASET
+from empeval.server.progress import progress_bar
+from empeval.server.store import open_store
+from empeval.tasks.simulate import (
     CrowdModel,
     draw_crowd,
     item_systems,
@@ -39,8 +38,9 @@ from tasks.simulate import (
     run_crowd_over_http,
     run_pairwise_crowd_over_http,
 )
-from tasks.study_create import create_study
-from tasks.study_file import STUDIES_DIR, load_study_file
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import STUDIES_DIR, load_study_file
+from empeval.wiring import make_app
 
 DEMO_STUDY = STUDIES_DIR / "demo.toml"
 DEMO_AB_STUDY = STUDIES_DIR / "demo_ab.toml"
@@ -73,7 +73,7 @@ def _free_port() -> int:
 def with_fine_tuned_retrieval(spec, cache_dir: Path, echo=click.echo):
     """The Likert study with `retrieval-ft` rated beside `retrieval` when a fine-tuned checkpoint is in the cache;
     the demo never trains (that takes the better part of an hour), so without one it says how to train it."""
-    from server.backend.training.checkpoints import MissingCheckpoint, checkpoint_key, find_checkpoint
+    from empeval.server.backend.training.checkpoints import MissingCheckpoint, checkpoint_key, find_checkpoint
 
     if "retrieval-ft" in spec.systems:
         return spec

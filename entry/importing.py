@@ -6,16 +6,16 @@ from collections.abc import Callable, Sequence
 import click
 from sqlalchemy import Engine
 
-from server.datasets.importer import import_dialogues
-from server.datasets.model import ParsedDialogue
-from server.datasets.sample import (
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.datasets.model import ParsedDialogue
+from empeval.server.datasets.sample import (
     ED_DATASET,
     ED_LICENSE,
     SAMPLE_SOURCE,
     bundled_sample_dialogues,
 )
-from server.datasets.summary import summarize
-from server.progress import progress_bar
+from empeval.server.datasets.summary import summarize
+from empeval.server.progress import progress_bar
 
 
 def import_with_progress(engine: Engine, dialogues: Sequence[ParsedDialogue], *, label: str, dataset: str,

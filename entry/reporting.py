@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from server.annotation.export import export_rows
-from server.annotation.pairwise_export import pairwise_export_rows
-from server.errors import BadInput
-from server.store.engine import unit_of_work
-from server.store.models import Study
-from server.store.queries import study_by_name
+from empeval.server.annotation.export import export_rows
+from empeval.server.annotation.pairwise_export import pairwise_export_rows
+from empeval.server.errors import BadInput
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Study
+from empeval.server.store.queries import study_by_name
 
 if TYPE_CHECKING:
-    from analysis.document import Block
+    from empeval.analysis.document import Block
 
 # The pairwise report's CSV tables: file stem -> PairwiseTables attribute.
 PAIRWISE_TABLES = {"ab_table": "ab", "choice_agreement": "agreement", "position_bias": "position",
@@ -48,7 +48,7 @@ def study_meta(engine: Engine, name: str) -> dict:
 def export_criteria_order() -> list[str]:
     """The criteria order of a report read from an export file, which does not carry its study's order: the
     default study file's (Rashkin et al. 2019: empathy, relevance, fluency); other criteria follow sorted."""
-    from server.store.study_config import DEFAULT_CRITERIA
+    from empeval.server.store.study_config import DEFAULT_CRITERIA
 
     return [criterion.key for criterion in DEFAULT_CRITERIA]
 
@@ -65,7 +65,7 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
     Likert report gains the model-assisted section (analysis.judged_report): cross-prediction-powered for a
     learned judge, PPI++ otherwise. BadInput, before anything is written, when the judge failed on an item and
     not `allow_missing` (which drops those items and counts them in the report)."""
-    from analysis.report import write_report
+    from empeval.analysis.report import write_report
 
     with unit_of_work(engine) as session:
         pairwise = study_by_name(session, name).config.is_pairwise
@@ -83,7 +83,7 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
                        "submitted work")
     refusals: tuple[type[Exception], ...] = ()
     if request is not None:  # imported only then: the model-assisted analysis loads ppi_py and numba
-        from analysis.judged_report import JudgeCoverageError
+        from empeval.analysis.judged_report import JudgeCoverageError
 
         refusals = (JudgeCoverageError,)
     try:
@@ -102,9 +102,9 @@ def _judge_request(engine: Engine, study: str, judge: str, version: str | None, 
     """The stored scores of `judge` for the study (server.backend.judges.scores), with their folds when it is a
     learned judge, and the design's record of which contexts people rate (human_sample), as the report's
     JudgeRequest."""
-    from analysis.judged_report import JudgeRequest
-    from server.backend.judges.scores import human_sample, judge_scores
-    from server.store.models import JudgeScore
+    from empeval.analysis.judged_report import JudgeRequest
+    from empeval.server.backend.judges.scores import human_sample, judge_scores
+    from empeval.server.store.models import JudgeScore
 
     with unit_of_work(engine) as session:
         kinds = set(session.scalars(select(JudgeScore.judge_kind).where(JudgeScore.judge == judge).distinct()))
@@ -125,7 +125,7 @@ def _latest_version(engine: Engine, study: str, judge: str) -> str | None:
     """The judge version judge_scores reads by default: the one that scored the study's items most recently."""
     from sqlalchemy import func
 
-    from server.store.models import JudgeScore, StudyItem
+    from empeval.server.store.models import JudgeScore, StudyItem
 
     with unit_of_work(engine) as session:
         study_id = study_by_name(session, study).id
@@ -146,12 +146,12 @@ def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: b
     report, with `likert_export` (a linked Likert study's export) beside its A/B table; the anchor, which the
     file does not hold, is the system every pair has, when there is one. An export's criteria are shown in the
     default study order (export_criteria_order); its optional `comment` column is listed in the report."""
-    from analysis.comments import with_export_comments
-    from analysis.load import read_export
-    from analysis.report import write_report
+    from empeval.analysis.comments import with_export_comments
+    from empeval.analysis.load import read_export
+    from empeval.analysis.report import write_report
 
     if is_judgment_export(path):
-        from analysis.pairwise_schema import JudgmentError, read_judgments
+        from empeval.analysis.pairwise_schema import JudgmentError, read_judgments
 
         try:
             judgments = read_judgments(path)
@@ -244,10 +244,10 @@ def write_pairwise_report(judgments: pd.DataFrame, out_dir: Path, *, name: str, 
     goes beside the A/B table, its flagged raters left out when exclude_flagged. With latex, the A/B table also
     goes to latex/ab_table.tex (booktabs) when there are real pairs. Returns the paths: "markdown", "html", one
     "table_<name>" per CSV written and "latex_ab_table" when written."""
-    from analysis.document import Document, Heading, Paragraph, to_html, to_markdown
-    from analysis.pairwise import pairwise_tables
-    from analysis.pairwise_report import pairwise_blocks
-    from analysis.pairwise_schema import validate_judgments
+    from empeval.analysis.document import Document, Heading, Paragraph, to_html, to_markdown
+    from empeval.analysis.pairwise import pairwise_tables
+    from empeval.analysis.pairwise_report import pairwise_blocks
+    from empeval.analysis.pairwise_schema import validate_judgments
 
     table = validate_judgments(judgments)
     late = int(table.loc[table["late"], ["assignment_id"]].drop_duplicates().shape[0])
@@ -284,8 +284,8 @@ def write_pairwise_report(judgments: pd.DataFrame, out_dir: Path, *, name: str, 
     markdown_path.write_text(to_markdown(document), encoding="utf-8")
     html_path.write_text(to_html(document), encoding="utf-8")
     if latex and not tables.ab.empty:
-        from analysis.latex import booktabs
-        from analysis.pairwise_report import ab_display
+        from empeval.analysis.latex import booktabs
+        from empeval.analysis.pairwise_report import ab_display
 
         (out_dir / "latex").mkdir(exist_ok=True)
         paths["latex_ab_table"] = out_dir / "latex" / "ab_table.tex"
@@ -325,9 +325,9 @@ def _likert_ratings(likert: pd.DataFrame | None, *, include_late: bool,
     report leaves them out; and who was left out."""
     if likert is None:
         return None, []
-    from analysis.exclusions import exclude_annotators
-    from analysis.load import tidy_from_export
-    from analysis.quality import flagged_annotators, rater_quality
+    from empeval.analysis.exclusions import exclude_annotators
+    from empeval.analysis.load import tidy_from_export
+    from empeval.analysis.quality import flagged_annotators, rater_quality
 
     ratings = tidy_from_export(likert) if "item" not in likert.columns else likert
     if not include_late and "late" in ratings.columns:
@@ -384,7 +384,7 @@ def _linked_pairwise_studies(engine: Engine, name: str) -> list[str]:
 
 
 def _linked_pairwise_blocks(engine: Engine, name: str, linked: list[str]) -> list[Block]:
-    from analysis.document import Heading, Paragraph
+    from empeval.analysis.document import Heading, Paragraph
 
     blocks: list[Block] = [Heading("Linked pairwise (A/B) studies")]
     for other in linked:
@@ -399,7 +399,7 @@ def _linked_pairwise_blocks(engine: Engine, name: str, linked: list[str]) -> lis
 def _append_section(paths: dict[str, Path], blocks: list[Block]) -> None:
     """Add blocks at the end of a written report's Markdown and HTML, rendered by analysis.document as the rest
     was (the same escaping)."""
-    from analysis.document import Document, to_html, to_markdown
+    from empeval.analysis.document import Document, to_html, to_markdown
 
     section = Document(title="", blocks=blocks)
     markdown = to_markdown(section).split("\n", 2)[2]  # past the empty title line and its blank line

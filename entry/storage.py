@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from server.web.storage_errors import StorageUnavailable, storage_failure_message
+from empeval.server.web.storage_errors import StorageUnavailable, storage_failure_message
 
 
 def storage_failure(error: BaseException, *, database: str | None = None) -> StorageUnavailable | None:

@@ -7,8 +7,8 @@ from typing import Any
 
 from flask import Flask
 
-from server.web import create_app
-from tasks.ui import LOCAL_BUNDLE_DIR
+from empeval.server.web import create_app
+from empeval.tasks.ui import LOCAL_BUNDLE_DIR
 
 
 def app_config(database_url: str, *, secret_file: str | os.PathLike[str] | None = None, **extra: Any) -> dict[str, Any]:

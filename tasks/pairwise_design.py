@@ -11,7 +11,7 @@ What the design guarantees, for every seed:
   completes, in whatever order, her left/right surplus per pair stays within one, as long as she never sees a
   context twice in the study (the hand-out's rule, which a unique key in the database keeps);
 - within an assignment the pairs appear equally often as far as the numbers allow, counted in couples of
-  judgments (the Likert design's Latin-square rotation over blocks, `tasks.design.plan_assignments`, with
+  judgments (the Likert design's Latin-square rotation over blocks, `empeval.tasks.design.plan_assignments`, with
   couples of contexts in the place of contexts and pairs in the place of systems);
 - control pairs (a control system's response against a real system's, built to lose on the control's
   target criterion) are interleaved at the configured rate on contexts the assignment does not hold, the
@@ -47,7 +47,7 @@ from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tasks.design import Candidate, PlannedAssignment, _pick_controls, controls_per_assignment, plan_assignments
+from empeval.tasks.design import Candidate, PlannedAssignment, _pick_controls, controls_per_assignment, plan_assignments
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def side_surplus(items: Sequence[PlacedPair]) -> Counter[str]:
 
 def pair_slots(items_per_assignment: int, control_rate: float, *, with_controls: bool) -> int:
     """How many real (context, pair) judgments an assignment holds: items_per_assignment minus its control slots
-    (`tasks.design.controls_per_assignment`, none without controls). The design needs it even."""
+    (`empeval.tasks.design.controls_per_assignment`, none without controls). The design needs it even."""
     return items_per_assignment - (controls_per_assignment(items_per_assignment, control_rate) if with_controls
                                    else 0)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import requests
 
-from server.errors import EmpevalError
+from empeval.server.errors import EmpevalError
 
 CRITERIA = ("empathy", "relevance", "fluency")
 
@@ -287,7 +287,7 @@ def item_systems(engine, study: str) -> dict[int, str]:
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
-    from server.store.models import Response, Study, StudyItem, System
+    from empeval.server.store.models import Response, Study, StudyItem, System
 
     with Session(engine) as session:
         return dict(session.execute(
@@ -304,8 +304,8 @@ def pair_placements(engine, study: str) -> dict[tuple[int, int], ShownPair]:
     from sqlalchemy import select
     from sqlalchemy.orm import Session, aliased
 
-    from server.store.models import AssignmentPair, PairItem, Response, Study, StudyItem, System
-    from server.store.queries import study_by_name
+    from empeval.server.store.models import AssignmentPair, PairItem, Response, Study, StudyItem, System
+    from empeval.server.store.queries import study_by_name
 
     response_a, response_b = aliased(Response), aliased(Response)
     system_a, system_b = aliased(System), aliased(System)

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from server.backend.registry import DEFAULT_CONFIG, load_config
-from server.datasets.sample import ED_DATASET
-from server.errors import BadInput
-from server.store.engine import unit_of_work
-from server.store.models import (
+from empeval.server.backend.registry import DEFAULT_CONFIG, load_config
+from empeval.server.datasets.sample import ED_DATASET
+from empeval.server.errors import BadInput
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import (
     Assignment,
     AssignmentItem,
     AssignmentPair,
@@ -32,10 +32,16 @@ from server.store.models import (
     StudyItem,
     System,
 )
-from server.store.queries import assignment_counts
-from server.store.study_config import StudyConfig
-from tasks.design import Candidate, controls_per_assignment, draw_human_sample, human_share_problem, plan_assignments
-from tasks.pairwise_design import plan_pairwise
+from empeval.server.store.queries import assignment_counts
+from empeval.server.store.study_config import StudyConfig
+from empeval.tasks.design import (
+    Candidate,
+    controls_per_assignment,
+    draw_human_sample,
+    human_share_problem,
+    plan_assignments,
+)
+from empeval.tasks.pairwise_design import plan_pairwise
 
 
 class StudySetupError(BadInput):

@@ -64,10 +64,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from server.backend.controls import CONTROL_TARGETS
-from server.errors import BadInput
-from server.store.storable import text_problem
-from server.store.study_config import (
+from empeval.server.backend.controls import CONTROL_TARGETS
+from empeval.server.errors import BadInput
+from empeval.server.store.storable import text_problem
+from empeval.server.store.study_config import (
     DEFAULT_CRITERIA,
     DEFAULT_PAIRWISE_CRITERIA,
     RECRUITMENT_PLATFORMS,
@@ -82,8 +82,8 @@ from server.store.study_config import (
     Scale,
     StudyConfig,
 )
-from tasks.design import human_share_problem
-from tasks.pairwise_design import pair_slots
+from empeval.tasks.design import human_share_problem
+from empeval.tasks.pairwise_design import pair_slots
 
 # The study files that ship with empeval (the demo's among them).
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from server.store import make_engine
+from empeval.server.store import make_engine
 
 REPO = Path(__file__).resolve().parents[1]
 FULL_ED = Path(os.environ.get("EMPEVAL_FULL_ED", REPO.parent / "shared" / "data" / "empatheticdialogues"))

@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from server.backend.registry import BACKEND_EXTRA
+from empeval.server.backend.registry import BACKEND_EXTRA
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,13 +26,13 @@ BLOCKER = textwrap.dedent(f"""
     sys.meta_path.insert(0, WithoutBackendExtra())
 """)
 
-CLI = BLOCKER + "from entry.cli import main\nsys.argv[0] = 'empeval'\nmain()\n"
+CLI = BLOCKER + "from empeval.cli import main\nsys.argv[0] = 'empeval'\nmain()\n"
 
 RATE = BLOCKER + textwrap.dedent("""
     import json
-    from entry.wiring import make_app
-    from server.annotation.annotators import invite
-    from server.store import open_store
+    from empeval.wiring import make_app
+    from empeval.server.annotation.annotators import invite
+    from empeval.server.store import open_store
     url = sys.argv[1]
     _, token = invite(open_store(url), "rita", "lean")
     client = make_app(url).test_client()

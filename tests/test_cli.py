@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
+from empeval.cli import cli
 
 
 def all_commands(group: click.Group, prefix=()):
@@ -29,10 +29,10 @@ def test_unknown_command_exits_2():
 
 
 def test_console_script_is_installed_and_db_upgrade_reports_the_revision(tmp_path):
-    from server.store.migrate import head_revision
+    from empeval.server.store.migrate import head_revision
 
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    done = subprocess.run([sys.executable, "-m", "entry.cli", "--database-url", url, "db", "upgrade"],
+    done = subprocess.run([sys.executable, "-m", "empeval.cli", "--database-url", url, "db", "upgrade"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"revision {head_revision()}" in done.stdout

@@ -9,11 +9,11 @@ import re
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from entry.cli import cli
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.models import Response, System
+from empeval.cli import cli
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.models import Response, System
 from tests.conftest import SAMPLE_ED
 
 

@@ -12,15 +12,15 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from entry.cli import cli
-from server.annotation.annotators import invite
-from server.backend.judges.scores import human_sample, judge_scores
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.models import AssignmentItem, Response, Study, StudyItem
-from server.web import create_app
-from tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite
+from empeval.server.backend.judges.scores import human_sample, judge_scores
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.models import AssignmentItem, Response, Study, StudyItem
+from empeval.server.web import create_app
+from empeval.tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
 from tests.annotation.conftest import CONTROLS, add_responses
 from tests.browser import live_server
 from tests.conftest import SAMPLE_ED

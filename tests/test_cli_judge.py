@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from analysis.judged.planner import human_ratings_needed, label_sd_from_components
-from analysis.power import Components
-from entry.cli import cli
-from server.backend.judges.scores import judge_scores
-from server.store import make_engine
+from empeval.analysis.judged.planner import human_ratings_needed, label_sd_from_components
+from empeval.analysis.power import Components
+from empeval.cli import cli
+from empeval.server.backend.judges.scores import judge_scores
+from empeval.server.store import make_engine
 from tests.backend.test_judge_http import server  # noqa: F401 - the stub endpoint fixture
 from tests.backend.test_judge_store import judged_store
 

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
+from empeval.cli import cli
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
 from tests.annotation.conftest import CONTROLS, add_responses
 from tests.conftest import SAMPLE_ED
 

@@ -14,18 +14,18 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select, update
 
-from analysis.judged.estimates import ppi_paired_differences, ppi_system_means
-from analysis.load import tidy_from_export
-from entry.cli import cli
-from server.annotation.annotators import invite
-from server.annotation.export import export_rows
-from server.annotation.handout import assignment_payload, next_assignment
-from server.annotation.submit import submit_assignment
-from server.backend.judges.scores import judge_scores
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.models import JudgeScore
+from empeval.analysis.judged.estimates import ppi_paired_differences, ppi_system_means
+from empeval.analysis.load import tidy_from_export
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.export import export_rows
+from empeval.server.annotation.handout import assignment_payload, next_assignment
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.backend.judges.scores import judge_scores
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.models import JudgeScore
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 from tests.backend.test_judge_store import SYSTEMS, TEXTS
 from tests.conftest import SAMPLE_ED
@@ -83,7 +83,7 @@ def simulate_raters(engine, *, n_raters: int = 12, seed: int = 7) -> None:
 
 def item_system(engine, item_id: int) -> tuple[str, int]:
     """The system and context of a study item."""
-    from server.store.models import Response, StudyItem, System
+    from empeval.server.store.models import Response, StudyItem, System
 
     with unit_of_work(engine) as session:
         row = session.execute(select(System.name, Response.context_id).join(Response, Response.system_id == System.id)
@@ -246,7 +246,7 @@ def test_a_learned_judge_is_estimated_by_cross_ppi(store, tmp_path):
     rated = sorted(set(ratings["context_id"]))
     fold_of = {context: k % 3 for k, context in enumerate(rated)}
     engine = make_engine(store)
-    from server.store.models import Response
+    from empeval.server.store.models import Response
 
     with unit_of_work(engine) as session:
         for score, context_id in session.execute(select(JudgeScore, Response.context_id)

@@ -15,11 +15,11 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from entry.cli import cli
-from entry.wiring import make_app
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
+from empeval.cli import cli
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import REPO, SAMPLE_ED
 
@@ -65,7 +65,8 @@ def invite_links(url: str, *names: str, extra: tuple[str, ...] = ()) -> dict[str
 def served(lab) -> Iterator[tuple[str, int, subprocess.Popen]]:
     """`empeval serve --port P` running on the lab store: (store URL, P, the process); stopped afterwards."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "entry.cli", "--database-url", lab, "serve", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "empeval.cli", "--database-url", lab, "serve", "--port",
+                                str(port)],
                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -113,7 +114,7 @@ def run_serve_without_serving(url: str, monkeypatch, *args: str) -> tuple[str, d
         def run(self, **options):
             started["options"] = options
 
-    monkeypatch.setattr("server.web.create_app", Recorder)
+    monkeypatch.setattr("empeval.server.web.create_app", Recorder)
     result = CliRunner().invoke(cli, ["--database-url", url, "serve", *args])
     assert result.exit_code == 0, result.output
     return result.output, started
@@ -150,7 +151,8 @@ def test_serving_on_every_interface_says_raters_need_a_base_url(lab, monkeypatch
 @pytest.mark.parametrize("command", [["annotators", "invite", "ann", "--study", "pilot"], ["serve"]])
 @pytest.mark.parametrize("bad", ["eval.example.org", "ftp://eval.example.org", "http://", "http://x.org/?a=1"])
 def test_a_base_url_that_is_not_an_http_address_exits_2_naming_the_option(lab, monkeypatch, command, bad):
-    monkeypatch.setattr("server.web.create_app", lambda config: pytest.fail("serve started with a bad --base-url"))
+    monkeypatch.setattr("empeval.server.web.create_app",
+                        lambda config: pytest.fail("serve started with a bad --base-url"))
     result = CliRunner().invoke(cli, ["--database-url", lab, *command, "--base-url", bad])
     assert result.exit_code == 2
     assert "--base-url" in result.output and "http(s) address" in result.output

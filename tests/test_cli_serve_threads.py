@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from server.web.gunicorn_app import DEFAULT_THREADS
+from empeval.server.web.gunicorn_app import DEFAULT_THREADS
 from tests.conftest import REPO
 
 
@@ -33,7 +33,7 @@ def _free_port() -> int:
 def _served(url: str, *extra: str, workers: int = 2) -> Iterator[tuple[str, subprocess.Popen]]:
     """`empeval serve --workers N *extra` on `url`: (its base URL, the process), stopped on exit."""
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "entry.cli", "--database-url", url, "serve", "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "empeval.cli", "--database-url", url, "serve", "--port", str(port),
                                "--workers", str(workers), *extra], cwd=REPO, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:

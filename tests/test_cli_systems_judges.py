@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from entry.cli import cli
+from empeval.cli import cli
 
 
 def run(*args: str):

@@ -9,10 +9,11 @@ import pkgutil
 
 import pytest
 
-import analysis
+import empeval.analysis
 
-MODULES = sorted({f"analysis.{m.name}" for m in pkgutil.iter_modules(analysis.__path__)}
-                 | {"server.store.study_config", "server.errors", "tasks.pairwise_design", "tasks.design"})
+MODULES = sorted({f"empeval.analysis.{m.name}" for m in pkgutil.iter_modules(empeval.analysis.__path__)}
+                 | {"empeval.server.store.study_config", "empeval.server.errors", "empeval.tasks.pairwise_design",
+                    "empeval.tasks.design"})
 
 
 def _examples() -> list:

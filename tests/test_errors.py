@@ -10,23 +10,22 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import entry
-import server
-import tasks
-from entry.cli import cli
-from entry.cli.common import FOREIGN_EXIT_CODES, EmpevalGroup, exit_code_of
-from server.errors import BadInput, Conflict, EmpevalError, Forbidden, NotFound, Unavailable
+import empeval
+from empeval.cli import cli
+from empeval.cli.common import FOREIGN_EXIT_CODES, EmpevalGroup, exit_code_of
+from empeval.server.errors import BadInput, Conflict, EmpevalError, Forbidden, NotFound, Unavailable
 
 # Run by the crowd virtualenv's Python only (they import Mephisto).
-CROWD_ONLY = {"tasks.likert.runner", "tasks.likert.mephisto_compat"}
+CROWD_ONLY = {"empeval.tasks.likert.runner", "empeval.tasks.likert.mephisto_compat"}
 
 
 def _our_exception_classes() -> list[type[BaseException]]:
     found = []
-    for package in (entry, server, tasks):
+    for package in (empeval,):
         for module_info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             name = module_info.name
-            if name in CROWD_ONLY or ".migrations" in name or name.endswith("__main__"):
+            if (name in CROWD_ONLY or ".migrations" in name or name.endswith("__main__")
+                    or name.startswith("empeval.analysis.")):  # analysis's errors are mapped by name
                 continue
             module = importlib.import_module(module_info.name)
             found += [value for value in vars(module).values()

@@ -11,7 +11,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-ROOMS = ("entry", "tasks", "server", "analysis")
+# Where each room's folder goes in the installed package (setup.py's mapping).
+ROOMS = {"entry": "empeval", "tasks": "empeval/tasks", "server": "empeval/server", "analysis": "empeval/analysis"}
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess:
@@ -21,9 +22,10 @@ def _lint(root: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def tree_copy(tmp_path) -> Path:
-    """The project's Python sources and contracts, copied so that a test can break them."""
-    for room in ROOMS:
-        shutil.copytree(REPO / room, tmp_path / room, ignore=shutil.ignore_patterns(
+    """The project's Python sources and contracts, copied as installed (one package, empeval) so that a test can
+    break them."""
+    for room, installed in ROOMS.items():
+        shutil.copytree(REPO / room, tmp_path / installed, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
             "node_modules", "dist", "*.csv", "*.json", "*.png", "__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path)
     return tmp_path
@@ -36,12 +38,12 @@ def test_the_rooms_keep_their_contracts():
 
 
 @pytest.mark.parametrize(("module", "wrong_import", "contract"), [
-    ("analysis/agreement.py", "import server.store.models", "analysis imports nothing of ours"),
-    ("server/annotation/submit.py", "import server.backend.registry", "server's rooms"),
-    ("server/store/engine.py", "import server.web.app", "server's rooms"),
-    ("tasks/design.py", "import entry.wiring", "Rooms, top down"),
-    ("server/web/admin.py", "import analysis.report", "only these edges lead into analysis"),
-    ("tasks/likert/runner.py", "import tasks.crowd.jobs", "runner's modules import nothing of ours"),
+    ("empeval/analysis/agreement.py", "import empeval.server.store.models", "analysis imports nothing of ours"),
+    ("empeval/server/annotation/submit.py", "import empeval.server.backend.registry", "server's rooms"),
+    ("empeval/server/store/engine.py", "import empeval.server.web.app", "server's rooms"),
+    ("empeval/tasks/design.py", "import empeval.wiring", "Rooms, top down"),
+    ("empeval/server/web/admin.py", "import empeval.analysis.report", "only these edges lead into analysis"),
+    ("empeval/tasks/likert/runner.py", "import empeval.tasks.crowd.jobs", "runner's modules import nothing of ours"),
 ])
 def test_a_wrong_import_breaks_the_contracts(tree_copy, module, wrong_import, contract):
     path = tree_copy / module

@@ -12,16 +12,16 @@ DataFrame in, tidy DataFrame out, like the rest of ``analysis``. Two input table
 
 The modules:
 
-- ``analysis.judged.tables``: checks of the two tables, the item labels (mean of an item's human ratings),
+- ``empeval.analysis.judged.tables``: checks of the two tables, the item labels (mean of an item's human ratings),
   the judge's failures, the human-share check a study design calls;
-- ``analysis.judged.estimates``: per system, human-only, judge-only (biased) and PPI++ means with CIs and the
+- ``empeval.analysis.judged.estimates``: per system, human-only, judge-only (biased) and PPI++ means with CIs and the
   effective number of human-rated contexts the judge was worth; paired system differences with PPI++,
-  Holm-corrected as ``analysis.compare`` corrects the Likert comparisons;
-- ``analysis.judged.agreement``: judge-human agreement against the item label (Spearman, Krippendorff's
+  Holm-corrected as ``empeval.analysis.compare`` corrects the Likert comparisons;
+- ``empeval.analysis.judged.agreement``: judge-human agreement against the item label (Spearman, Krippendorff's
   alpha interval with a bootstrap CI) and a calibration table;
-- ``analysis.judged.crossfit``: a learned judge fitted with K folds over contexts, and cross-prediction-
+- ``empeval.analysis.judged.crossfit``: a learned judge fitted with K folds over contexts, and cross-prediction-
   powered means and paired differences (Zrnic and Candès 2024);
-- ``analysis.judged.planner``: the human-rated contexts a target CI half-width needs with a judge of a given
+- ``empeval.analysis.judged.planner``: the human-rated contexts a target CI half-width needs with a judge of a given
   correlation, beside the human-only figure.
 
 The estimand throughout is what the human-only analysis of item means estimates: the mean label (the mean

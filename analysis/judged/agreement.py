@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.bootstrap import percentile_interval, resample_weights
-from analysis.judged.tables import judged_items
+from empeval.analysis.bootstrap import percentile_interval, resample_weights
+from empeval.analysis.judged.tables import judged_items
 
 ALL_SYSTEMS = "(all)"
 
@@ -101,7 +101,7 @@ def judge_agreement(
 
     Examples
     --------
-    >>> from analysis.simulate_judges import BIASED_JUDGE, GOOD_JUDGE, simulate_judged_study
+    >>> from empeval.analysis.simulate_judges import BIASED_JUDGE, GOOD_JUDGE, simulate_judged_study
     >>> good = simulate_judged_study(judge=GOOD_JUDGE, n_contexts=200, human_share=0.5, seed=3)
     >>> biased = simulate_judged_study(judge=BIASED_JUDGE, n_contexts=200, human_share=0.5, seed=3)
     >>> columns = ["system", "n_items", "spearman", "alpha_interval", "alpha_ci_low", "alpha_ci_high"]
@@ -154,7 +154,7 @@ def calibration_table(
 
     Examples
     --------
-    >>> from analysis.simulate_judges import BIASED_JUDGE, simulate_judged_study
+    >>> from empeval.analysis.simulate_judges import BIASED_JUDGE, simulate_judged_study
     >>> study = simulate_judged_study(judge=BIASED_JUDGE, n_contexts=200, human_share=0.5, seed=3)
     >>> table = calibration_table(study.human_ratings, study.judge_scores, n_bins=4)
     >>> print(table[["bin", "n_items", "judge_mean", "label_mean"]].round(2).to_string(index=False))

@@ -15,7 +15,7 @@ and for paired system differences.
 
 Shared raters. Like ppi_py's PPI intervals, ppi_py's cross-PPI intervals treat the human-rated contexts as
 independent, and the items of one assignment share its rater. Given the ``human_ratings`` the labels came
-from, the same two-way cluster-robust term as ``analysis.judged.estimates`` adds to the PPI++ variance
+from, the same two-way cluster-robust term as ``empeval.analysis.judged.estimates`` adds to the PPI++ variance
 (Cameron, Gelbach and Miller 2011; ``shared_rater_variance``, clustered by ``cluster_by``, default
 ``assignment_id``) is added to the cross-PPI and human-only variances: it is the covariance shared batches add
 to the mean of the labels, and the rectifier mean_i (Y_i - f(X_i)) carries it unchanged (the judge's scores are
@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.compare import adjust_by_family
-from analysis.judged.estimates import clustered_ratings, rater_variance_of_difference, rater_variance_of_mean
-from analysis.judged.tables import ITEM_KEYS, check_rated_share, item_labels
+from empeval.analysis.compare import adjust_by_family
+from empeval.analysis.judged.estimates import clustered_ratings, rater_variance_of_difference, rater_variance_of_mean
+from empeval.analysis.judged.tables import ITEM_KEYS, check_rated_share, item_labels
 
 with warnings.catch_warnings():  # ppi_py silences every warning on import; see analysis.judged.estimates
     from ppi_py import crossppi_mean_ci
@@ -82,7 +82,7 @@ def cross_fit_judge(
         score of a rated item; the mean of the fold models' scores of an unrated one), and
         ``fold_score_0`` ... ``fold_score_{K-1}``: each fold model's score of an unrated item (NaN for rated
         items). The input of ``crossppi_system_means`` and ``crossppi_paired_differences``; usable as a
-        ``judge_scores`` table for ``analysis.judged.agreement``, but not for the PPI++ estimates, whose
+        ``judge_scores`` table for ``empeval.analysis.judged.agreement``, but not for the PPI++ estimates, whose
         theory assumes a judge fixed before the human labels were seen.
 
     Examples
@@ -162,7 +162,7 @@ def crossppi_system_means(
     """Mean label per criterion and system by cross-prediction-powered inference (Zrnic and Candès 2024;
     ``ppi_py.crossppi_mean_ci``) from the output of ``cross_fit_judge``, beside the human-only mean and CLT
     interval on the same labels. With ``human_ratings`` (the ratings the labels are the item means of), both
-    intervals get the shared-rater term of ``analysis.judged.estimates`` over ``cluster_by`` (module
+    intervals get the shared-rater term of ``empeval.analysis.judged.estimates`` over ``cluster_by`` (module
     docstring).
 
     Returns
@@ -219,7 +219,7 @@ def crossppi_paired_differences(
     inference (``ppi_py.crossppi_mean_ci`` on label differences, out-of-fold score differences and each fold
     model's score differences on the unrated contexts; a context's items share a fold, so both sides of a
     difference come from one model), with the z-test of "no difference" and its p-value corrected over
-    ``family`` by ``correction`` as ``analysis.judged.estimates.ppi_paired_differences`` does. ``human_ratings``
+    ``family`` by ``correction`` as ``empeval.analysis.judged.estimates.ppi_paired_differences`` does. ``human_ratings``
     and ``cluster_by`` add the shared-rater term as in ``crossppi_system_means``.
 
     Returns

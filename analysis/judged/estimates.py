@@ -21,12 +21,12 @@ the reported lambda are one and the same.
 
 Paired differences of systems a and b use the same estimator on per-context differences: labels
 Y_a - Y_b on contexts people rated for both, judge differences f_a - f_b on every context; the p-values are
-corrected over each family as ``analysis.compare.compare_pairs`` corrects the Likert comparisons (Holm 1979 by
+corrected over each family as ``empeval.analysis.compare.compare_pairs`` corrects the Likert comparisons (Holm 1979 by
 default).
 
 Shared raters. ppi_py's intervals treat the human-rated contexts as independent. In a real study they are
 not quite: the items of one assignment (one rater's batch) share that rater's severity, so their labels are
-correlated and an independent-items interval is too narrow (in ``analysis.simulate_judges``' studies, 95%
+correlated and an independent-items interval is too narrow (in ``empeval.analysis.simulate_judges``' studies, 95%
 PPI intervals covered about 92%). With ``cluster_by`` (default ``assignment_id``) the variance of the
 human-label term gets the two-way cluster-robust correction over items and assignments (Cameron, Gelbach and
 Miller 2011, "Robust inference with multiway clustering"): with each rating's contribution to its item's
@@ -51,8 +51,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.compare import adjust_by_family
-from analysis.judged.tables import ITEM_KEYS, check_rated_share, judged_items, rating_clusters
+from empeval.analysis.compare import adjust_by_family
+from empeval.analysis.judged.tables import ITEM_KEYS, check_rated_share, judged_items, rating_clusters
 
 # ppi_py calls warnings.simplefilter("ignore") when imported, which would silence every warning of the
 # process (the report's included); importing it inside catch_warnings puts the filters back afterwards.
@@ -252,7 +252,7 @@ def ppi_system_means(
 
     Examples
     --------
-    >>> from analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
+    >>> from empeval.analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
     >>> study = simulate_judged_study(judge=GOOD_JUDGE, n_contexts=200, human_share=0.25, seed=3)
     >>> means = ppi_system_means(study.human_ratings, study.judge_scores)
     >>> columns = ["system", "n_human", "human_mean", "judge_mean_biased", "ppi_mean", "width_ratio"]
@@ -299,8 +299,9 @@ def ppi_paired_differences(
     """Every pair of systems per criterion: the mean per-context difference a - b, human-only and PPI++
     (labels Y_a - Y_b on contexts people rated for both systems, judge differences f_a - f_b on every
     context), with the PPI++ z-test of "no difference" and its p-value corrected over ``family``
-    ("criterion": the pairs of one criterion, as ``analysis.compare.compare_pairs`` does by default;
-    "study": every pair of every criterion) by ``correction`` (any method of ``analysis.compare.adjust_pvalues``,
+    ("criterion": the pairs of one criterion, as ``empeval.analysis.compare.compare_pairs`` does by default;
+    "study": every pair of every criterion) by ``correction`` (any method of
+    ``empeval.analysis.compare.adjust_pvalues``,
     Holm by default). ``cluster_by`` and ``allow_missing`` as in ``ppi_system_means``.
 
     Returns
@@ -321,7 +322,7 @@ def ppi_paired_differences(
 
     Examples
     --------
-    >>> from analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
+    >>> from empeval.analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
     >>> study = simulate_judged_study(judge=GOOD_JUDGE, n_contexts=200, human_share=0.25, seed=3)
     >>> pairs = ppi_paired_differences(study.human_ratings, study.judge_scores)
     >>> columns = ["system_a", "system_b", "human_diff", "ppi_diff", "ppi_ci_low", "ppi_ci_high", "p_adj"]

@@ -24,7 +24,7 @@ contexts can give. These are large-sample figures (lambda known); the estimated 
 n, which the simulation check in the tests bounds.
 
 sigma is the SD of the item labels (means of k ratings) within a system; from the design model of
-``analysis.power`` (``Components``) it is sqrt(context_sd^2 + response_sd^2 + (rater_sd^2 + noise_sd^2) / k),
+``empeval.analysis.power`` (``Components``) it is sqrt(context_sd^2 + response_sd^2 + (rater_sd^2 + noise_sd^2) / k),
 before rounding to the scale. Measure it in a pilot (the SD of the item means) when one exists.
 """
 
@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.power import Components
+from empeval.analysis.power import Components
 
-#: The design model's typical components (``analysis.power.Components()``).
+#: The design model's typical components (``empeval.analysis.power.Components()``).
 DEFAULT_COMPONENTS = Components()
 
 PLAN_COLUMNS = (

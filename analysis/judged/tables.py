@@ -1,7 +1,7 @@
 """The two input tables of model-assisted evaluation, checked, and the shapes the estimates work on.
 
 An item is one system's response to one context, on one criterion. Its *label* is the mean of its k human
-ratings (the unit ``analysis.compare`` works on), so that an item rated by three people counts once. A
+ratings (the unit ``empeval.analysis.compare`` works on), so that an item rated by three people counts once. A
 context is *human-rated* for a system when that system's item there has at least one rating; the judge
 scores every item. Contexts, not items, are what the design samples for people (every system's response on
 a sampled context), so paired differences have both sides.

@@ -9,22 +9,22 @@ from pathlib import Path
 
 import click
 
-from entry.cli.annotate import admin_token_command, annotators, export, serve
-from entry.cli.backend import generate, metrics, systems
-from entry.cli.common import EmpevalGroup
-from entry.cli.crowd import crowd
-from entry.cli.data import data
-from entry.cli.db import db
-from entry.cli.demo import demo
-from entry.cli.judge import judge
-from entry.cli.plan import plan
-from entry.cli.prolific import prolific
-from entry.cli.report import report
-from entry.cli.researcher import annotators_forget, annotators_list, assignments, study_list
-from entry.cli.secret import CliContextWithSecret, secret
-from entry.cli.study import study
-from entry.cli.train import train
-from entry.cli.train_cobert import cobert
+from empeval.cli.annotate import admin_token_command, annotators, export, serve
+from empeval.cli.backend import generate, metrics, systems
+from empeval.cli.common import EmpevalGroup
+from empeval.cli.crowd import crowd
+from empeval.cli.data import data
+from empeval.cli.db import db
+from empeval.cli.demo import demo
+from empeval.cli.judge import judge
+from empeval.cli.plan import plan
+from empeval.cli.prolific import prolific
+from empeval.cli.report import report
+from empeval.cli.researcher import annotators_forget, annotators_list, assignments, study_list
+from empeval.cli.secret import CliContextWithSecret, secret
+from empeval.cli.study import study
+from empeval.cli.train import train
+from empeval.cli.train_cobert import cobert
 
 
 @click.group(cls=EmpevalGroup, context_settings={"help_option_names": ["-h", "--help"]})

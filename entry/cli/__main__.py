@@ -1,3 +1,3 @@
-from entry.cli import main
+from empeval.cli import main
 
 main()

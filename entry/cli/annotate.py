@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from entry.cli.common import (
+from empeval.cli.common import (
     CliContext,
     checked_base_url,
     invite_base_url,
@@ -14,11 +14,11 @@ from entry.cli.common import (
     remember_base_url,
     served_base_url,
 )
-from entry.cli.secret import CliContextWithSecret, pass_cli_with_secret
-from server.annotation.annotators import invite, revoke
-from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
-from server.annotation.pairwise_export import is_pairwise_study, judgments_to_csv, pairwise_export_rows
-from server.annotation.secrets import admin_token, secret_key
+from empeval.cli.secret import CliContextWithSecret, pass_cli_with_secret
+from empeval.server.annotation.annotators import invite, revoke
+from empeval.server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from empeval.server.annotation.pairwise_export import is_pairwise_study, judgments_to_csv, pairwise_export_rows
+from empeval.server.annotation.secrets import admin_token, secret_key
 
 
 @click.group()
@@ -108,8 +108,8 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
 def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None, workers: int,
           threads: int | None, proxies: int) -> None:
     """Run the app: annotation pages, JSON API, admin dashboard. Invite links printed from now on point at it."""
-    from entry.wiring import app_config
-    from server.web import create_app
+    from empeval.server.web import create_app
+    from empeval.wiring import app_config
 
     engine = obj.engine()  # migrate the store first
     if base_url or port:  # port 0 is chosen when the server binds: no address to record
@@ -126,6 +126,6 @@ def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None,
     if workers <= 0:
         create_app(config).run(host=host, port=port, debug=False, use_reloader=False, threaded=True)
         return
-    from server.web.gunicorn_app import DEFAULT_THREADS, run_gunicorn
+    from empeval.server.web.gunicorn_app import DEFAULT_THREADS, run_gunicorn
 
     run_gunicorn(config, host=host, port=port, workers=workers, threads=threads or DEFAULT_THREADS)

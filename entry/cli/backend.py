@@ -6,14 +6,14 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine, func, select
 
-from entry.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
-from server.backend.contexts import ED_DATASET, load_contexts
-from server.backend.registry import ConfigError, Registry, load_config, load_judges
-from server.backend.resources import BackendResources, default_cache_dir
-from server.progress import progress_bar
-from server.store.engine import unit_of_work
-from server.store.models import Context, Dataset, Dialogue
-from tasks.study_create import import_command
+from empeval.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
+from empeval.server.backend.contexts import ED_DATASET, load_contexts
+from empeval.server.backend.registry import ConfigError, Registry, load_config, load_judges
+from empeval.server.backend.resources import BackendResources, default_cache_dir
+from empeval.server.progress import progress_bar
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Context, Dataset, Dialogue
+from empeval.tasks.study_create import import_command
 
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
                              default=None, help="Systems config (TOML or YAML); default: the built-in systems.toml.")
@@ -59,7 +59,7 @@ def require_contexts(engine: Engine, dataset: str, split: str) -> None:
 
 def untrained(error: BaseException) -> BaseException | None:
     """The MissingCheckpoint behind `error` (a trained system whose checkpoint is not in the cache), if any."""
-    from server.backend.training.checkpoints import MissingCheckpoint
+    from empeval.server.backend.training.checkpoints import MissingCheckpoint
 
     for cause in (error, error.__cause__, error.__context__):
         if isinstance(cause, MissingCheckpoint):
@@ -86,7 +86,7 @@ def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch
     batch is committed on its own. Contexts a system cannot answer (e.g. a remote model that keeps
     failing) are listed as errors and stored as nothing; the exit code is 4 when a remote model failed.
     """
-    from server.backend.generate import generate_responses
+    from empeval.server.backend.generate import generate_responses
 
     registry = make_registry(obj, config_path, dataset, cache_dir)
     names = chosen_systems(registry, systems)
@@ -139,8 +139,8 @@ def metrics(obj: CliContext, split: str, systems: str, p_at_100: bool, limit: in
     per context (the gold reply and 99 seeded references of the split, stored so the figures are reproducible;
     R@1 over it is P@1,100); and the emotion classifier's accuracy. A trained system without a checkpoint is
     listed as not trained (an error when named in --systems)."""
-    from server.backend.emotion import accuracy_on_split, emotion_classifier
-    from server.backend.metrics import (
+    from empeval.server.backend.emotion import accuracy_on_split, emotion_classifier
+    from empeval.server.backend.metrics import (
         bleu_by_system,
         draw_candidates,
         load_candidates,
@@ -244,7 +244,7 @@ def systems(ctx: click.Context, config_path: Path | None) -> None:
               help="Write server/data/replay/ed_sample_test_outputs.json (the bundled sample's contexts).")
 def replay_align(model_outputs: Path, ed_test: Path | None, write: bool) -> None:
     """Align published model outputs to ED test contexts and print coverage per file."""
-    from server.backend.replay_align import (
+    from empeval.server.backend.replay_align import (
         DERIVED_FILE,
         align_all,
         coverage_table,

@@ -14,14 +14,14 @@ from urllib.parse import urlsplit
 import click
 from sqlalchemy import Engine
 
-from analysis.load import ExportError
-from analysis.pairwise_schema import JudgmentError
-from entry.storage import storage_failure
-from server.errors import BadInput, Conflict, EmpevalError, Unavailable
-from server.store import open_store
-from server.store.engine import database_url, unit_of_work
-from server.store.models import AppSetting
-from tasks.crowd.contract import ContractError
+from empeval.analysis.load import ExportError
+from empeval.analysis.pairwise_schema import JudgmentError
+from empeval.server.errors import BadInput, Conflict, EmpevalError, Unavailable
+from empeval.server.store import open_store
+from empeval.server.store.engine import database_url, unit_of_work
+from empeval.server.store.models import AppSetting
+from empeval.storage import storage_failure
+from empeval.tasks.crowd.contract import ContractError
 
 # Where invite links point when no `empeval serve` of this store has said where it listens.
 DEFAULT_BASE_URL = "http://127.0.0.1:5000"
@@ -62,7 +62,7 @@ class CliContext:
             if migrate:
                 self._engine = open_store(self.url)
             else:
-                from server.store import make_engine
+                from empeval.server.store import make_engine
 
                 self._engine = make_engine(self.url)
         return self._engine

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import click
 
-from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
-from server.annotation.annotators import pseudonym_for
-from server.annotation.secrets import secret_key
-from tasks.crowd import contract, jobs
-from tasks.crowd.ingest import ingest as ingest_results
-from tasks.crowd.review import auto_actions, carry_out, check_actions, submissions
+from empeval.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from empeval.server.annotation.annotators import pseudonym_for
+from empeval.server.annotation.secrets import secret_key
+from empeval.tasks.crowd import contract, jobs
+from empeval.tasks.crowd.ingest import ingest as ingest_results
+from empeval.tasks.crowd.review import auto_actions, carry_out, check_actions, submissions
 
 EXIT_RUN_FAILED = 1
 JOB_HELP = ("A job id (default: the study's current job, its newest live one, else the newest that went live; a "

@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine
 
-from entry.cli.common import CliContext, pass_cli
-from entry.importing import import_bundled_sample, import_with_progress, print_summary
-from server.datasets.ed_csv import ed_split_files, parse_ed_csv
-from server.datasets.fetch import OFFICIAL_ED_URL, download, extract_ed_archive
-from server.datasets.jsonl import parse_dialogues_jsonl
-from server.datasets.sample import ED_DATASET, ED_LICENSE, ED_SOURCE
-from server.progress import progress_bar
+from empeval.cli.common import CliContext, pass_cli
+from empeval.importing import import_bundled_sample, import_with_progress, print_summary
+from empeval.server.datasets.ed_csv import ed_split_files, parse_ed_csv
+from empeval.server.datasets.fetch import OFFICIAL_ED_URL, download, extract_ed_archive
+from empeval.server.datasets.jsonl import parse_dialogues_jsonl
+from empeval.server.datasets.sample import ED_DATASET, ED_LICENSE, ED_SOURCE
+from empeval.server.progress import progress_bar
 
 
 @click.group()

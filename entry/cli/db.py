@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from entry.cli.common import CliContext, pass_cli
-from server.store import migrate
+from empeval.cli.common import CliContext, pass_cli
+from empeval.server.store import migrate
 
 
 @click.group()

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import click
 
-from entry.cli.report import summary_lines
-from entry.demo import TRY_IT_STUDY, run_demo
-from server.annotation.annotators import invite
-from server.annotation.secrets import admin_token, secret_key
-from server.store import open_store
+from empeval.cli.report import summary_lines
+from empeval.demo import TRY_IT_STUDY, run_demo
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.secrets import admin_token, secret_key
+from empeval.server.store import open_store
 
 
 @click.command()

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import click
 
-from entry.cli.backend import cache_option, config_option
-from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
-from server.backend.registry import build_judge, load_judges
-from server.backend.resources import BackendResources, default_cache_dir
-from server.progress import progress_bar
+from empeval.cli.backend import cache_option, config_option
+from empeval.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from empeval.server.backend.registry import build_judge, load_judges
+from empeval.server.backend.resources import BackendResources, default_cache_dir
+from empeval.server.progress import progress_bar
 
 
 def _names(text: str, option: str) -> list[str]:
@@ -39,9 +39,9 @@ def judge(obj: CliContext, study: str, judge_names: str, criteria: str | None, b
     Scores land in the judge_score table with their provenance; the analysis uses them only through the
     prediction-powered correction with the human ratings.
     """
-    from analysis.judged.crossfit import cross_fit_judge
-    from server.backend.judges.run import judge_study
-    from server.backend.judges.study_items import load_judged_study
+    from empeval.analysis.judged.crossfit import cross_fit_judge
+    from empeval.server.backend.judges.run import judge_study
+    from empeval.server.backend.judges.study_items import load_judged_study
 
     specs = {spec.name: spec for spec in load_judges(config_path)}
     names = _names(judge_names, "--judges")

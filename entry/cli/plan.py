@@ -7,10 +7,10 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from entry.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
-from tasks.design import controls_per_assignment
-from tasks.pairwise_design import pair_slots
-from tasks.study_create import controls_rounding_to_zero, planned_assignments
+from empeval.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from empeval.tasks.design import controls_per_assignment
+from empeval.tasks.pairwise_design import pair_slots
+from empeval.tasks.study_create import controls_rounding_to_zero, planned_assignments
 
 
 def _assignments_counter(*, items_per_context: int, items_per_assignment: int, control_rate: float):
@@ -125,8 +125,8 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
                        alpha=alpha, ks=_ints(ks), contexts=_ints(contexts), pairs=pairs,
                        pairs_per_assignment=items_per_assignment, control_rate=control_rate, reward=reward, fee=fee)
         return
-    from analysis.load import read_export, tidy_from_export
-    from analysis.power import (
+    from empeval.analysis.load import read_export, tidy_from_export
+    from empeval.analysis.power import (
         Components,
         analytic_t_contexts,
         components_from_pilot,
@@ -144,7 +144,7 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     source = "default components"
     try:
         if pilot_study:
-            from server.annotation.export import export_rows
+            from empeval.server.annotation.export import export_rows
 
             components = components_from_pilot(tidy_from_export(pd.DataFrame(export_rows(obj.engine(), pilot_study))),
                                                criterion=criterion)
@@ -191,7 +191,7 @@ def _plan_with_judge(components, *, judge_correlation: float, half_width: float,
                      alpha: float, judge_contexts: int | None) -> None:
     """The model-assisted plan: per k, analysis.judged.planner.human_ratings_needed with the label SD of the
     components, printed beside the human-only figure."""
-    from analysis.judged.planner import human_ratings_needed, label_sd_from_components
+    from empeval.analysis.judged.planner import human_ratings_needed, label_sd_from_components
 
     if not half_width > 0:
         raise click.BadParameter(f"{half_width} must be positive", param_hint="--half-width")
@@ -244,7 +244,7 @@ def _even_pair_slots(size: int, control_rate: float) -> int:
 def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, target_power: float, alpha: float,
                    ks: list[int], contexts: list[int], pairs: int, pairs_per_assignment: int, control_rate: float,
                    reward: float | None, fee: float) -> None:
-    from analysis.power import pairwise_plan_table, sign_test_contexts
+    from empeval.analysis.power import pairwise_plan_table, sign_test_contexts
 
     if not 0 < p_win < 1:
         raise click.BadParameter(f"{p_win} must lie strictly between 0 and 1", param_hint="--p-win")

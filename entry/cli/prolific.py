@@ -13,16 +13,16 @@ from urllib.parse import urlsplit
 
 import click
 
-from entry.cli.common import CliContext, checked_base_url, invite_base_url, pass_cli
-from server.annotation.prolific import (
+from empeval.cli.common import CliContext, checked_base_url, invite_base_url, pass_cli
+from empeval.server.annotation.prolific import (
     make_study_token,
     pseudonyms_of,
     release_departed,
     require_prolific_study,
     study_link,
 )
-from server.annotation.prolific_client import API_URL, ProlificClient, token_from_environment
-from server.annotation.secrets import secret_key
+from empeval.server.annotation.prolific_client import API_URL, ProlificClient, token_from_environment
+from empeval.server.annotation.secrets import secret_key
 
 
 @click.group()

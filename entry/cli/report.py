@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from entry.cli.common import CliContext, pass_cli
-from entry.reporting import (
+from empeval.cli.common import CliContext, pass_cli
+from empeval.reporting import (
     export_criteria_order,
     likert_summary_lines,
     pairwise_summary_lines,

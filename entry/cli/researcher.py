@@ -9,13 +9,13 @@ import click
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from entry.cli.common import CliContext, pass_cli
-from server.annotation.annotators import RosterLine, study_roster
-from server.annotation.export import export_rows
-from server.annotation.release import release_assignment
-from server.annotation.study_list import study_summaries
-from server.annotation.withdraw import forget
-from server.store.queries import study_by_name
+from empeval.cli.common import CliContext, pass_cli
+from empeval.server.annotation.annotators import RosterLine, study_roster
+from empeval.server.annotation.export import export_rows
+from empeval.server.annotation.release import release_assignment
+from empeval.server.annotation.study_list import study_summaries
+from empeval.server.annotation.withdraw import forget
+from empeval.server.store.queries import study_by_name
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -45,8 +45,8 @@ def flagged_pseudonyms(engine: Engine, study: str) -> set[str] | None:
     """The pseudonyms analysis.quality.rater_quality flags from the study's ratings so far (the report's rules and
     thresholds), or None for a pairwise study (no Likert quality rules apply). Cost: one export and one
     rater_quality, well under a second for a pilot."""
-    from analysis.load import tidy_from_export
-    from analysis.quality import flagged_annotators, rater_quality
+    from empeval.analysis.load import tidy_from_export
+    from empeval.analysis.quality import flagged_annotators, rater_quality
 
     with Session(engine) as session:
         config = study_by_name(session, study).config

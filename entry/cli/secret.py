@@ -12,15 +12,15 @@ import click
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from entry.cli.common import CliContext
-from server.annotation.secrets import (
+from empeval.cli.common import CliContext
+from empeval.server.annotation.secrets import (
     ADMIN_TOKEN_ENV,
     describe_secret_source,
     rotate_secret,
     use_secret_file,
 )
-from server.errors import Conflict
-from server.store.models import Study
+from empeval.server.errors import Conflict
+from empeval.server.store.models import Study
 
 
 @dataclass

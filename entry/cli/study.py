@@ -6,11 +6,11 @@ from pathlib import Path
 import click
 from sqlalchemy.orm import Session
 
-from entry.cli.common import CliContext, pass_cli
-from server.annotation.handout import close_study
-from server.store.queries import ASSIGNMENT_STATUSES, study_by_name
-from tasks.study_create import create_study, study_progress
-from tasks.study_file import load_study_file
+from empeval.cli.common import CliContext, pass_cli
+from empeval.server.annotation.handout import close_study
+from empeval.server.store.queries import ASSIGNMENT_STATUSES, study_by_name
+from empeval.tasks.study_create import create_study, study_progress
+from empeval.tasks.study_file import load_study_file
 
 
 @click.group()

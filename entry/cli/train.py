@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from entry.cli.common import CliContext, pass_cli
-from server.backend.training.config import RetrievalTrainingConfig
+from empeval.cli.common import CliContext, pass_cli
+from empeval.server.backend.training.config import RetrievalTrainingConfig
 
 DEFAULTS = RetrievalTrainingConfig()
 
@@ -49,8 +49,8 @@ def retrieval(obj: CliContext, dataset: str, cache_dir: Path | None, max_minutes
     In-batch negatives (MultipleNegativesRankingLoss); the model with the best valid P@1,100 is kept in
     <cache-dir>/trained/retrieval-ft-<key>/ (key: data, base model, parameters). Resumable: run it again with
     the same parameters to continue; a finished run does nothing."""
-    from server.backend.resources import default_cache_dir
-    from server.backend.training.retrieval import RetrievalTrainingConfig, train_retrieval
+    from empeval.server.backend.resources import default_cache_dir
+    from empeval.server.backend.training.retrieval import RetrievalTrainingConfig, train_retrieval
 
     config = RetrievalTrainingConfig(batch_size=batch_size, learning_rate=learning_rate, epochs=epochs,
                                      max_steps=max_steps, max_seq_length=max_seq_length, warmup_ratio=warmup_ratio,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from entry.cli.common import CliContext, pass_cli
-from server.backend.contexts import ED_DATASET
-from server.backend.resources import default_cache_dir
+from empeval.cli.common import CliContext, pass_cli
+from empeval.server.backend.contexts import ED_DATASET
+from empeval.server.backend.resources import default_cache_dir
 
 
 @click.command("cobert")
@@ -45,12 +45,12 @@ def cobert(obj: CliContext, dataset: str, persona_corpus: Path | None, encoder: 
 
     The checkpoint goes to <cache>/trained/cobert-<key>/, the key a hash of the data, the starting encoder and
     the parameters; the `cobert` system then reranks the fine-tuned bi-encoder's top candidates with it."""
-    from server.backend.training.cobert_train import CoBERTTrainConfig, persona_data, store_data, train_cobert
+    from empeval.server.backend.training.cobert_train import CoBERTTrainConfig, persona_data, store_data, train_cobert
 
     config = CoBERTTrainConfig(batch_size=batch_size, epochs=epochs, max_steps=max_steps, train_layers=train_layers,
                                eval_every=eval_every, eval_contexts=eval_contexts, seed=seed)
     if persona_corpus is not None:
-        from server.datasets.persona_jsonl import load_persona_jsonl
+        from empeval.server.datasets.persona_jsonl import load_persona_jsonl
 
         data = persona_data(load_persona_jsonl(persona_corpus), source=f"persona:{persona_corpus}", config=config)
     else:

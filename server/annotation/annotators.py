@@ -9,14 +9,14 @@ from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation.handout import expire_active_of
-from server.annotation.secrets import make_invite, secret_key
-from server.annotation.study_log import WITHDRAWAL
-from server.errors import NotFound
-from server.store.engine import unit_of_work
-from server.store.models import ACTIVE, Annotator, Assignment, StudyLogEntry, StudyRevocation
-from server.store.queries import now_utc, study_by_name
-from server.store.storable import column_length, require_storable
+from empeval.server.annotation.handout import expire_active_of
+from empeval.server.annotation.secrets import make_invite, secret_key
+from empeval.server.annotation.study_log import WITHDRAWAL
+from empeval.server.errors import NotFound
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import ACTIVE, Annotator, Assignment, StudyLogEntry, StudyRevocation
+from empeval.server.store.queries import now_utc, study_by_name
+from empeval.server.store.storable import column_length, require_storable
 
 
 def pseudonym_for(secret: str, provider: str, external_id: str) -> str:

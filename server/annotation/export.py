@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from analysis.export_schema import EXPORT_COLUMNS
-from server.store.models import (
+from empeval.analysis.export_schema import EXPORT_COLUMNS
+from empeval.server.store.models import (
     Annotator,
     Assignment,
     AssignmentItem,
@@ -20,7 +20,7 @@ from server.store.models import (
     StudyItem,
     System,
 )
-from server.store.queries import iso_utc, study_by_name
+from empeval.server.store.queries import iso_utc, study_by_name
 
 
 def export_rows(engine: Engine, study_name: str) -> list[dict[str, Any]]:

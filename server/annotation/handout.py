@@ -60,12 +60,12 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
-from server.annotation import hot_sql
-from server.annotation.hot_sql import Executor, StudyView
-from server.annotation.pairwise_payload import pairwise_items, pairwise_payload
-from server.errors import Conflict, Forbidden, NotFound
-from server.store.engine import unit_of_work, write_transaction
-from server.store.models import (
+from empeval.server.annotation import hot_sql
+from empeval.server.annotation.hot_sql import Executor, StudyView
+from empeval.server.annotation.pairwise_payload import pairwise_items, pairwise_payload
+from empeval.server.errors import Conflict, Forbidden, NotFound
+from empeval.server.store.engine import unit_of_work, write_transaction
+from empeval.server.store.models import (
     ACTIVE,
     Annotator,
     Assignment,
@@ -78,8 +78,8 @@ from server.store.models import (
     StudyItem,
     StudyRevocation,
 )
-from server.store.queries import STUDY_CLOSED, assignment_counts, iso_utc, now_utc, study_by_name
-from server.store.study_config import Criterion, Scale
+from empeval.server.store.queries import STUDY_CLOSED, assignment_counts, iso_utc, now_utc, study_by_name
+from empeval.server.store.study_config import Criterion, Scale
 
 # Made once: an alias made per call costs SQLAlchemy more than running the query it is used in.
 _COPY = aliased(Assignment, name="copy")

@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, CursorResult
 from sqlalchemy.orm import Session
 
-from server.store.models import ACTIVE
-from server.store.queries import STUDY_CLOSED
-from server.store.study_config import StudyConfig
+from empeval.server.store.models import ACTIVE
+from empeval.server.store.queries import STUDY_CLOSED
+from empeval.server.store.study_config import StudyConfig
 
 # What the hot path executes on: a Core connection, or the session of a caller that has one (crowd ingest).
 Executor = Connection | Session

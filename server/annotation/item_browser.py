@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Engine, and_, exists, func, select
 from sqlalchemy.orm import Session, aliased
 
-from server.errors import BadInput
-from server.store.models import (
+from empeval.server.errors import BadInput
+from empeval.server.store.models import (
     Annotator,
     Assignment,
     AssignmentPair,
@@ -24,7 +24,7 @@ from server.store.models import (
     System,
     Turn,
 )
-from server.store.queries import study_by_name
+from empeval.server.store.queries import study_by_name
 
 PER_PAGE = 20
 

@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, aliased
 
-from analysis.pairwise_schema import JUDGMENT_COLUMNS
-from server.store.models import Annotator, Assignment, AssignmentPair, Choice, PairItem, Response, System
-from server.store.queries import study_by_name
+from empeval.analysis.pairwise_schema import JUDGMENT_COLUMNS
+from empeval.server.store.models import Annotator, Assignment, AssignmentPair, Choice, PairItem, Response, System
+from empeval.server.store.queries import study_by_name
 
 TIE = "tie"
 PAIR_SEPARATOR = "|"

@@ -18,11 +18,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.annotation import hot_sql
-from server.annotation.hot_sql import Executor, StudyView
-from server.errors import BadInput, NotFound
-from server.store.models import Assignment, Study
-from server.store.queries import iso_utc
+from empeval.server.annotation import hot_sql
+from empeval.server.annotation.hot_sql import Executor, StudyView
+from empeval.server.errors import BadInput, NotFound
+from empeval.server.store.models import Assignment, Study
+from empeval.server.store.queries import iso_utc
 
 PAIRWISE = "pairwise"
 DEFAULT_TITLE = "Compare responses in conversations"

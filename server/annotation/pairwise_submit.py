@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import IntegrityError
 
-from server.annotation import hot_sql, submit
-from server.annotation.handout import refuse_unless_may_work
-from server.annotation.hot_sql import Executor
-from server.annotation.submission_schema import (
+from empeval.server.annotation import hot_sql, submit
+from empeval.server.annotation.handout import refuse_unless_may_work
+from empeval.server.annotation.hot_sql import Executor
+from empeval.server.annotation.submission_schema import (
     MAX_COMMENT,
     MAX_SECONDS,
     STORABLE_TEXT_PATTERN,
@@ -35,7 +35,7 @@ from server.annotation.submission_schema import (
     json_integer,
     json_number,
 )
-from server.annotation.submit import (
+from empeval.server.annotation.submit import (
     ValidSubmission,
     _mark_or_answer,
     _own_assignment,
@@ -43,10 +43,10 @@ from server.annotation.submit import (
     _study_of,
     refuse_if_used_elsewhere,
 )
-from server.errors import BadInput
-from server.store.engine import write_transaction
-from server.store.queries import now_utc
-from server.store.storable import text_problem
+from empeval.server.errors import BadInput
+from empeval.server.store.engine import write_transaction
+from empeval.server.store.queries import now_utc
+from empeval.server.store.storable import text_problem
 
 # Field name -> required. A field not listed is refused, so a misspelt "coment" is not silently dropped.
 PAIRWISE_SUBMISSION_FIELDS = {"submission_id": True, "judgments": True, "comment": False}

@@ -15,10 +15,10 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from server.annotation.handout import assignment_payload
-from server.errors import NotFound
-from server.store.models import Assignment
-from server.store.queries import study_by_name
+from empeval.server.annotation.handout import assignment_payload
+from empeval.server.errors import NotFound
+from empeval.server.store.models import Assignment
+from empeval.server.store.queries import study_by_name
 
 PREVIEW_ASSIGNMENT_ID = 0
 

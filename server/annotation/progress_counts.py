@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import and_, distinct, func, select
 from sqlalchemy.orm import Session
 
-from server.store.models import Annotator, AssignmentItem, Choice, PairItem, Rating, StudyItem
+from empeval.server.store.models import Annotator, AssignmentItem, Choice, PairItem, Rating, StudyItem
 
 
 def likert_counts(session: Session, study_id: int, first_criterion: str) -> dict[str, Any]:

@@ -28,14 +28,14 @@ from itsdangerous import BadSignature, URLSafeSerializer
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import get_or_create_annotator, pseudonym_for
-from server.annotation.handout import ensure_may_work, refuse_unless_may_work, release
-from server.annotation.secrets import make_invite, secret_key
-from server.errors import BadInput, Forbidden, NotFound
-from server.store.engine import unit_of_work
-from server.store.models import ACTIVE, Annotator, Assignment
-from server.store.queries import study_by_name
-from server.store.study_config import Recruitment
+from empeval.server.annotation.annotators import get_or_create_annotator, pseudonym_for
+from empeval.server.annotation.handout import ensure_may_work, refuse_unless_may_work, release
+from empeval.server.annotation.secrets import make_invite, secret_key
+from empeval.server.errors import BadInput, Forbidden, NotFound
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import ACTIVE, Annotator, Assignment
+from empeval.server.store.queries import study_by_name
+from empeval.server.store.study_config import Recruitment
 
 PROVIDER = "prolific"
 PARAMETERS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")

@@ -17,8 +17,8 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from server.annotation.prolific import GONE_STATUSES, PROLIFIC_ID
-from server.errors import BadInput, Unavailable
+from empeval.server.annotation.prolific import GONE_STATUSES, PROLIFIC_ID
+from empeval.server.errors import BadInput, Unavailable
 
 API_URL = "https://api.prolific.com"
 TOKEN_ENV = "PROLIFIC_API_TOKEN"

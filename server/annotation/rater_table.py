@@ -10,8 +10,8 @@ from typing import NamedTuple
 from sqlalchemy import Engine, or_, select
 from sqlalchemy.orm import Session
 
-from server.store.models import Annotator, Assignment, AssignmentItem, AssignmentPair, StudyRevocation
-from server.store.queries import as_utc, study_by_name
+from empeval.server.store.models import Annotator, Assignment, AssignmentItem, AssignmentPair, StudyRevocation
+from empeval.server.store.queries import as_utc, study_by_name
 
 
 class RaterRow(NamedTuple):

@@ -7,11 +7,11 @@ from typing import NamedTuple
 
 from sqlalchemy import Engine, select
 
-from server.annotation.handout import release
-from server.errors import BadInput, NotFound
-from server.store.engine import unit_of_work
-from server.store.models import ACTIVE, Annotator, Assignment, Study
-from server.store.queries import iso_utc
+from empeval.server.annotation.handout import release
+from empeval.server.errors import BadInput, NotFound
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import ACTIVE, Annotator, Assignment, Study
+from empeval.server.store.queries import iso_utc
 
 
 class Released(NamedTuple):

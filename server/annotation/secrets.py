@@ -40,9 +40,9 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from server.errors import Conflict, Forbidden
-from server.store.engine import sqlite_file, unit_of_work
-from server.store.models import AppSetting
+from empeval.server.errors import Conflict, Forbidden
+from empeval.server.store.engine import sqlite_file, unit_of_work
+from empeval.server.store.models import AppSetting
 
 SECRET_ENV = "EMPEVAL_SECRET_KEY"
 SECRET_FILE_ENV = "EMPEVAL_SECRET_FILE"

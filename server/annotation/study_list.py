@@ -7,8 +7,8 @@ from typing import NamedTuple
 from sqlalchemy import Engine, distinct, func, select
 from sqlalchemy.orm import Session
 
-from server.store.models import Assignment, Study
-from server.store.queries import as_utc
+from empeval.server.store.models import Assignment, Study
+from empeval.server.store.queries import as_utc
 
 
 class StudySummary(NamedTuple):

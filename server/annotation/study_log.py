@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from server.store.models import StudyLogEntry
-from server.store.queries import as_utc, study_by_name
+from empeval.server.store.models import StudyLogEntry
+from empeval.server.store.queries import as_utc, study_by_name
 
 WITHDRAWAL = "withdrawal"
 

@@ -25,11 +25,11 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Engine, Row, select
 from sqlalchemy.exc import IntegrityError
 
-from server.annotation import hot_sql
-from server.annotation.handout import refuse_unless_may_work
-from server.annotation.hot_sql import Executor
-from server.annotation.prolific import completion_after_submit
-from server.annotation.submission_schema import (
+from empeval.server.annotation import hot_sql
+from empeval.server.annotation.handout import refuse_unless_may_work
+from empeval.server.annotation.hot_sql import Executor
+from empeval.server.annotation.prolific import completion_after_submit
+from empeval.server.annotation.submission_schema import (
     ENTRY_FIELDS,
     MAX_COMMENT,
     MAX_SECONDS,
@@ -40,11 +40,11 @@ from server.annotation.submission_schema import (
     json_integer,
     json_number,
 )
-from server.errors import BadInput, Conflict, NotFound
-from server.store.engine import write_transaction
-from server.store.models import Assignment
-from server.store.queries import as_utc, now_utc
-from server.store.storable import text_problem
+from empeval.server.errors import BadInput, Conflict, NotFound
+from empeval.server.store.engine import write_transaction
+from empeval.server.store.models import Assignment
+from empeval.server.store.queries import as_utc, now_utc
+from empeval.server.store.storable import text_problem
 
 
 class ItemRating(NamedTuple):
@@ -231,7 +231,7 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
         # receipts, and every refusal raises).
         completion = completion_after_submit(config.recruitment, row.provider)
         if config.is_pairwise:  # choices between two responses, not ratings: its own rules
-            from server.annotation.pairwise_submit import store_pairwise  # (it imports this module's helpers)
+            from empeval.server.annotation.pairwise_submit import store_pairwise  # (it imports this module's helpers)
 
             return {**store_pairwise(connection, row, assignment_id, annotator_id, payload, study=study, now=now),
                     **completion}

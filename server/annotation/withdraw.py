@@ -27,13 +27,13 @@ from typing import Any, NamedTuple, cast
 from sqlalchemy import CursorResult, DateTime, String, delete, false, insert, literal, select, update
 from sqlalchemy.orm import Session, aliased
 
-from server.annotation.annotators import pseudonym_for
-from server.annotation.handout import expire_active_of
-from server.annotation.secrets import secret_key
-from server.annotation.study_log import WITHDRAWAL, add_entry
-from server.errors import NotFound
-from server.store.engine import unit_of_work
-from server.store.models import (
+from empeval.server.annotation.annotators import pseudonym_for
+from empeval.server.annotation.handout import expire_active_of
+from empeval.server.annotation.secrets import secret_key
+from empeval.server.annotation.study_log import WITHDRAWAL, add_entry
+from empeval.server.errors import NotFound
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import (
     Annotator,
     Assignment,
     AssignmentItem,
@@ -44,7 +44,7 @@ from server.store.models import (
     StudyLogEntry,
     StudyRevocation,
 )
-from server.store.queries import now_utc, study_by_name
+from empeval.server.store.queries import now_utc, study_by_name
 
 TOMBSTONE_PREFIX = "withdrawn-"
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from server.errors import EmpevalError
+from empeval.server.errors import EmpevalError
 
 ROLES = ("speaker", "listener")
 

@@ -49,12 +49,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from server.backend.base import DialogueContext, Outcome, ResponseModel
-from server.backend.resources import BackendResources
-from server.backend.retrieval import DEFAULT_MAX_HISTORY, candidate_pool, history_text
-from server.backend.training.checkpoints import checkpoint_key, find_checkpoint, read_manifest
-from server.errors import BadInput
-from server.progress import progress_bar
+from empeval.server.backend.base import DialogueContext, Outcome, ResponseModel
+from empeval.server.backend.resources import BackendResources
+from empeval.server.backend.retrieval import DEFAULT_MAX_HISTORY, candidate_pool, history_text
+from empeval.server.backend.training.checkpoints import checkpoint_key, find_checkpoint, read_manifest
+from empeval.server.errors import BadInput
+from empeval.server.progress import progress_bar
 
 ENCODER_DIR = "encoder"
 HEAD_FILE = "head.pt"
@@ -309,7 +309,7 @@ class CoBERT(nn.Module):
 
 def _bf16() -> bool:
     """bf16 autocast for inference where the CPU runs it natively (the encoder's own rule)."""
-    from server.backend.encoder import resolve_precision
+    from empeval.server.backend.encoder import resolve_precision
 
     return resolve_precision(os.environ.get("EMPEVAL_ENCODER_PRECISION", "auto") or "auto") == "bf16"
 
@@ -372,7 +372,7 @@ class CoBERTModel(ResponseModel):
         them (its SentenceEncoder: same precision, same cache files). Calls of at least CACHED_BATCH texts (the
         candidate pool, a metrics run's references and queries) are kept in the cache folder; single requests
         are encoded afresh."""
-        from server.backend.retrieval_ft import fine_tuned_encoder
+        from empeval.server.backend.retrieval_ft import fine_tuned_encoder
 
         encoder = fine_tuned_encoder(self.resources, self.encoder_key)
         texts = list(texts)

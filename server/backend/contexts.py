@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.backend.base import ContextTurn, DialogueContext
-from server.datasets.sample import ED_DATASET
-from server.store.models import Context, Dataset, Dialogue, Turn
+from empeval.server.backend.base import ContextTurn, DialogueContext
+from empeval.server.datasets.sample import ED_DATASET
+from empeval.server.store.models import Context, Dataset, Dialogue, Turn
 
 
 def load_contexts(

@@ -14,14 +14,14 @@ import random
 
 from sqlalchemy import select
 
-from server.backend.base import (
+from empeval.server.backend.base import (
     DialogueContext,
     Reply,
     ResponseModel,
     ResponseUnavailable,
 )
-from server.store.engine import unit_of_work
-from server.store.models import Context, Dataset, Dialogue, Turn
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Context, Dataset, Dialogue, Turn
 
 GENERIC_REPLIES = (
     "OK. What else is new?",

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from server.backend.base import DialogueContext
-from server.backend.emotion import emotion_classifier, training_data_hash
-from server.backend.retrieval import RetrievalModel
+from empeval.server.backend.base import DialogueContext
+from empeval.server.backend.emotion import emotion_classifier, training_data_hash
+from empeval.server.backend.retrieval import RetrievalModel
 
 
 class EmoPrependRetrievalModel(RetrievalModel):

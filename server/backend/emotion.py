@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from server.backend.contexts import load_first_turns
-from server.backend.encoder import texts_hash
-from server.backend.resources import BackendResources
-from server.store.engine import unit_of_work
+from empeval.server.backend.contexts import load_first_turns
+from empeval.server.backend.encoder import texts_hash
+from empeval.server.backend.resources import BackendResources
+from empeval.server.store.engine import unit_of_work
 
 
 def classifier_input(situation: str | None, first_turn: str) -> str:

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from server.errors import BadInput
-from server.progress import progress_bar
+from empeval.server.errors import BadInput
+from empeval.server.progress import progress_bar
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DIMENSION = 384

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, select
 
-from server.backend.base import ResponseModel
-from server.backend.contexts import load_contexts
-from server.store.engine import unit_of_work
-from server.store.models import Response, System
+from empeval.server.backend.base import ResponseModel
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Response, System
 
 
 @dataclass

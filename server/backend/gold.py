@@ -1,7 +1,7 @@
 """`gold`: the ED reference listener turn that followed the context in the data."""
 from __future__ import annotations
 
-from server.backend.base import (
+from empeval.server.backend.base import (
     DialogueContext,
     Reply,
     ResponseModel,

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from server.backend.base import (
+from empeval.server.backend.base import (
     DialogueContext,
     Outcome,
     Reply,

@@ -23,13 +23,13 @@ import numpy as np
 import sacrebleu
 from sqlalchemy import Engine, select
 
-from server.backend.base import DialogueContext
-from server.backend.encoder import texts_hash
-from server.backend.replay_align import MOEL_WORD_PAIRS
-from server.backend.retrieval import RetrievalModel
-from server.errors import BadInput
-from server.store.engine import unit_of_work
-from server.store.models import Context, Dataset, Dialogue, Response, System, Turn
+from empeval.server.backend.base import DialogueContext
+from empeval.server.backend.encoder import texts_hash
+from empeval.server.backend.replay_align import MOEL_WORD_PAIRS
+from empeval.server.backend.retrieval import RetrievalModel
+from empeval.server.errors import BadInput
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Context, Dataset, Dialogue, Response, System, Turn
 
 _TOKEN = re.compile(r"n't|\w+|[^\w\s]")
 

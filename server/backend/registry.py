@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from server.backend.base import ResponseModel
-from server.backend.resources import BackendResources
-from server.errors import BadInput
-from server.store.models import System
+from empeval.server.backend.base import ResponseModel
+from empeval.server.backend.resources import BackendResources
+from empeval.server.errors import BadInput
+from empeval.server.store.models import System
 
 DEFAULT_CONFIG = Path(__file__).with_name("systems.toml")
 # The longest system name the store keeps (the `system.name` column); a longer one would fail at the first
@@ -37,24 +37,24 @@ MAX_NAME_LENGTH: int = System.__table__.c.name.type.length  # type: ignore[attr-
 
 # kind -> "module:class"; imported when first built, so listing systems never loads torch.
 KINDS: dict[str, str] = {
-    "gold": "server.backend.gold:GoldModel",
-    "replay": "server.backend.replay:ReplayModel",
-    "retrieval": "server.backend.retrieval:RetrievalModel",
-    "retrieval-emoprepend": "server.backend.emoprepend:EmoPrependRetrievalModel",
-    "retrieval-ft": "server.backend.retrieval_ft:FineTunedRetrievalModel",
-    "cobert": "server.backend.cobert:CoBERTModel",
-    "http": "server.backend.http_model:HttpModel",
-    "control-generic": "server.backend.controls:GenericControl",
-    "control-mismatched": "server.backend.controls:MismatchedControl",
-    "control-scrambled": "server.backend.controls:ScrambledControl",
+    "gold": "empeval.server.backend.gold:GoldModel",
+    "replay": "empeval.server.backend.replay:ReplayModel",
+    "retrieval": "empeval.server.backend.retrieval:RetrievalModel",
+    "retrieval-emoprepend": "empeval.server.backend.emoprepend:EmoPrependRetrievalModel",
+    "retrieval-ft": "empeval.server.backend.retrieval_ft:FineTunedRetrievalModel",
+    "cobert": "empeval.server.backend.cobert:CoBERTModel",
+    "http": "empeval.server.backend.http_model:HttpModel",
+    "control-generic": "empeval.server.backend.controls:GenericControl",
+    "control-mismatched": "empeval.server.backend.controls:MismatchedControl",
+    "control-scrambled": "empeval.server.backend.controls:ScrambledControl",
 }
 
 
 # Judges (server.backend.judges): under a `judges` table of the same file, kind -> "module:class".
 JUDGE_KINDS: dict[str, str] = {
-    "http-judge": "server.backend.judges.http_judge:HttpJudge",
-    "learned-judge": "server.backend.judges.learned_judge:LearnedJudge",
-    "length-judge": "server.backend.judges.length_judge:LengthJudge",
+    "http-judge": "empeval.server.backend.judges.http_judge:HttpJudge",
+    "learned-judge": "empeval.server.backend.judges.learned_judge:LearnedJudge",
+    "length-judge": "empeval.server.backend.judges.length_judge:LengthJudge",
 }
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from server.backend.base import (
+from empeval.server.backend.base import (
     DialogueContext,
     Reply,
     ResponseModel,
     ResponseUnavailable,
     parameters_hash,
 )
-from server.backend.replay_align import DERIVED_FILE, REPLAY_SYSTEMS, align_all
+from empeval.server.backend.replay_align import DERIVED_FILE, REPLAY_SYSTEMS, align_all
 
 
 def load_replay_outputs(resources, *, model_outputs: str | None, ed_test: str | None

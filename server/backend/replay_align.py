@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.ed_csv import parse_ed_csv
 
 DERIVED_FILE = Path(__file__).resolve().parent.parent / "data" / "replay" / "ed_sample_test_outputs.json"
 SAMPLE_TEST_CSV = Path(__file__).resolve().parent.parent / "data" / "ed_sample" / "test.csv"

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from server.backend.contexts import ED_DATASET
+from empeval.server.backend.contexts import ED_DATASET
 
 if TYPE_CHECKING:
-    from server.backend.encoder import EncoderSettings
+    from empeval.server.backend.encoder import EncoderSettings
 
 CACHE_DIR_ENV = "EMPEVAL_CACHE_DIR"
 
@@ -47,7 +47,7 @@ class BackendResources:
             return self.shared[key]
 
     def encoder(self):
-        from server.backend.encoder import EncoderSettings, SentenceEncoder
+        from empeval.server.backend.encoder import EncoderSettings, SentenceEncoder
 
         def build():
             settings = self.encoder_settings or EncoderSettings.from_environment()

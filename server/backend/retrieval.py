@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from server.backend.base import DialogueContext, Outcome, ResponseModel
-from server.backend.contexts import load_listener_turns
-from server.backend.encoder import texts_hash
-from server.backend.resources import BackendResources
-from server.store.engine import unit_of_work
+from empeval.server.backend.base import DialogueContext, Outcome, ResponseModel
+from empeval.server.backend.contexts import load_listener_turns
+from empeval.server.backend.encoder import texts_hash
+from empeval.server.backend.resources import BackendResources
+from empeval.server.store.engine import unit_of_work
 
 DEFAULT_MAX_HISTORY = 4
 # Query batches at least this large are kept in the embedding cache (see RetrievalModel.encode_queries).

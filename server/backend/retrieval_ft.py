@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.backend.resources import BackendResources
-from server.backend.retrieval import RetrievalModel
-from server.backend.training.checkpoints import checkpoint_key, find_checkpoint
+from empeval.server.backend.resources import BackendResources
+from empeval.server.backend.retrieval import RetrievalModel
+from empeval.server.backend.training.checkpoints import checkpoint_key, find_checkpoint
 
 KIND = "retrieval-ft"
 
@@ -27,7 +27,7 @@ def fine_tuned_checkpoint(cache_dir: Path, key: str | None = None) -> Path:
 
 def fine_tuned_encoder(resources: BackendResources, key: str | None = None):
     """A SentenceEncoder over the fine-tuned checkpoint, shared per process and checkpoint."""
-    from server.backend.encoder import EncoderSettings, SentenceEncoder
+    from empeval.server.backend.encoder import EncoderSettings, SentenceEncoder
 
     path = fine_tuned_checkpoint(resources.cache_dir, key)
 

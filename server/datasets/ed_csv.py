@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.datasets.errors import InputFileError, read_utf8_lines
-from server.datasets.model import ParsedDialogue, ParsedTurn, field_problem
+from empeval.server.datasets.errors import InputFileError, read_utf8_lines
+from empeval.server.datasets.model import ParsedDialogue, ParsedTurn, field_problem
 
 HEADER = ["conv_id", "utterance_idx", "context", "prompt", "speaker_idx", "utterance", "selfeval", "tags"]
 SPLITS = ("train", "valid", "test")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.errors import BadInput, Conflict
+from empeval.server.errors import BadInput, Conflict
 
 
 class InputFileError(BadInput):

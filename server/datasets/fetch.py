@@ -7,7 +7,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from server.errors import Unavailable
+from empeval.server.errors import Unavailable
 
 OFFICIAL_ED_URL = "https://dl.fbaipublicfiles.com/parlai/empatheticdialogues/empatheticdialogues.tar.gz"
 

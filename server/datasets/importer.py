@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, insert, select
 from sqlalchemy.orm import Session
 
-from server.datasets.errors import ImportConflictError, InputFileError
-from server.datasets.model import ParsedDialogue
-from server.store.engine import unit_of_work
-from server.store.models import Context, Dataset, Dialogue, Turn
-from server.store.storable import column_length, require_storable
+from empeval.server.datasets.errors import ImportConflictError, InputFileError
+from empeval.server.datasets.model import ParsedDialogue
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Context, Dataset, Dialogue, Turn
+from empeval.server.store.storable import column_length, require_storable
 
 DATASET_NAME_LENGTH = column_length(Dataset, "name")
 LICENSE_LENGTH = column_length(Dataset, "license")

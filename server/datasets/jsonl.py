@@ -15,8 +15,8 @@ import json
 import reprlib
 from pathlib import Path
 
-from server.datasets.errors import InputFileError, read_utf8_lines
-from server.datasets.model import ROLES, ParsedDialogue, ParsedTurn, field_problem
+from empeval.server.datasets.errors import InputFileError, read_utf8_lines
+from empeval.server.datasets.model import ROLES, ParsedDialogue, ParsedTurn, field_problem
 
 SPLITS = ("train", "valid", "test")
 

@@ -5,8 +5,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from server.store.models import Dialogue
-from server.store.storable import column_length, text_problem
+from empeval.server.store.models import Dialogue
+from empeval.server.store.storable import column_length, text_problem
 
 ROLES = ("speaker", "listener")
 

@@ -32,8 +32,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.datasets.errors import InputFileError, read_utf8_lines
-from server.store.storable import text_problem
+from empeval.server.datasets.errors import InputFileError, read_utf8_lines
+from empeval.server.store.storable import text_problem
 
 FIELDS = ("context", "context_speakers", "response", "response_speaker", "personas")
 

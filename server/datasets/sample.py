@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.model import ParsedDialogue
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.model import ParsedDialogue
 
 ED_DATASET = "empatheticdialogues"
 ED_SOURCE = "EmpatheticDialogues (Rashkin et al., ACL 2019)"

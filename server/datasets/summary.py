@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, distinct, func, select
 from sqlalchemy.orm import Session
 
-from server.store.models import Context, Dataset, Dialogue, Turn
+from empeval.server.store.models import Context, Dataset, Dialogue, Turn
 
 
 @dataclass(frozen=True)

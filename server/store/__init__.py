@@ -1,8 +1,8 @@
 """The SQL store: schema (models), connection (engine) and migrations (migrate)."""
 from sqlalchemy import Engine
 
-from server.store.engine import database_url, make_engine, unit_of_work
-from server.store.migrate import downgrade, ensure_schema, upgrade
+from empeval.server.store.engine import database_url, make_engine, unit_of_work
+from empeval.server.store.migrate import downgrade, ensure_schema, upgrade
 
 
 def open_store(url: str | None = None) -> Engine:

@@ -30,7 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from server.store.study_config import StudyConfig
+from empeval.server.store.study_config import StudyConfig
 
 # Named constraints, so Alembic migrations (and SQLite batch mode) can refer to them on every backend.
 NAMING_CONVENTION = {

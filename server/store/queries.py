@@ -8,8 +8,8 @@ from typing import overload
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.errors import NotFound
-from server.store.models import ACTIVE, Assignment, Study
+from empeval.server.errors import NotFound
+from empeval.server.store.models import ACTIVE, Assignment, Study
 
 ASSIGNMENT_STATUSES = ("open", "assigned", "submitted", "expired")
 # A study takes ratings until the researcher closes it (`empeval study close`).

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import String, inspect
 from sqlalchemy.types import TypeEngine
 
-from server.errors import BadInput
+from empeval.server.errors import BadInput
 
 # Integer primary keys are INTEGER columns: 32-bit on PostgreSQL. A larger id names no row on either backend
 # (tests/store/test_storable.py fails if a key column changes type).

@@ -19,14 +19,14 @@ True
 ... # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-server.store.study_config.StudyConfigError: study 'pilot': stored configuration design.ratings_per_response: ...
+empeval.server.store.study_config.StudyConfigError: study 'pilot': stored configuration design.ratings_per_response: ...
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from server.errors import BadInput
+from empeval.server.errors import BadInput
 
 # The criteria of Rashkin et al. (ACL 2019), in the wording shown to raters.
 DEFAULT_CRITERIA: tuple[Criterion, ...]

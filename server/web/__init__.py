@@ -1,4 +1,4 @@
 """The Flask app: an app factory and blueprints grouped by role (as in Flask's tutorial)."""
-from server.web.app import create_app
+from empeval.server.web.app import create_app
 
 __all__ = ["create_app"]

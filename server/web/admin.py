@@ -18,17 +18,17 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, Forbidden, NotFound, TooManyRequests
 
-from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
-from server.annotation.item_browser import item_page
-from server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
-from server.annotation.preview import preview_payload
-from server.annotation.progress_counts import likert_counts, likert_scores, pairwise_counts
-from server.annotation.rater_table import rater_table, study_comments
-from server.annotation.study_log import study_log
-from server.store.models import Study
-from server.store.queries import assignment_counts, study_by_name
-from server.web import openapi
-from server.web.auth import (
+from empeval.server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from empeval.server.annotation.item_browser import item_page
+from empeval.server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
+from empeval.server.annotation.preview import preview_payload
+from empeval.server.annotation.progress_counts import likert_counts, likert_scores, pairwise_counts
+from empeval.server.annotation.rater_table import rater_table, study_comments
+from empeval.server.annotation.study_log import study_log
+from empeval.server.store.models import Study
+from empeval.server.store.queries import assignment_counts, study_by_name
+from empeval.server.web import openapi
+from empeval.server.web.auth import (
     admin_required,
     bearer_token,
     check_admin_token,
@@ -48,8 +48,8 @@ def alpha_so_far(scores: list[tuple[int, str, int]], criterion: str,
                  scale: tuple[int, int] = (1, 5)) -> float | None:
     """Krippendorff's alpha (ordinal) over the (item, criterion, score) ratings of non-control items so far, computed
     by analysis/ (the same code the report uses); None while it is undefined (no pairable item, no variation)."""
-    from analysis.agreement import reliability_counts
-    from analysis.coefficients import krippendorff_alpha
+    from empeval.analysis.agreement import reliability_counts
+    from empeval.analysis.coefficients import krippendorff_alpha
 
     table = pd.DataFrame([{"item": item, "score": score} for item, rated, score in scores if rated == criterion],
                          columns=["item", "score"])

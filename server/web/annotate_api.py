@@ -13,12 +13,12 @@ from pathlib import Path
 from flask import Blueprint, current_app, jsonify, request, send_from_directory
 from werkzeug.exceptions import BadRequest, NotFound, Unauthorized, UnsupportedMediaType
 
-from server.annotation.handout import next_assignment_payload
-from server.annotation.pairwise_submit import pairwise_submission_schema
-from server.annotation.submission_schema import submission_schema
-from server.annotation.submit import submit_assignment
-from server.web import openapi
-from server.web.auth import INVITE_COOKIE, bearer_token, check_invite, current_annotator, set_invite_cookie
+from empeval.server.annotation.handout import next_assignment_payload
+from empeval.server.annotation.pairwise_submit import pairwise_submission_schema
+from empeval.server.annotation.submission_schema import submission_schema
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.web import openapi
+from empeval.server.web.auth import INVITE_COOKIE, bearer_token, check_invite, current_annotator, set_invite_cookie
 
 blueprint = Blueprint("annotate", __name__)
 

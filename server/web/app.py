@@ -9,12 +9,12 @@ from flask import Flask, Response, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from server.annotation.secrets import SigningSecret
-from server.errors import EmpevalError
-from server.store import ensure_schema, make_engine
-from server.web import admin, annotate_api, openapi
-from server.web.auth import FailureLimiter
-from server.web.input_guards import install_input_guards
+from empeval.server.annotation.secrets import SigningSecret
+from empeval.server.errors import EmpevalError
+from empeval.server.store import ensure_schema, make_engine
+from empeval.server.web import admin, annotate_api, openapi
+from empeval.server.web.auth import FailureLimiter
+from empeval.server.web.input_guards import install_input_guards
 
 # Our pages load scripts, styles and data from this origin only, run no inline script or style, and may
 # not be framed: markup that slipped into a model's reply could neither run nor phone home.
@@ -108,8 +108,8 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 
 def _role_blueprints() -> list:
     """The blueprints of each role. Each module also adds its routes to the OpenAPI document."""
-    from server.web.backend_api import blueprint as backend_blueprint
-    from server.web.prolific import blueprint as prolific_blueprint
+    from empeval.server.web.backend_api import blueprint as backend_blueprint
+    from empeval.server.web.prolific import blueprint as prolific_blueprint
 
     return [backend_blueprint, prolific_blueprint]
 

@@ -33,7 +33,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from werkzeug.exceptions import Forbidden, TooManyRequests, Unauthorized
 from werkzeug.wrappers import Response
 
-from server.annotation.secrets import InvalidInvite, admin_token, is_admin, read_invite
+from empeval.server.annotation.secrets import InvalidInvite, admin_token, is_admin, read_invite
 
 INVITE_COOKIE = "empeval_invite"
 ADMIN_COOKIE = "empeval_admin"

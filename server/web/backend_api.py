@@ -19,15 +19,15 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
 
-from server.backend.base import DialogueContext
-from server.backend.contexts import ED_DATASET, load_contexts
-from server.backend.registry import Registry
-from server.backend.resources import BackendResources, default_cache_dir
-from server.errors import NotFound
-from server.store.engine import unit_of_work
-from server.web import openapi
-from server.web.auth import require_admin
-from server.web.request_schemas import (
+from empeval.server.backend.base import DialogueContext
+from empeval.server.backend.contexts import ED_DATASET, load_contexts
+from empeval.server.backend.registry import Registry
+from empeval.server.backend.resources import BackendResources, default_cache_dir
+from empeval.server.errors import NotFound
+from empeval.server.store.engine import unit_of_work
+from empeval.server.web import openapi
+from empeval.server.web.auth import require_admin
+from empeval.server.web.request_schemas import (
     MAX_BATCH,
     ContextRequest,
     batch_request,

@@ -28,7 +28,7 @@ class _App(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self):
-        from server.web import create_app
+        from empeval.server.web import create_app
 
         return create_app(self._config)
 

@@ -16,10 +16,10 @@ from flask import Flask, request
 from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import BadRequest
 
-from server.errors import NotFound
-from server.store.storable import MAX_ROW_ID
-from server.web.json_limits import LimitedJSONProvider
-from server.web.storage_errors import storage_error_as_json
+from empeval.server.errors import NotFound
+from empeval.server.store.storable import MAX_ROW_ID
+from empeval.server.web.json_limits import LimitedJSONProvider
+from empeval.server.web.storage_errors import storage_error_as_json
 
 _INSTALLED = "empeval.input_guards"
 

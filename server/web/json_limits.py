@@ -16,7 +16,7 @@ from typing import Any
 
 from flask.json.provider import DefaultJSONProvider
 
-from server.errors import BadInput, EmpevalError
+from empeval.server.errors import BadInput, EmpevalError
 
 MAX_JSON_DEPTH = 64
 

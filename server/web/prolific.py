@@ -17,10 +17,10 @@ from __future__ import annotations
 from flask import Blueprint, current_app, redirect, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from server.annotation.prolific import InvalidStudyLink, WrongProlificStudy, admit, read_study_token, read_visit
-from server.errors import EmpevalError
-from server.web import openapi
-from server.web.auth import limited_token_check, set_invite_cookie, signing_secret
+from empeval.server.annotation.prolific import InvalidStudyLink, WrongProlificStudy, admit, read_study_token, read_visit
+from empeval.server.errors import EmpevalError
+from empeval.server.web import openapi
+from empeval.server.web.auth import limited_token_check, set_invite_cookie, signing_secret
 
 blueprint = Blueprint("prolific", __name__)
 

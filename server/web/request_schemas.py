@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from server.annotation.submission_schema import STORABLE_TEXT_PATTERN, STORABLE_TEXT_RULE, json_integer
-from server.backend.base import ROLES, ContextTurn, DialogueContext
-from server.errors import BadInput
-from server.store.storable import MAX_ROW_ID, text_problem
+from empeval.server.annotation.submission_schema import STORABLE_TEXT_PATTERN, STORABLE_TEXT_RULE, json_integer
+from empeval.server.backend.base import ROLES, ContextTurn, DialogueContext
+from empeval.server.errors import BadInput
+from empeval.server.store.storable import MAX_ROW_ID, text_problem
 
 MAX_BATCH = 256
 MAX_TURNS = 64

@@ -15,7 +15,7 @@ import sys
 from flask import Response, current_app, jsonify
 from sqlalchemy.exc import DBAPIError
 
-from server.errors import Unavailable
+from empeval.server.errors import Unavailable
 
 RETRY_AFTER_SECONDS = 30
 

@@ -1,7 +1,7 @@
 """The crowd job files, defined once: what the app hands the crowd runner and what the runner hands back.
 
 Standard library only and Python 3.10 compatible: the app (Python 3.11) imports it as
-`tasks.crowd.contract`; the runner (tasks/likert/runner.py, in .venv-crowd on Python 3.10) loads this file
+`empeval.tasks.crowd.contract`; the runner (tasks/likert/runner.py, in .venv-crowd on Python 3.10) loads this file
 by path. One job directory holds:
 
   in   job.json       a CrowdJob: what to run, with every default here (written once by the app)

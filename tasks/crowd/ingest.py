@@ -29,8 +29,8 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import get_or_create_annotator, pseudonym_for
-from server.annotation.handout import (
+from empeval.server.annotation.annotators import get_or_create_annotator, pseudonym_for
+from empeval.server.annotation.handout import (
     AccessRevoked,
     StudyClosed,
     claim,
@@ -38,18 +38,18 @@ from server.annotation.handout import (
     ensure_may_work,
     release,
 )
-from server.annotation.pairwise_submit import ExpectedChoices, validate_pairwise_submission
-from server.annotation.secrets import secret_key
-from server.annotation.submission_schema import ExpectedRatings
-from server.annotation.submit import submit_assignment, validate_submission
-from server.errors import BadInput, Conflict, EmpevalError
-from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem, AssignmentPair, Study
-from server.store.queries import STUDY_CLOSED, active_assignment, now_utc, study_by_name
-from server.store.storable import MAX_ROW_ID
-from tasks.crowd import contract
-from tasks.crowd.contract import CrowdResult
-from tasks.crowd.jobs import load_job
+from empeval.server.annotation.pairwise_submit import ExpectedChoices, validate_pairwise_submission
+from empeval.server.annotation.secrets import secret_key
+from empeval.server.annotation.submission_schema import ExpectedRatings
+from empeval.server.annotation.submit import submit_assignment, validate_submission
+from empeval.server.errors import BadInput, Conflict, EmpevalError
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Assignment, AssignmentItem, AssignmentPair, Study
+from empeval.server.store.queries import STUDY_CLOSED, active_assignment, now_utc, study_by_name
+from empeval.server.store.storable import MAX_ROW_ID
+from empeval.tasks.crowd import contract
+from empeval.tasks.crowd.contract import CrowdResult
+from empeval.tasks.crowd.jobs import load_job
 
 REJECTED = ("conflict", "invalid", "other study", "seen context", "refused")
 

@@ -24,14 +24,14 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from server.annotation.handout import assignment_payload
-from server.errors import BadInput
-from server.store.models import Assignment, AssignmentItem, AssignmentPair, PairItem, Response, Study, StudyItem
-from server.store.queries import STUDY_CLOSED, study_by_name
-from server.store.study_config import Pay, StudyConfig
-from tasks.crowd import contract
-from tasks.crowd.contract import Control, CrowdJob, CrowdUnit, JobStatus
-from tasks.ui import MEPHISTO_BUNDLE
+from empeval.server.annotation.handout import assignment_payload
+from empeval.server.errors import BadInput
+from empeval.server.store.models import Assignment, AssignmentItem, AssignmentPair, PairItem, Response, Study, StudyItem
+from empeval.server.store.queries import STUDY_CLOSED, study_by_name
+from empeval.server.store.study_config import Pay, StudyConfig
+from empeval.tasks.crowd import contract
+from empeval.tasks.crowd.contract import Control, CrowdJob, CrowdUnit, JobStatus
+from empeval.tasks.ui import MEPHISTO_BUNDLE
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "tasks" / "likert" / "runner.py"

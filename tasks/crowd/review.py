@@ -16,8 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.crowd import contract
-from tasks.crowd.jobs import CrowdError, run_in_crowd_env
+from empeval.tasks.crowd import contract
+from empeval.tasks.crowd.jobs import CrowdError, run_in_crowd_env
 
 MIN_REJECT_REASON = 20
 

@@ -3,8 +3,8 @@ error), the studies overview, a Likert study's page and an A/B study's page, wit
 on them."""
 from __future__ import annotations
 
-from server.annotation.annotators import invite
-from server.annotation.secrets import admin_token, secret_key
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.secrets import admin_token, secret_key
 from tests.admin.conftest import app_on
 from tests.admin.test_study_page import submit_after
 from tests.axe import axe_violations, describe

@@ -6,11 +6,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.handout import assignment_payload
-from server.annotation.preview import preview_payload
-from server.annotation.secrets import admin_token, secret_key
-from server.store.models import Assignment, Study
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import assignment_payload
+from empeval.server.annotation.preview import preview_payload
+from empeval.server.annotation.secrets import admin_token, secret_key
+from empeval.server.store.models import Assignment, Study
 from tests.admin.conftest import app_on
 from tests.annotation.conftest import make_study, new_submission_id
 from tests.store.helpers import snapshot
@@ -96,7 +96,7 @@ def test_previewing_an_unknown_study_or_one_without_assignments_says_so(store, a
 def test_the_preview_does_not_claim_the_assignment_a_rater_is_then_handed(store, bearer):
     make_study(store, name="solo", count=4, k=1, per_assignment=4, systems=["sys-a", "sys-b"], controls=[])
     shown = preview_payload(store, "solo")
-    from server.annotation.handout import next_assignment
+    from empeval.server.annotation.handout import next_assignment
 
     rita, _ = invite(store, "rita", "solo")
     assert next_assignment(store, "solo", rita.id) == shown["previewed_assignment"]  # still open for her

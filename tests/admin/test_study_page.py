@@ -14,13 +14,13 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.export import export_rows
-from server.annotation.handout import assignment_payload, next_assignment
-from server.annotation.pairwise_export import pairwise_export_rows
-from server.annotation.submit import submit_assignment
-from server.store.models import Response, Study, StudyItem
-from server.store.queries import now_utc
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.export import export_rows
+from empeval.server.annotation.handout import assignment_payload, next_assignment
+from empeval.server.annotation.pairwise_export import pairwise_export_rows
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.models import Response, Study, StudyItem
+from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import new_submission_id
 from tests.annotation.researcher_helpers import work
 
@@ -216,7 +216,7 @@ def test_each_rating_in_the_item_browser_carries_its_assignments_comment(store, 
 
 
 def test_the_study_page_shows_the_log_of_withdrawals_without_the_name(store, app, bearer):
-    from server.annotation.withdraw import forget
+    from empeval.server.annotation.withdraw import forget
 
     rita, _ = invite(store, "rita", "pilot")
     submit_after(store, rita.id, 5)

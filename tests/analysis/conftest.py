@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.load import tidy_from_export
-from analysis.simulate import simulate_study
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.simulate import simulate_study
 
 NAN = np.nan
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
+from empeval.cli import cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 AB = FIXTURES / "demo_ab_export"

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 
-from analysis import coefficients
-from analysis.agreement import agreement_table, icc_table
-from analysis.bootstrap import resample_weights
+from empeval.analysis import coefficients
+from empeval.analysis.agreement import agreement_table, icc_table
+from empeval.analysis.bootstrap import resample_weights
 
 VALUES = np.arange(1, 6)
 

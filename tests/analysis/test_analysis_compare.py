@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from analysis.compare import (
+from empeval.analysis.compare import (
     adjust_pvalues,
     compare_pairs,
     friedman_test,

@@ -8,16 +8,16 @@ import inspect
 
 import pytest
 
-import analysis
+import empeval.analysis
 
 MODULES = ["agreement", "bootstrap", "coefficients", "compare", "exclusions", "load", "power", "preferences",
            "quality", "rater_aware", "simulate"]
 
 
 def _public_functions() -> list:
-    found = {f"analysis.{name}": getattr(analysis, name) for name in analysis.__all__}
+    found = {f"empeval.analysis.{name}": getattr(empeval.analysis, name) for name in empeval.analysis.__all__}
     for name in MODULES:
-        module = importlib.import_module(f"analysis.{name}")
+        module = importlib.import_module(f"empeval.analysis.{name}")
         for attribute, value in vars(module).items():
             if not attribute.startswith("_") and inspect.isfunction(value) and value.__module__ == module.__name__:
                 found[f"{module.__name__}.{attribute}"] = value

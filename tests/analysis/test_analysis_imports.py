@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-import analysis
+import empeval.analysis
 
 HEAVY = ("scipy", "statsmodels", "matplotlib", "sklearn", "krippendorff")
 
 
-@pytest.mark.parametrize("module", ["analysis", "analysis.load", "analysis.export_schema"])
+@pytest.mark.parametrize("module", ["empeval.analysis", "empeval.analysis.load", "empeval.analysis.export_schema"])
 def test_importing_the_loader_pulls_in_nothing_heavy(module):
     probe = (f"import sys, {module}; "
              f"print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))")
@@ -22,18 +22,18 @@ def test_importing_the_loader_pulls_in_nothing_heavy(module):
 
 
 def test_the_export_schema_imports_neither_pandas_nor_numpy():
-    probe = "import sys, analysis.export_schema; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
+    probe = "import sys, empeval.analysis.export_schema; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("name", analysis.__all__)
+@pytest.mark.parametrize("name", empeval.analysis.__all__)
 def test_every_public_name_resolves_from_the_package(name):
-    value = getattr(analysis, name)
+    value = getattr(empeval.analysis, name)
     assert callable(value) and value.__name__ == name
-    assert name in dir(analysis)
+    assert name in dir(empeval.analysis)
 
 
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        analysis.nope  # noqa: B018
+        empeval.analysis.nope  # noqa: B018

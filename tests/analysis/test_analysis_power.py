@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from analysis.load import tidy_from_export
-from analysis.power import (
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.power import (
     Components,
     analytic_t_contexts,
     analytic_t_power,
@@ -13,7 +13,7 @@ from analysis.power import (
     required_contexts,
     simulated_power,
 )
-from analysis.simulate import simulate_study
+from empeval.analysis.simulate import simulate_study
 
 TRUE = Components(centre=3.2, context_sd=0.4, response_sd=0.4, rater_sd=0.3, noise_sd=0.7)
 
@@ -45,7 +45,7 @@ def test_a_simulated_pilot_recovers_the_planted_components_and_sample_size():
 
 
 def test_plan_command_prints_the_design_table_and_writes_the_plot(tmp_path):
-    from entry.cli import cli
+    from empeval.cli import cli
 
     pilot = simulate_study(n_contexts=30, seed=2)
     export = tmp_path / "pilot.csv"

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.compare import adjust_pvalues
-from analysis.preferences import preference_tests
+from empeval.analysis.compare import adjust_pvalues
+from empeval.analysis.preferences import preference_tests
 
 
 def _judgements(wins_a: int, ties: int, wins_b: int, a: str = "new", b: str = "old", **extra) -> pd.DataFrame:

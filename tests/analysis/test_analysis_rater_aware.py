@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.rater_aware import (
+from empeval.analysis.rater_aware import (
     mixed_model_pairs,
     rater_aware_check,
     zscore_by_annotator,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 
-from analysis import coefficients
-from analysis.bootstrap import resample_weights
+from empeval.analysis import coefficients
+from empeval.analysis.bootstrap import resample_weights
 from tests.analysis.test_icc_forms import _icc_by_the_book
 
 VALUES = np.arange(1, 6)

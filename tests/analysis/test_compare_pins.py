@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from analysis.bootstrap import resample_weights
-from analysis.compare import (
+from empeval.analysis.bootstrap import resample_weights
+from empeval.analysis.compare import (
     adjust_by_family,
     adjust_pvalues,
     compare_pairs,

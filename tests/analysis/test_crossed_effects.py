@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.bootstrap import resample_weights
-from analysis.crossed import fit_crossed
-from analysis.rater_aware import mixed_model_pairs
+from empeval.analysis.bootstrap import resample_weights
+from empeval.analysis.crossed import fit_crossed
+from empeval.analysis.rater_aware import mixed_model_pairs
 
 EFFECTS = np.array([0.9, 0.3, 0.2, 0.0, -0.6])
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
-from analysis.judged.estimates import shared_rater_variance
-from analysis.judged.tables import item_labels
-from analysis.simulate_judges import BIASED_JUDGE, GOOD_JUDGE, cross_fitted_estimates, simulate_judged_study
+from empeval.analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
+from empeval.analysis.judged.estimates import shared_rater_variance
+from empeval.analysis.judged.tables import item_labels
+from empeval.analysis.simulate_judges import BIASED_JUDGE, GOOD_JUDGE, cross_fitted_estimates, simulate_judged_study
 
 Z95 = stats.norm.ppf(0.975)
 

@@ -9,16 +9,16 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 
-from analysis.export_schema import EXPORT_COLUMNS, EXPORT_SCHEMA
-from analysis.load import ADDED_LATER, TIDY_COLUMNS, ExportError, read_export, tidy_from_export
-from server.annotation.annotators import invite
-from server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
-from server.annotation.handout import assignment_payload, next_assignment
-from server.annotation.submit import submit_assignment
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
-from server.store.queries import now_utc
+from empeval.analysis.export_schema import EXPORT_COLUMNS, EXPORT_SCHEMA
+from empeval.analysis.load import ADDED_LATER, TIDY_COLUMNS, ExportError, read_export, tidy_from_export
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from empeval.server.annotation.handout import assignment_payload, next_assignment
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import SAMPLE_ED
 

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import coefficients
-from analysis.agreement import agreement_table, icc_table
-from analysis.bootstrap import resample_weights
+from empeval.analysis import coefficients
+from empeval.analysis.agreement import agreement_table, icc_table
+from empeval.analysis.bootstrap import resample_weights
 from tests.analysis.conftest import SHROUT_FLEISS_1979
 
 PUBLISHED = {"ICC(1,1)": 0.17, "ICC(2,1)": 0.29, "ICC(3,1)": 0.71, "ICC(1,k)": 0.44, "ICC(2,k)": 0.62,

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.judged.crossfit import cross_fit_judge
-from analysis.judged.estimates import ppi_paired_differences, ppi_system_means
-from analysis.judged_report import CROSS_PPI, JudgeCoverageError, calibration_plot, judged_blocks, judged_tables
-from analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
+from empeval.analysis.judged.crossfit import cross_fit_judge
+from empeval.analysis.judged.estimates import ppi_paired_differences, ppi_system_means
+from empeval.analysis.judged_report import CROSS_PPI, JudgeCoverageError, calibration_plot, judged_blocks, judged_tables
+from empeval.analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
 
 
 @pytest.fixture(scope="module")

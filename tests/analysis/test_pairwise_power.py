@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from analysis.power import (
+from empeval.analysis.power import (
     SIMULATION_CONTEXT_SHARE,
     context_outcome_probabilities,
     sign_test_contexts,
@@ -68,7 +68,7 @@ def test_bad_rates_are_refused_naming_them():
 
 
 def test_plan_pairwise_prints_power_and_the_contexts_each_k_needs():
-    from entry.cli import cli
+    from empeval.cli import cli
 
     result = CliRunner().invoke(cli, ["plan", "--pairwise", "--p-win", "0.65", "--tie-rate", "0.2", "--ks", "1,3",
                                       "--contexts", "50,100", "--pairs", "2", "--reward", "1"])
@@ -87,7 +87,7 @@ def test_plan_pairwise_prints_power_and_the_contexts_each_k_needs():
 @pytest.mark.parametrize(("option", "value"), [("--p-win", "1.5"), ("--tie-rate", "1"), ("--pairs", "0"),
                                                ("--context-share", "1")])
 def test_plan_pairwise_refuses_bad_input_naming_the_option(option, value):
-    from entry.cli import cli
+    from empeval.cli import cli
 
     result = CliRunner().invoke(cli, ["plan", "--pairwise", option, value])
     assert result.exit_code == 2 and option in result.output

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.bradley_terry import fit_bradley_terry, fit_davidson, identifiable, ranking
-from analysis.pairwise_schema import judgment_rows
-from analysis.simulate_pairwise import simulate_pairwise_study
+from empeval.analysis.bradley_terry import fit_bradley_terry, fit_davidson, identifiable, ranking
+from empeval.analysis.pairwise_schema import judgment_rows
+from empeval.analysis.simulate_pairwise import simulate_pairwise_study
 
 counts = st.integers(1, 60)
 

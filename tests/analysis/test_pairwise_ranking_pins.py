@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.bradley_terry import fit_bradley_terry, fit_davidson, identifiable, ranking
-from analysis.pairwise_schema import judgment_rows
+from empeval.analysis.bradley_terry import fit_bradley_terry, fit_davidson, identifiable, ranking
+from empeval.analysis.pairwise_schema import judgment_rows
 
 RANKING_COLUMNS = ["criterion", "system", "rank", "strength", "ci_low", "ci_high", "wins", "losses", "ties", "model",
                    "tie_parameter", "resamples"]
@@ -146,7 +146,7 @@ def test_an_unrankable_system_has_no_rank_and_the_ranking_of_no_judgments_has_it
 
 
 def test_when_newton_does_not_converge_the_trust_region_finds_the_same_davidson_estimate(monkeypatch):
-    import analysis.bradley_terry as bradley_terry
+    import empeval.analysis.bradley_terry as bradley_terry
 
     wins = np.array([[0, 7, 3], [2, 0, 5], [4, 1, 0]], dtype=float)
     ties = np.array([[0, 2, 1], [2, 0, 3], [1, 3, 0]], dtype=float)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.document import Document, Table, to_html, to_markdown
-from analysis.load import tidy_from_export
-from analysis.pairwise import pairwise_tables
-from analysis.pairwise_report import ab_display, pairwise_blocks
-from analysis.pairwise_schema import judgment_rows
-from analysis.simulate import simulate_study
-from analysis.simulate_pairwise import simulate_pairwise_study
+from empeval.analysis.document import Document, Table, to_html, to_markdown
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.pairwise import pairwise_tables
+from empeval.analysis.pairwise_report import ab_display, pairwise_blocks
+from empeval.analysis.pairwise_schema import judgment_rows
+from empeval.analysis.simulate import simulate_study
+from empeval.analysis.simulate_pairwise import simulate_pairwise_study
 
 
 def test_the_section_shows_every_table_with_its_caption_and_figures():

@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from analysis.pairwise_schema import JUDGMENT_COLUMNS, JudgmentError, pair_name, validate_judgments
+from empeval.analysis.pairwise_schema import JUDGMENT_COLUMNS, JudgmentError, pair_name, validate_judgments
 
 
 def _row(**changes) -> dict:
@@ -81,8 +81,8 @@ def test_the_schema_imports_neither_pandas_nor_numpy():
                           check=True).stdout.strip() == "[]"
 
 
-PAIRWISE_MODULES = ["analysis.pairwise_schema", "analysis.pairwise", "analysis.bradley_terry",
-                    "analysis.simulate_pairwise", "analysis.pairwise_report"]
+PAIRWISE_MODULES = ["empeval.analysis.pairwise_schema", "empeval.analysis.pairwise", "empeval.analysis.bradley_terry",
+                    "empeval.analysis.simulate_pairwise", "empeval.analysis.pairwise_report"]
 
 
 @pytest.mark.parametrize("module_name", PAIRWISE_MODULES)
@@ -98,8 +98,8 @@ def test_every_public_pairwise_function_documents_its_return_and_runs_an_example
 
 
 def test_a_simulated_table_round_trips_through_csv_and_jsonl(tmp_path):
-    from analysis.pairwise_schema import read_judgments
-    from analysis.simulate_pairwise import simulate_pairwise_study
+    from empeval.analysis.pairwise_schema import read_judgments
+    from empeval.analysis.simulate_pairwise import simulate_pairwise_study
 
     table = validate_judgments(simulate_pairwise_study(n_contexts=5, k=2, seed=3).judgments)
     csv_path, jsonl_path = tmp_path / "ab.csv", tmp_path / "ab.jsonl"
@@ -112,7 +112,7 @@ def test_a_simulated_table_round_trips_through_csv_and_jsonl(tmp_path):
 
 
 def test_reading_names_the_file_and_line_of_bad_input(tmp_path):
-    from analysis.pairwise_schema import read_judgments
+    from empeval.analysis.pairwise_schema import read_judgments
 
     bad = tmp_path / "ab.jsonl"
     bad.write_text('{"study": "ab"}\n{not json\n')

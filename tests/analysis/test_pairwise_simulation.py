@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from analysis.load import tidy_from_export
-from analysis.pairwise import ab_counts, control_scores, position_bias
-from analysis.pairwise_schema import validate_judgments
-from analysis.simulate import simulate_study
-from analysis.simulate_pairwise import simulate_pairwise_study, study_pairs
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.pairwise import ab_counts, control_scores, position_bias
+from empeval.analysis.pairwise_schema import validate_judgments
+from empeval.analysis.simulate import simulate_study
+from empeval.analysis.simulate_pairwise import simulate_pairwise_study, study_pairs
 
 
 @settings(max_examples=15, deadline=None)
@@ -115,7 +115,7 @@ def test_controls_separate_honest_raters_from_random_clickers():
 
 
 def test_linked_simulated_likert_and_ab_studies_point_the_same_way():
-    from analysis.pairwise import likert_beside_ab, pairwise_tables
+    from empeval.analysis.pairwise import likert_beside_ab, pairwise_tables
 
     likert = tidy_from_export(simulate_study(n_contexts=40, seed=8, n_random_clickers=0, n_straight_liners=0).export)
     ab = simulate_pairwise_study(n_contexts=40, k=3, anchor="moel", seed=8)

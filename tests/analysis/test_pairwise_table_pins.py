@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.pairwise import (
+from empeval.analysis.pairwise import (
     ab_counts,
     ab_table,
     choice_agreement,
@@ -22,7 +22,7 @@ from analysis.pairwise import (
     sign_test,
     sign_tests,
 )
-from analysis.pairwise_schema import judgment_rows
+from empeval.analysis.pairwise_schema import judgment_rows
 
 AB_COUNT_COLUMNS = ["criterion", "system_a", "system_b", "judgments", "wins", "losses", "ties", "win_pct",
                     "lose_pct", "tie_pct", "contexts", "annotators"]
@@ -260,7 +260,7 @@ def test_pairwise_tables_pass_each_option_to_the_table_it_names():
     pd.testing.assert_frame_equal(tables.agreement, choice_agreement(on_time))
     pd.testing.assert_frame_equal(tables.position, position_bias(on_time, ci_level=0.8))
     pd.testing.assert_frame_equal(tables.controls, control_scores(on_time, control_systems={"gold"}))
-    from analysis.bradley_terry import RANKING_CAPTION, ranking
+    from empeval.analysis.bradley_terry import RANKING_CAPTION, ranking
 
     pd.testing.assert_frame_equal(tables.ranking, ranking(on_time, n_boot=30, ci_level=0.8, seed=5))
     assert tables.ranking_caption == RANKING_CAPTION and tables.likert is None

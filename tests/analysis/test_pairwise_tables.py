@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from analysis.pairwise import (
+from empeval.analysis.pairwise import (
     ab_counts,
     ab_table,
     choice_agreement,
@@ -23,7 +23,7 @@ from analysis.pairwise import (
     sign_test,
     sign_tests,
 )
-from analysis.pairwise_schema import judgment_rows
+from empeval.analysis.pairwise_schema import judgment_rows
 
 
 def _frame(*groups: list[dict]) -> pd.DataFrame:
@@ -215,7 +215,7 @@ def test_empty_tables_have_their_columns():
 
 
 def test_a_linked_likert_study_sits_beside_the_ab_table_with_its_means_by_hand():
-    from analysis.pairwise import likert_beside_ab
+    from empeval.analysis.pairwise import likert_beside_ab
 
     # gold item means: (5 + 3) / 2 = 4 on context 1, 4 on context 2 -> 4; moel: 3 and 2 -> 2.5; a control of
     # moel's with a 1 is left out.

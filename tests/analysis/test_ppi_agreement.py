@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.bootstrap import resample_weights
-from analysis.judged.agreement import calibration_table, interval_alpha_two_coders, judge_agreement
-from analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
+from empeval.analysis.bootstrap import resample_weights
+from empeval.analysis.judged.agreement import calibration_table, interval_alpha_two_coders, judge_agreement
+from empeval.analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from ppi_py import crossppi_mean_ci
 
-from analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
+from empeval.analysis.judged.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
 
 N_CONTEXTS, N_RATED = 90, 30
 

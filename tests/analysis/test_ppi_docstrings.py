@@ -11,8 +11,8 @@ import io
 
 import pytest
 
-MODULES = ["analysis.judged.tables", "analysis.judged.estimates", "analysis.judged.agreement",
-           "analysis.judged.crossfit", "analysis.judged.planner", "analysis.simulate_judges"]
+MODULES = ["empeval.analysis.judged.tables", "empeval.analysis.judged.estimates", "empeval.analysis.judged.agreement",
+           "empeval.analysis.judged.crossfit", "empeval.analysis.judged.planner", "empeval.analysis.simulate_judges"]
 
 
 def _public_functions() -> list:

@@ -13,8 +13,8 @@ from ppi_py import ppi_mean_ci, ppi_mean_pointestimate, ppi_mean_pval
 from ppi_py.baselines import classical_mean_ci
 from scipy import stats
 
-from analysis.compare import adjust_pvalues
-from analysis.judged.estimates import (
+from empeval.analysis.compare import adjust_pvalues
+from empeval.analysis.judged.estimates import (
     power_tuned_lambda,
     ppi_mean_interval,
     ppi_paired_differences,
@@ -177,5 +177,6 @@ def test_importing_the_estimates_leaves_warnings_on_although_ppi_py_turns_them_o
              "for f in warnings.filters))")
     silenced = {module: subprocess.run([sys.executable, "-c", probe.format(module=module)], capture_output=True,
                                        text=True, check=True).stdout.strip()
-                for module in ("ppi_py", "analysis.judged.estimates", "analysis.judged.crossfit")}
-    assert silenced == {"ppi_py": "True", "analysis.judged.estimates": "False", "analysis.judged.crossfit": "False"}
+                for module in ("ppi_py", "empeval.analysis.judged.estimates", "empeval.analysis.judged.crossfit")}
+    assert silenced == {"ppi_py": "True", "empeval.analysis.judged.estimates": "False",
+                        "empeval.analysis.judged.crossfit": "False"}

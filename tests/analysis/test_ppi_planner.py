@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.judged.planner import human_ratings_needed, label_sd_from_components, ppi_half_width
-from analysis.power import Components
-from analysis.simulate_judges import GOOD_JUDGE, analyse_judged_arrays, simulate_judged_study
+from empeval.analysis.judged.planner import human_ratings_needed, label_sd_from_components, ppi_half_width
+from empeval.analysis.power import Components
+from empeval.analysis.simulate_judges import GOOD_JUDGE, analyse_judged_arrays, simulate_judged_study
 
 Z95 = stats.norm.ppf(0.975)
 

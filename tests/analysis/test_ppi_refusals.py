@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.judged.estimates import ppi_paired_differences, ppi_system_means
-from analysis.judged.tables import check_human_share, judge_failures
-from analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
+from empeval.analysis.judged.estimates import ppi_paired_differences, ppi_system_means
+from empeval.analysis.judged.tables import check_human_share, judge_failures
+from empeval.analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.judged.estimates import ppi_paired_differences, ppi_system_means
-from analysis.power import Components
-from analysis.simulate_judges import (
+from empeval.analysis.judged.estimates import ppi_paired_differences, ppi_system_means
+from empeval.analysis.power import Components
+from empeval.analysis.simulate_judges import (
     BIASED_JUDGE,
     GOOD_JUDGE,
     USELESS_JUDGE,

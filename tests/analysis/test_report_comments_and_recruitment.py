@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis.comments import assignment_comments
-from analysis.load import tidy_from_export
-from analysis.recruitment_text import recruitment_sentence
-from analysis.report import write_report
-from analysis.simulate import simulate_study
-from entry.cli import cli
+from empeval.analysis.comments import assignment_comments
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.recruitment_text import recruitment_sentence
+from empeval.analysis.report import write_report
+from empeval.analysis.simulate import simulate_study
+from empeval.cli import cli
 
 HOSTILE = "<script>alert(1)</script> **loud** [click](http://x.test) | pipe\nsecond line"
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.load import tidy_from_export
-from analysis.report import write_report
-from analysis.simulate import simulate_study
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.report import write_report
+from empeval.analysis.simulate import simulate_study
 
 
 def _gaps(markdown: str) -> list[str]:

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
+from empeval.cli import cli
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "demo_export"
 TABLES = sorted(p.name for p in (FIXTURE / "expected_tables").glob("*.csv"))

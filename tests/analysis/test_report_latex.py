@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analysis.latex import booktabs, cell, escape
-from analysis.load import tidy_from_export
-from analysis.report import write_report
-from analysis.simulate import simulate_study
-from entry.cli import cli
+from empeval.analysis.latex import booktabs, cell, escape
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.report import write_report
+from empeval.analysis.simulate import simulate_study
+from empeval.cli import cli
 from tests.analysis.latex_check import latex_problems, tabular_rows
 
 HOSTILE = "moel_v2 & co #1 50% {x} ~^\\"
@@ -90,9 +90,9 @@ def test_the_report_command_writes_latex_of_an_export(tmp_path):
 
 
 def test_a_pairwise_report_with_latex_writes_the_ab_table(tmp_path):
-    from analysis.pairwise_report import ab_display
-    from analysis.simulate_pairwise import simulate_pairwise_study
-    from entry.reporting import write_pairwise_report
+    from empeval.analysis.pairwise_report import ab_display
+    from empeval.analysis.simulate_pairwise import simulate_pairwise_study
+    from empeval.reporting import write_pairwise_report
 
     judgments = simulate_pairwise_study(n_contexts=8, anchor="moel", seed=3).judgments
     renamed = {"gold": "gold_v2 & co"}  # sorts where "gold" does, so every pair label keeps its order

@@ -10,15 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.agreement_reading import alpha_beside_ac2, modal_share
-from analysis.compare import compare_pairs, system_means
-from analysis.conclusions import DEFINITION, conclusion_changes
-from analysis.load import tidy_from_export
-from analysis.plots import stacked_score_shares, system_means_plot, system_order
-from analysis.rater_aware import rater_aware_check
-from analysis.report import write_report
-from analysis.report_tables import criteria_in_order, pairs_table, paper_table, wilcoxon_variants
-from analysis.simulate import simulate_study
+from empeval.analysis.agreement_reading import alpha_beside_ac2, modal_share
+from empeval.analysis.compare import compare_pairs, system_means
+from empeval.analysis.conclusions import DEFINITION, conclusion_changes
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.plots import stacked_score_shares, system_means_plot, system_order
+from empeval.analysis.rater_aware import rater_aware_check
+from empeval.analysis.report import write_report
+from empeval.analysis.report_tables import criteria_in_order, pairs_table, paper_table, wilcoxon_variants
+from empeval.analysis.simulate import simulate_study
 
 STUDY_ORDER = ["relevance", "fluency", "empathy"]  # neither sorted nor the default: only the study file says so
 

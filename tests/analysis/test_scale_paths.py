@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import bootstrap, compare, quality
+from empeval.analysis import bootstrap, compare, quality
 
 
 def test_weights_drawn_in_row_blocks_are_the_multinomial_counts_of_one_call(monkeypatch):

@@ -11,13 +11,13 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.models import Context, Dialogue, Response, System
-from server.web import create_app
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.models import Context, Dialogue, Response, System
+from empeval.server.web import create_app
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 from tests.conftest import SAMPLE_ED
 
 SYSTEMS = ["sys-a", "sys-b", "sys-c"]

@@ -8,12 +8,12 @@ from contextlib import contextmanager
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from entry.wiring import make_app
-from server.annotation.annotators import invite
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
-from server.store.models import Assignment, AssignmentItem, Choice, Rating
+from empeval.server.annotation.annotators import invite
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.server.store.models import Assignment, AssignmentItem, Choice, Rating
+from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
 from tests.annotation.pairwise_fixtures import make_ab_study
 from tests.browser import live_server

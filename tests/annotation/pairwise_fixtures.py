@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from sqlalchemy import event, select, update
 from sqlalchemy.orm import Session, aliased
 
-from server.store.models import Assignment, AssignmentPair, PairItem, Response, Study, System
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.server.store.models import Assignment, AssignmentPair, PairItem, Response, Study, System
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses
 
 AB_CRITERIA = ("empathy", "relevance", "fluency")

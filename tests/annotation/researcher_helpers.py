@@ -6,10 +6,10 @@ from datetime import datetime
 
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.annotation.handout import assignment_payload, next_assignment
-from server.annotation.submit import submit_assignment
-from server.store.queries import now_utc
+from empeval.cli import cli
+from empeval.server.annotation.handout import assignment_payload, next_assignment
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import new_submission_id
 
 

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.store.models import AssignmentItem, Rating
+from empeval.server.annotation.annotators import invite
+from empeval.server.store.models import AssignmentItem, Rating
 from tests.annotation.conftest import CONTROLS, SYSTEMS, new_submission_id
 from tests.store.helpers import snapshot
 
@@ -213,7 +213,7 @@ def test_unknown_assignment_is_404(annotator):
 
 
 def test_export_needs_the_admin_token_and_has_one_row_per_rating(annotator, study_engine, client_factory):
-    from server.annotation.secrets import admin_token, secret_key
+    from empeval.server.annotation.secrets import admin_token, secret_key
 
     client, token, assignment = annotator
     client.post(

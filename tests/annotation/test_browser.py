@@ -9,13 +9,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from entry.wiring import make_app
-from server.annotation.annotators import invite
-from server.annotation.secrets import admin_token, secret_key
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
-from server.store.models import Assignment, AssignmentItem, Rating
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.secrets import admin_token, secret_key
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.server.store.models import Assignment, AssignmentItem, Rating
+from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
 from tests.browser import chromium_page, live_server
 from tests.conftest import SAMPLE_ED

@@ -20,13 +20,13 @@ from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-import server.annotation.submit as submit_module
-from server.annotation.annotators import invite
-from server.annotation.handout import assignment_payload, next_assignment
-from server.annotation.submit import submit_assignment
-from server.errors import Conflict
-from server.store.models import Assignment, Rating
-from server.store.queries import now_utc
+import empeval.server.annotation.submit as submit_module
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import assignment_payload, next_assignment
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.errors import Conflict
+from empeval.server.store.models import Assignment, Rating
+from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import new_submission_id
 
 CRITERIA = ("empathy", "relevance", "fluency")

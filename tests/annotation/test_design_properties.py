@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.handout import assignment_payload, next_assignment
-from server.annotation.secrets import read_invite, secret_key
-from server.annotation.submit import submit_assignment
-from server.store.models import Assignment, Rating, Response, StudyItem
-from server.store.queries import now_utc
-from tasks.design import Candidate, controls_per_assignment, plan_assignments
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import assignment_payload, next_assignment
+from empeval.server.annotation.secrets import read_invite, secret_key
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.models import Assignment, Rating, Response, StudyItem
+from empeval.server.store.queries import now_utc
+from empeval.tasks.design import Candidate, controls_per_assignment, plan_assignments
 from tests.annotation.conftest import (
     CONTROLS,
     SYSTEMS,
@@ -174,8 +174,8 @@ def test_handout_gives_each_response_k_distinct_annotators_and_nobody_a_context_
 
 
 def _drop_study(engine):
-    from server.store.engine import unit_of_work
-    from server.store.models import Annotator, Study
+    from empeval.server.store.engine import unit_of_work
+    from empeval.server.store.models import Annotator, Study
 
     with unit_of_work(engine) as s:
         for study in s.scalars(select(Study)).all():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from server.annotation.annotators import invite
-from server.annotation.handout import assignment_payload, next_assignment, release
-from server.annotation.secrets import read_invite, secret_key
-from server.annotation.submit import submit_assignment
-from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import assignment_payload, next_assignment, release
+from empeval.server.annotation.secrets import read_invite, secret_key
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Assignment, AssignmentItem
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 
 # Hand-out once looked at open assignments 50 at a time; it now asks SQL for the first that fits, and the

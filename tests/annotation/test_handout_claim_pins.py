@@ -7,11 +7,11 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.handout import claim, next_assignment, next_assignment_payload
-from server.store.engine import unit_of_work
-from server.store.models import Assignment
-from server.store.queries import as_utc, now_utc
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import claim, next_assignment, next_assignment_payload
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Assignment
+from empeval.server.store.queries import as_utc, now_utc
 from tests.annotation.conftest import make_study
 
 

@@ -12,9 +12,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation import handout
-from server.annotation.annotators import invite, revoke
-from server.annotation.handout import (
+from empeval.server.annotation import handout
+from empeval.server.annotation.annotators import invite, revoke
+from empeval.server.annotation.handout import (
     AccessRevoked,
     StudyClosed,
     assignment_payload,
@@ -23,11 +23,11 @@ from server.annotation.handout import (
     next_assignment,
     release,
 )
-from server.annotation.submit import submit_assignment
-from server.errors import NotFound
-from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem, Context, Response, SeenContext, Study, StudyItem
-from server.store.queries import as_utc, now_utc
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.errors import NotFound
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Assignment, AssignmentItem, Context, Response, SeenContext, Study, StudyItem
+from empeval.server.store.queries import as_utc, now_utc
 from tests.annotation.conftest import make_study, new_submission_id
 
 

@@ -16,13 +16,13 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite, revoke
-from server.annotation.handout import AccessRevoked, StudyClosed, close_study, next_assignment
-from server.annotation.secrets import read_invite, secret_key
-from server.annotation.submit import submit_assignment
-from server.errors import Conflict
-from server.store.models import Assignment, AssignmentItem, Rating, Response, SeenContext, Study, StudyItem
-from server.store.queries import now_utc
+from empeval.server.annotation.annotators import invite, revoke
+from empeval.server.annotation.handout import AccessRevoked, StudyClosed, close_study, next_assignment
+from empeval.server.annotation.secrets import read_invite, secret_key
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.errors import Conflict
+from empeval.server.store.models import Assignment, AssignmentItem, Rating, Response, SeenContext, Study, StudyItem
+from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 
 SYSTEMS3 = ["sys-a", "sys-b", "sys-c"]

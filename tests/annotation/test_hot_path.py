@@ -11,13 +11,13 @@ import pytest
 from sqlalchemy import DateTime, create_engine, event, func, select
 from sqlalchemy.orm import Session
 
-from server.annotation import hot_sql
-from server.annotation.annotators import invite
-from server.annotation.handout import expire_overdue, next_assignment_payload
-from server.annotation.submit import submit_assignment
-from server.store.engine import unit_of_work
-from server.store.models import Assignment, Rating, Response, SeenContext, Study
-from server.store.queries import as_utc
+from empeval.server.annotation import hot_sql
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import expire_overdue, next_assignment_payload
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Assignment, Rating, Response, SeenContext, Study
+from empeval.server.store.queries import as_utc
 from tests.annotation.conftest import SYSTEMS, add_responses, make_study, new_submission_id
 
 MOMENTS = [datetime(2026, 3, 1, 9, 5, 7, 123456, tzinfo=UTC), datetime(2026, 3, 1, 9, 5, 7, tzinfo=UTC),

@@ -4,8 +4,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.annotation.secrets import InvalidInvite, make_invite, read_invite
+from empeval.cli import cli
+from empeval.server.annotation.secrets import InvalidInvite, make_invite, read_invite
 
 
 def test_an_invite_carries_its_annotator_and_study_and_expires():
@@ -26,7 +26,7 @@ def test_an_altered_or_foreign_invite_is_refused_for_every_expiry(monkeypatch):
     # of unpadded base64 may not), so changing either always changes the decoded bytes.
     start = 1_800_000_000
     for offset in range(0, 20_000, 7):
-        monkeypatch.setattr("server.annotation.secrets.time.time", lambda offset=offset: start + offset)
+        monkeypatch.setattr("empeval.server.annotation.secrets.time.time", lambda offset=offset: start + offset)
         token = make_invite("k" * 40, annotator_id=7, study="pilot", days=1)
         payload, signature = token.rsplit(".", 1)
         assert read_invite("k" * 40, token, now=start) == (7, "pilot")
@@ -47,7 +47,7 @@ def test_cli_prints_one_link_per_annotator_and_the_same_person_stays_one_annotat
     assert [line.split("\t")[0] for line in lines] == ["ann", "ben"]
     assert all(line.split("\t")[1].startswith("http://127.0.0.1:8000/annotate#") for line in lines)
     again = CliRunner().invoke(cli, ["--database-url", url, "annotators", "invite", "ann", "--study", "pilot"])
-    from server.annotation.secrets import secret_key
+    from empeval.server.annotation.secrets import secret_key
     ids = {read_invite(secret_key(study_engine), line.split("/annotate#")[1])[0]
            for line in (lines[0], again.output.strip())}
     assert len(ids) == 1

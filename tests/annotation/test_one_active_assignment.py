@@ -13,15 +13,15 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation import handout
-from server.annotation.annotators import invite
-from server.annotation.handout import claim, contexts_seen_before, next_assignment, release
-from server.annotation.secrets import read_invite, secret_key
-from server.annotation.submit import submit_assignment
-from server.store.engine import unit_of_work
-from server.store.models import Assignment, AssignmentItem, Response, SeenContext, StudyItem
-from server.store.queries import now_utc
-from server.web import create_app
+from empeval.server.annotation import handout
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import claim, contexts_seen_before, next_assignment, release
+from empeval.server.annotation.secrets import read_invite, secret_key
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Assignment, AssignmentItem, Response, SeenContext, StudyItem
+from empeval.server.store.queries import now_utc
+from empeval.server.web import create_app
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 from tests.browser import live_server
 

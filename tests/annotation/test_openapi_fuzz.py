@@ -11,17 +11,17 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import status_code_conformance
 
-from server.annotation.annotators import invite
-from server.annotation.secrets import admin_token, secret_key
-from server.web import create_app
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.secrets import admin_token, secret_key
+from empeval.server.web import create_app
 from tests.annotation.conftest import add_responses, make_study
 
 
 @pytest.fixture(scope="module")
 def fuzz_target(tmp_path_factory):
-    from server.datasets.ed_csv import parse_ed_csv
-    from server.datasets.importer import import_dialogues
-    from server.store import make_engine, upgrade
+    from empeval.server.datasets.ed_csv import parse_ed_csv
+    from empeval.server.datasets.importer import import_dialogues
+    from empeval.server.store import make_engine, upgrade
     from tests.conftest import SAMPLE_ED
 
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'fuzz.db'}")

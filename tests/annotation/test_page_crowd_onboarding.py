@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.crowd import jobs
+from empeval.tasks.crowd import jobs
 from tests.axe import axe_violations, describe
 from tests.browser import chromium_page
 from tests.crowd.conftest import (  # noqa: F401 (fixtures)

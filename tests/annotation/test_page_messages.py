@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.secrets import admin_token, secret_key
-from server.store.models import Assignment, Rating
+from empeval.server.annotation.secrets import admin_token, secret_key
+from empeval.server.store.models import Assignment, Rating
 from tests.annotation.page_fixtures import answer, drafts_in, item_count, likert_store, serving, start
 from tests.axe import axe_violations, describe
 from tests.browser import chromium_page

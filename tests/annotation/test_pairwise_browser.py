@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from entry.wiring import make_app
-from server.annotation.annotators import invite
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
-from server.store.models import Assignment, AssignmentPair, Choice
+from empeval.server.annotation.annotators import invite
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.server.store.models import Assignment, AssignmentPair, Choice
+from empeval.wiring import make_app
 from tests.annotation.conftest import CONTROLS, SYSTEMS
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, make_ab_study, placements
 from tests.browser import chromium_page, live_server

@@ -13,13 +13,13 @@ from click.testing import CliRunner
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from analysis.pairwise_schema import JUDGMENT_COLUMNS, validate_judgments
-from entry.cli import cli
-from server.annotation.annotators import invite
-from server.annotation.export import export_rows
-from server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
-from server.store.models import Assignment, AssignmentPair, Choice, PairItem
-from server.store.queries import now_utc
+from empeval.analysis.pairwise_schema import JUDGMENT_COLUMNS, validate_judgments
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.export import export_rows
+from empeval.server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
+from empeval.server.store.models import Assignment, AssignmentPair, Choice, PairItem
+from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import make_study
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, assignment_ids, give, make_ab_study, placements
 

@@ -10,12 +10,17 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.handout import assignment_payload, expire_overdue, next_assignment, next_assignment_payload
-from server.store.engine import counting_statements
-from server.store.models import Assignment, AssignmentPair, Choice, SeenContext
-from server.store.queries import now_utc
-from server.web import create_app
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import (
+    assignment_payload,
+    expire_overdue,
+    next_assignment,
+    next_assignment_payload,
+)
+from empeval.server.store.engine import counting_statements
+from empeval.server.store.models import Assignment, AssignmentPair, Choice, SeenContext
+from empeval.server.store.queries import now_utc
+from empeval.server.web import create_app
 from tests.annotation.conftest import new_submission_id
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, make_ab_study, placements
 

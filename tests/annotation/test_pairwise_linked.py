@@ -16,10 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.handout import claim, contexts_seen_before, next_assignment, release
-from server.store.engine import unit_of_work
-from server.store.models import (
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import claim, contexts_seen_before, next_assignment, release
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import (
     Assignment,
     AssignmentItem,
     AssignmentPair,
@@ -29,9 +29,9 @@ from server.store.models import (
     Study,
     StudyItem,
 )
-from server.store.queries import now_utc
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.server.store.queries import now_utc
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 from tests.annotation.conftest import SYSTEMS, add_responses, make_study
 from tests.annotation.pairwise_fixtures import make_ab_study
 

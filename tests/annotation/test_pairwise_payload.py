@@ -8,10 +8,10 @@ import json
 import pytest
 from sqlalchemy.orm import Session
 
-from server.annotation.pairwise_payload import pairwise_assignment_payload
-from server.errors import BadInput, NotFound
-from server.store.models import Context
-from server.store.study_config import DEFAULT_PAIRWISE_CRITERIA
+from empeval.server.annotation.pairwise_payload import pairwise_assignment_payload
+from empeval.server.errors import BadInput, NotFound
+from empeval.server.store.models import Context
+from empeval.server.store.study_config import DEFAULT_PAIRWISE_CRITERIA
 from tests.annotation.conftest import CONTROLS, SYSTEMS, make_study
 from tests.annotation.pairwise_fixtures import StatementCounter, assignment_ids, make_ab_study, placements
 

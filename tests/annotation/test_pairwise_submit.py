@@ -14,18 +14,18 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.handout import StudyClosed, close_study
-from server.annotation.pairwise_submit import (
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import StudyClosed, close_study
+from empeval.server.annotation.pairwise_submit import (
     ExpectedChoices,
     pairwise_submission_schema,
     submit_pairwise,
     validate_pairwise_submission,
 )
-from server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS
-from server.errors import BadInput, Conflict, NotFound
-from server.store.models import Assignment, AssignmentPair, Choice
-from server.store.queries import now_utc
+from empeval.server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS
+from empeval.server.errors import BadInput, Conflict, NotFound
+from empeval.server.store.models import Assignment, AssignmentPair, Choice
+from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import make_study
 from tests.annotation.json_bodies import bodies, fits, shown, why_not
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, assignment_ids, give, make_ab_study, placements
@@ -318,7 +318,7 @@ def test_a_pairwise_submit_through_the_api_entry_takes_one_connection_and_stores
     # second one, then write on a third.
     from sqlalchemy import event
 
-    from server.annotation.submit import submit_assignment
+    from empeval.server.annotation.submit import submit_assignment
 
     engine, assignment_id, rita = ab
     body = body_for(engine, assignment_id)

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS, ExpectedRatings, submission_schema
-from server.annotation.submit import validate_submission
-from server.errors import BadInput
-from server.store.models import Assignment, Rating
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS, ExpectedRatings, submission_schema
+from empeval.server.annotation.submit import validate_submission
+from empeval.server.errors import BadInput
+from empeval.server.store.models import Assignment, Rating
 from tests.annotation.conftest import new_submission_id
 from tests.annotation.json_bodies import bodies, fits, shown, why_not
 from tests.store.helpers import snapshot
@@ -49,9 +49,9 @@ def good_body() -> dict:
 def test_the_openapi_document_serves_the_generated_schema():
     import jsonschema_rs
 
-    import server.web.annotate_api  # noqa: F401 (registers its paths and schemas)
-    from server.annotation.pairwise_submit import pairwise_submission_schema
-    from server.web import openapi
+    import empeval.server.web.annotate_api  # noqa: F401 (registers its paths and schemas)
+    from empeval.server.annotation.pairwise_submit import pairwise_submission_schema
+    from empeval.server.web import openapi
 
     schemas = openapi.document()["components"]["schemas"]
     assert schemas["LikertSubmission"] == submission_schema()

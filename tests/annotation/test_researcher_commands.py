@@ -8,14 +8,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite, pseudonym_for
-from server.annotation.export import export_rows
-from server.annotation.handout import assignment_payload, close_study, next_assignment
-from server.annotation.secrets import secret_key
-from server.annotation.study_log import study_log
-from server.annotation.submit import submit_assignment
-from server.store.models import Annotator, Assignment, AssignmentItem, Rating, SeenContext, Study
-from server.store.queries import now_utc
+from empeval.server.annotation.annotators import invite, pseudonym_for
+from empeval.server.annotation.export import export_rows
+from empeval.server.annotation.handout import assignment_payload, close_study, next_assignment
+from empeval.server.annotation.secrets import secret_key
+from empeval.server.annotation.study_log import study_log
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.models import Annotator, Assignment, AssignmentItem, Rating, SeenContext, Study
+from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import make_study, new_submission_id
 from tests.annotation.researcher_helpers import claim, cli_run, work
 from tests.store.helpers import snapshot
@@ -245,7 +245,7 @@ def test_a_withdrawn_participant_gets_no_more_work_and_a_new_rater_takes_her_cop
     alice, token = invite(study_engine, "alice", "pilot")
     done = work(study_engine, alice.id)
     assert cli_run(study_engine, "annotators", "forget", "alice", "--study", "pilot").exit_code == 0
-    from server.annotation.handout import AccessRevoked
+    from empeval.server.annotation.handout import AccessRevoked
 
     with pytest.raises(AccessRevoked):
         next_assignment(study_engine, "pilot", alice.id)
@@ -315,7 +315,7 @@ def test_the_tombstone_is_not_the_pseudonym_of_anyone_invited_under_that_name(st
 
 
 def test_forget_in_an_ab_study_removes_her_choices_and_reopens_her_pairs_on_the_same_sides(sample_engine):
-    from server.store.models import AssignmentPair, Choice
+    from empeval.server.store.models import AssignmentPair, Choice
     from tests.annotation.pairwise_fixtures import make_ab_study
 
     make_ab_study(sample_engine, name="ab", count=6, k=2, per_assignment=4, control_rate=0.0)
@@ -363,8 +363,8 @@ def test_study_list_names_an_ab_study_pairwise(sample_engine):
 
 
 def test_listing_studies_and_annotators_costs_the_same_statements_however_many_there_are(study_engine):
-    from server.annotation.annotators import study_roster
-    from server.annotation.study_list import study_summaries
+    from empeval.server.annotation.annotators import study_roster
+    from empeval.server.annotation.study_list import study_summaries
     from tests.annotation.pairwise_fixtures import StatementCounter
 
     def statements(call) -> int:

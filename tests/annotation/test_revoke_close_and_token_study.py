@@ -8,10 +8,10 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from entry.cli import cli
-from server.annotation.annotators import invite, revoke
-from server.annotation.handout import close_study
-from server.store.models import Assignment, SeenContext
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite, revoke
+from empeval.server.annotation.handout import close_study
+from empeval.server.store.models import Assignment, SeenContext
 from tests.annotation.conftest import make_study, new_submission_id
 from tests.store.helpers import snapshot
 

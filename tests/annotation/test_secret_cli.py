@@ -7,13 +7,13 @@ import stat
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.annotation.annotators import invite
-from server.annotation.secrets import admin_token, read_invite, secret_key
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
-from server.web.auth import INVITE_COOKIE
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.secrets import admin_token, read_invite, secret_key
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.server.web.auth import INVITE_COOKIE
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import REPO, SAMPLE_ED
 
@@ -58,7 +58,7 @@ def test_rotating_asks_for_yes_while_a_study_is_open_and_then_refuses_every_old_
     engine, url = lab
     old_invite = invite(engine, "ann", "pilot")[1]
     old_admin = admin_token(secret_key(engine))
-    from entry.wiring import make_app
+    from empeval.wiring import make_app
 
     app = make_app(url)  # a server already running
     assert app.test_client().get("/api/annotate/next", headers={"Authorization": f"Bearer {old_invite}"}).status_code \
@@ -89,7 +89,7 @@ def test_serve_prints_where_the_dashboard_is_but_never_the_token(lab, tmp_path, 
         def run(self, **options):
             started["options"] = options
 
-    monkeypatch.setattr("server.web.create_app", Recorder)
+    monkeypatch.setattr("empeval.server.web.create_app", Recorder)
     named = tmp_path / "served.secret"
     result = CliRunner().invoke(cli, ["--database-url", url, "--secret-file", str(named), "serve"])
     assert result.exit_code == 0, result.output

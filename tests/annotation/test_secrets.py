@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from server.annotation.secrets import (
+from empeval.server.annotation.secrets import (
     FINGERPRINT_SETTING,
     SecretError,
     admin_token,
@@ -21,9 +21,9 @@ from server.annotation.secrets import (
     secret_key,
     use_secret_file,
 )
-from server.store import make_engine, open_store, unit_of_work
-from server.store.models import AppSetting
-from server.web import create_app
+from empeval.server.store import make_engine, open_store, unit_of_work
+from empeval.server.store.models import AppSetting
+from empeval.server.web import create_app
 
 
 def mode(path) -> int:

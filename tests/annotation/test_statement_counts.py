@@ -7,10 +7,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.store.engine import counting_statements
-from server.store.models import AssignmentItem, Rating
-from server.web import create_app
+from empeval.server.annotation.annotators import invite
+from empeval.server.store.engine import counting_statements
+from empeval.server.store.models import AssignmentItem, Rating
+from empeval.server.web import create_app
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study, new_submission_id
 
 MAX_STATEMENTS = 6

@@ -11,14 +11,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-import server.annotation.submit as submit_module
-from server.annotation.annotators import invite, revoke
-from server.annotation.handout import AccessRevoked, StudyClosed, close_study, next_assignment
-from server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS, ExpectedRatings
-from server.annotation.submit import submit_assignment, validate_submission
-from server.errors import BadInput, Conflict, NotFound
-from server.store.models import Assignment, AssignmentItem, Rating
-from server.store.queries import as_utc, now_utc
+import empeval.server.annotation.submit as submit_module
+from empeval.server.annotation.annotators import invite, revoke
+from empeval.server.annotation.handout import AccessRevoked, StudyClosed, close_study, next_assignment
+from empeval.server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS, ExpectedRatings
+from empeval.server.annotation.submit import submit_assignment, validate_submission
+from empeval.server.errors import BadInput, Conflict, NotFound
+from empeval.server.store.models import Assignment, AssignmentItem, Rating
+from empeval.server.store.queries import as_utc, now_utc
 from tests.annotation.conftest import make_study, new_submission_id
 
 CRITERIA = ("empathy", "relevance", "fluency")

@@ -6,11 +6,11 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.annotation import handout, hot_sql
-from server.annotation.annotators import invite
-from server.annotation.handout import next_assignment
-from server.annotation.submit import submit_assignment
-from server.store.models import AssignmentItem, Study
+from empeval.server.annotation import handout, hot_sql
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import next_assignment
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.models import AssignmentItem, Study
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 
 SYSTEMS3 = ["sys-a", "sys-b", "sys-c"]

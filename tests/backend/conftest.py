@@ -10,12 +10,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from server.backend.registry import Registry  # noqa: E402
-from server.backend.resources import BackendResources  # noqa: E402
-from server.datasets.ed_csv import parse_ed_csv  # noqa: E402
-from server.datasets.importer import import_dialogues  # noqa: E402
-from server.store import make_engine  # noqa: E402
-from server.store.migrate import upgrade  # noqa: E402
+from empeval.server.backend.registry import Registry  # noqa: E402
+from empeval.server.backend.resources import BackendResources  # noqa: E402
+from empeval.server.datasets.ed_csv import parse_ed_csv  # noqa: E402
+from empeval.server.datasets.importer import import_dialogues  # noqa: E402
+from empeval.server.store import make_engine  # noqa: E402
+from empeval.server.store.migrate import upgrade  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "server" / "data" / "ed_sample"

@@ -11,7 +11,7 @@ from typing import Any
 
 
 class JsonStubHandler(BaseHTTPRequestHandler):
-    """Subclasses implement `answer(route, body)`; each request is appended to `server.calls` as
+    """Subclasses implement `answer(route, body)`; each request is appended to `empeval.server.calls` as
     (path, body, headers) before it is answered."""
 
     def log_message(self, *args: Any) -> None:  # keep test output clean

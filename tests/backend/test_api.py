@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from server.annotation.secrets import admin_token, make_invite, secret_key
-from server.backend.contexts import load_contexts
-from server.store.engine import unit_of_work
-from server.web.app import create_app
+from empeval.server.annotation.secrets import admin_token, make_invite, secret_key
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.store.engine import unit_of_work
+from empeval.server.web.app import create_app
 
 RAW = {"turns": [{"role": "speaker", "text": "I got the job I wanted!"}], "emotion": "proud"}
 

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from server.backend.base import DialogueContext
-from server.backend.cobert import CoBERT, CoBERTModel, base_encoder_path, load_sentence_transformer
-from server.backend.contexts import load_contexts
-from server.backend.resources import BackendResources
-from server.backend.retrieval import history_text
-from server.backend.retrieval_ft import fine_tuned_encoder
-from server.backend.training.checkpoints import MODEL_DIR, is_finished, run_dir, write_manifest
-from server.backend.training.cobert_train import (
+from empeval.server.backend.base import DialogueContext
+from empeval.server.backend.cobert import CoBERT, CoBERTModel, base_encoder_path, load_sentence_transformer
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.resources import BackendResources
+from empeval.server.backend.retrieval import history_text
+from empeval.server.backend.retrieval_ft import fine_tuned_encoder
+from empeval.server.backend.training.checkpoints import MODEL_DIR, is_finished, run_dir, write_manifest
+from empeval.server.backend.training.cobert_train import (
     CoBERTTrainConfig,
     persona_data,
     resolve_encoder,
@@ -31,8 +31,8 @@ from server.backend.training.cobert_train import (
     store_data,
     train_cobert,
 )
-from server.datasets.persona_jsonl import load_persona_jsonl
-from server.store.engine import unit_of_work
+from empeval.server.datasets.persona_jsonl import load_persona_jsonl
+from empeval.server.store.engine import unit_of_work
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,7 @@ def test_the_trained_selector_reranks_the_bi_encoder_at_least_as_well_on_the_sam
     """P@1,100 over the sample's first 300 test contexts (gold + 99 seeded other test references each), as
     `empeval metrics` scores it: the bi-encoder's top 20 of the 100 reranked by CoBERT, against the bi-encoder
     alone. After 24 steps on 128 pairs the selector is not expected to win; it must not lose more than 2 points."""
-    from server.backend.metrics import candidate_sets, rank_metrics
+    from empeval.server.backend.metrics import candidate_sets, rank_metrics
 
     cache_dir = trained[0]
     resources = BackendResources(engine=sample_engine, cache_dir=cache_dir, show_progress=False)
@@ -161,7 +161,7 @@ def test_training_on_the_persona_fixture_uses_the_personas(tmp_path):
 
 
 def test_training_without_a_fine_tuned_encoder_names_empeval_train_retrieval(tmp_path, sample_engine):
-    from server.backend.training.checkpoints import MissingCheckpoint
+    from empeval.server.backend.training.checkpoints import MissingCheckpoint
 
     data = persona_data(load_persona_jsonl(FIXTURE), source="fixture", config=CONFIG)
     with pytest.raises(MissingCheckpoint, match="empeval train retrieval"):
@@ -174,8 +174,8 @@ def cli_with_train_cobert():
     """The root group's error handling around `train cobert`, as entry.cli registers it under `train`."""
     import click
 
-    from entry.cli.common import CliContext, EmpevalGroup
-    from entry.cli.train_cobert import cobert
+    from empeval.cli.common import CliContext, EmpevalGroup
+    from empeval.cli.train_cobert import cobert
 
     @click.group(cls=EmpevalGroup)
     @click.option("--database-url", default=None)

@@ -7,9 +7,9 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.backend.contexts import load_contexts
-from server.backend.controls import GENERIC_REPLIES, scramble_words
-from server.store.engine import unit_of_work
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.controls import GENERIC_REPLIES, scramble_words
+from empeval.server.store.engine import unit_of_work
 
 
 def some_contexts(engine, limit=60):
@@ -58,7 +58,7 @@ def test_generic_is_a_stock_reply(registry, sample_engine):
 
 
 def test_controls_are_deterministic_given_the_seed_and_change_with_it(resources, sample_engine):
-    from server.backend.controls import MismatchedControl, ScrambledControl
+    from empeval.server.backend.controls import MismatchedControl, ScrambledControl
 
     contexts = some_contexts(sample_engine)
     for control in (MismatchedControl, ScrambledControl):

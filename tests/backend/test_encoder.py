@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from server.backend import encoder as encoder_module
-from server.backend.contexts import load_contexts, load_listener_turns
-from server.backend.encoder import (
+from empeval.server.backend import encoder as encoder_module
+from empeval.server.backend.contexts import load_contexts, load_listener_turns
+from empeval.server.backend.encoder import (
     BATCH_SIZE_ENV,
     PRECISION_ENV,
     THREADS_ENV,
@@ -19,10 +19,10 @@ from server.backend.encoder import (
     resolve_precision,
     usable_cpus,
 )
-from server.backend.resources import BackendResources
-from server.backend.retrieval import RetrievalModel, history_text
-from server.errors import BadInput
-from server.store.engine import unit_of_work
+from empeval.server.backend.resources import BackendResources
+from empeval.server.backend.retrieval import RetrievalModel, history_text
+from empeval.server.errors import BadInput
+from empeval.server.store.engine import unit_of_work
 
 from .conftest import REPO
 

@@ -6,14 +6,14 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import func, select
 
-from entry.cli import cli
-from server.backend.controls import GenericControl
-from server.backend.generate import generate_responses
-from server.backend.metrics import corpus_bleu, moel_tokenise
-from server.backend.registry import ConfigError, Registry, load_config
-from server.backend.resources import BackendResources
-from server.store.engine import unit_of_work
-from server.store.models import Response, System
+from empeval.cli import cli
+from empeval.server.backend.controls import GenericControl
+from empeval.server.backend.generate import generate_responses
+from empeval.server.backend.metrics import corpus_bleu, moel_tokenise
+from empeval.server.backend.registry import ConfigError, Registry, load_config
+from empeval.server.backend.resources import BackendResources
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Response, System
 
 
 def count(engine, model=Response):

@@ -6,17 +6,17 @@ import json
 
 import pytest
 
-from server.backend.base import ContextTurn, DialogueContext
-from server.backend.contexts import load_contexts
-from server.backend.replay import ReplayModel
-from server.backend.replay_align import (
+from empeval.server.backend.base import ContextTurn, DialogueContext
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.replay import ReplayModel
+from empeval.server.backend.replay_align import (
     DERIVED_FILE,
     REPLAY_SYSTEMS,
     align_all,
     normalise,
     sample_context_keys,
 )
-from server.store.engine import unit_of_work
+from empeval.server.store.engine import unit_of_work
 
 RAW = DialogueContext(turns=(ContextTurn("speaker", "I failed my driving test today."),))
 
@@ -119,7 +119,7 @@ def test_replay_from_the_full_files_answers_full_test_contexts(full_ed, full_res
 
 @pytest.mark.full_data
 def test_gold_and_controls_on_the_full_test_set(full_resources):
-    from server.backend.registry import Registry
+    from empeval.server.backend.registry import Registry
 
     registry = Registry.from_config(None, full_resources)
     with unit_of_work(full_resources.engine) as session:
@@ -132,7 +132,7 @@ def test_gold_and_controls_on_the_full_test_set(full_resources):
 def test_cli_replay_align_prints_coverage_per_file(full_ed):
     from click.testing import CliRunner
 
-    from entry.cli import cli
+    from empeval.cli import cli
 
     result = CliRunner().invoke(cli, ["systems", "replay-align", str(full_ed / "model_outputs"), "--no-write"])
     assert result.exit_code == 0, result.output

@@ -7,11 +7,11 @@ import time
 import pytest
 from sqlalchemy import func, select
 
-from server.backend.base import ContextTurn, DialogueContext
-from server.backend.generate import generate_responses
-from server.backend.http_model import HttpModel
-from server.store.engine import unit_of_work
-from server.store.models import Response
+from empeval.server.backend.base import ContextTurn, DialogueContext
+from empeval.server.backend.generate import generate_responses
+from empeval.server.backend.http_model import HttpModel
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Response
 from tests.backend.stub_http import JsonStubHandler, stub_server
 
 CONTEXT = DialogueContext(turns=(ContextTurn("speaker", "My dog died yesterday."),
@@ -21,7 +21,7 @@ CONTEXT = DialogueContext(turns=(ContextTurn("speaker", "My dog died yesterday."
 
 class FakeModelServer(JsonStubHandler):
     """Routes: /json (plain protocol), /v1/chat/completions (OpenAI), /slow, /fail500, /flaky, /bad400,
-    /malformed, /notjson. Every request is recorded in `server.calls`."""
+    /malformed, /notjson. Every request is recorded in `empeval.server.calls`."""
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -150,7 +150,7 @@ def test_a_system_without_url_is_a_config_error():
 def test_cli_generate_with_a_failing_remote_model_exits_4_and_stores_nothing(server, tmp_path):
     from click.testing import CliRunner
 
-    from entry.cli import cli
+    from empeval.cli import cli
 
     config = tmp_path / "systems.toml"
     config.write_text(f'[systems.remote]\nkind = "http"\nurl = "{url(server, "/fail500")}"\nretries = 0\n')

@@ -11,16 +11,16 @@ import time
 import pytest
 from sqlalchemy import select
 
-from server.backend.base import ContextTurn, DialogueContext
-from server.backend.judges.base import JudgedItem
-from server.backend.judges.http_judge import HttpJudge
-from server.backend.judges.run import judge_study
-from server.backend.judges.study_items import load_judged_study
-from server.backend.registry import ConfigError, SystemSpec, build_judge
-from server.errors import BadInput
-from server.store import unit_of_work
-from server.store.models import JudgeScore
-from server.store.study_config import Criterion, Scale
+from empeval.server.backend.base import ContextTurn, DialogueContext
+from empeval.server.backend.judges.base import JudgedItem
+from empeval.server.backend.judges.http_judge import HttpJudge
+from empeval.server.backend.judges.run import judge_study
+from empeval.server.backend.judges.study_items import load_judged_study
+from empeval.server.backend.registry import ConfigError, SystemSpec, build_judge
+from empeval.server.errors import BadInput
+from empeval.server.store import unit_of_work
+from empeval.server.store.models import JudgeScore
+from empeval.server.store.study_config import Criterion, Scale
 from tests.backend.stub_http import JsonStubHandler, stub_server
 from tests.backend.test_judge_store import judged_store
 
@@ -47,7 +47,7 @@ ANSWERS = {
 
 class FakeJudgeServer(JsonStubHandler):
     """Routes {ROUTE}/chat/completions for every ROUTE of ANSWERS, plus /slow (answers after 0.6 s) and /flaky
-    (503 twice, then "3"). Every request is recorded in `server.calls`."""
+    (503 twice, then "3"). Every request is recorded in `empeval.server.calls`."""
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from analysis.judged.crossfit import cross_fit_judge
-from server.backend.judges.learned_judge import LearnedJudge
-from server.backend.judges.run import judge_study
-from server.backend.judges.study_items import load_judged_study
-from server.backend.resources import BackendResources
-from server.errors import BadInput
-from server.store import unit_of_work
-from server.store.models import JudgeScore, Response, StudyItem
+from empeval.analysis.judged.crossfit import cross_fit_judge
+from empeval.server.backend.judges.learned_judge import LearnedJudge
+from empeval.server.backend.judges.run import judge_study
+from empeval.server.backend.judges.study_items import load_judged_study
+from empeval.server.backend.resources import BackendResources
+from empeval.server.errors import BadInput
+from empeval.server.store import unit_of_work
+from empeval.server.store.models import JudgeScore, Response, StudyItem
 from tests.backend.test_judge_store import add_ratings, judged_store
 
 
@@ -113,7 +113,7 @@ def test_no_item_is_scored_by_a_model_trained_on_its_contexts_ratings(store, cac
 
 
 def load_scores(engine):
-    from server.backend.judges.scores import judge_scores
+    from empeval.server.backend.judges.scores import judge_scores
 
     table = judge_scores(engine, "pilot", "learned")
     return table.groupby("system")["judge_score"].mean().to_dict()
@@ -160,10 +160,10 @@ def test_bad_fold_settings_are_config_errors():
 
 
 def test_stored_learned_scores_read_with_their_folds_feed_cross_prediction_powered_means(store, cache_dir):
-    from analysis.judged.crossfit import crossppi_system_means
-    from analysis.judged.tables import item_labels
-    from server.backend.judges.length_judge import LengthJudge
-    from server.backend.judges.scores import judge_scores
+    from empeval.analysis.judged.crossfit import crossppi_system_means
+    from empeval.analysis.judged.tables import item_labels
+    from empeval.server.backend.judges.length_judge import LengthJudge
+    from empeval.server.backend.judges.scores import judge_scores
 
     add_ratings(store, "pilot", contexts=rated_contexts(store, 8), score=quality)
     study = load_judged_study(store, "pilot", criteria=["empathy"], cross_fit=cross_fit_judge)

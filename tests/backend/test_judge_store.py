@@ -13,17 +13,17 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from server.backend.judges.base import Judge, JudgedItem, Verdict
-from server.backend.judges.length_judge import LengthJudge
-from server.backend.judges.run import judge_study
-from server.backend.judges.scores import SCORE_COLUMNS, judge_scores
-from server.backend.judges.study_items import load_judged_study
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.errors import BadInput, NotFound
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.models import Annotator, Assignment, JudgeScore, Rating, Response, Study, StudyItem, System
-from server.store.study_config import Criterion, Scale
+from empeval.server.backend.judges.base import Judge, JudgedItem, Verdict
+from empeval.server.backend.judges.length_judge import LengthJudge
+from empeval.server.backend.judges.run import judge_study
+from empeval.server.backend.judges.scores import SCORE_COLUMNS, judge_scores
+from empeval.server.backend.judges.study_items import load_judged_study
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.errors import BadInput, NotFound
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.models import Annotator, Assignment, JudgeScore, Rating, Response, Study, StudyItem, System
+from empeval.server.store.study_config import Criterion, Scale
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import SAMPLE_ED
 
@@ -294,8 +294,8 @@ def test_human_ratings_of_the_study_are_read_as_the_table_the_analysis_takes(eng
 
 
 def test_a_pairwise_study_is_refused_saying_judges_score_likert_items(engine):
-    from tasks.study_create import create_study
-    from tasks.study_file import parse_study
+    from empeval.tasks.study_create import create_study
+    from empeval.tasks.study_file import parse_study
 
     create_study(engine, parse_study({
         "name": "ab", "kind": "pairwise", "seed": 1, "contexts": {"split": "test", "count": 6},
@@ -307,7 +307,7 @@ def test_a_pairwise_study_is_refused_saying_judges_score_likert_items(engine):
 
 
 def test_judges_are_read_from_the_config_and_an_unknown_kind_is_refused_listing_the_kinds(tmp_path):
-    from server.backend.registry import ConfigError, load_judges
+    from empeval.server.backend.registry import ConfigError, load_judges
 
     assert [(s.name, s.kind) for s in load_judges(None)] == [
         ("length", "length-judge"), ("learned", "learned-judge"), ("llm", "http-judge")]

@@ -11,10 +11,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.backend.base import ContextTurn, DialogueContext
-from server.backend.contexts import load_contexts
-from server.backend.metrics import (
+from empeval.cli import cli
+from empeval.server.backend.base import ContextTurn, DialogueContext
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.metrics import (
     CandidatesFileError,
     candidate_sets,
     draw_candidates,
@@ -26,7 +26,7 @@ from server.backend.metrics import (
     save_candidates,
     score_shared,
 )
-from server.store.engine import unit_of_work
+from empeval.server.store.engine import unit_of_work
 
 
 def test_rank_metrics_on_a_hand_computed_example():

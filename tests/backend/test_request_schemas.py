@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.backend.base import ROLES, DialogueContext
-from server.errors import BadInput
-from server.web.request_schemas import (
+from empeval.server.backend.base import ROLES, DialogueContext
+from empeval.server.errors import BadInput
+from empeval.server.web.request_schemas import (
     MAX_BATCH,
     MAX_ID,
     MAX_TEXT,
@@ -41,8 +41,8 @@ def verdict(parse, body) -> str | None:
 def test_the_openapi_document_serves_the_generated_schemas():
     import jsonschema_rs
 
-    import server.web.backend_api  # noqa: F401 (registers its paths and schemas)
-    from server.web import openapi
+    import empeval.server.web.backend_api  # noqa: F401 (registers its paths and schemas)
+    from empeval.server.web import openapi
 
     document = openapi.document()
     assert document["components"]["schemas"]["RespondRequest"] == respond_schema()
@@ -194,8 +194,8 @@ def test_blank_means_the_same_to_python_and_to_json_schema():
 
 @pytest.fixture()
 def client(sample_engine, cache_dir):
-    from server.annotation.secrets import admin_token, secret_key
-    from server.web.app import create_app
+    from empeval.server.annotation.secrets import admin_token, secret_key
+    from empeval.server.web.app import create_app
 
     app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False),
                       "BACKEND_CACHE_DIR": str(cache_dir), "TESTING": True})
@@ -216,8 +216,8 @@ def test_a_malformed_body_is_a_400_with_the_parsers_message(client, route, body,
 
 
 def test_an_id_written_as_a_whole_float_finds_the_same_stored_context(client, sample_engine):
-    from server.backend.contexts import load_contexts
-    from server.store.engine import unit_of_work
+    from empeval.server.backend.contexts import load_contexts
+    from empeval.server.store.engine import unit_of_work
 
     with unit_of_work(sample_engine) as session:
         context = load_contexts(session, split="test", limit=1)[0]

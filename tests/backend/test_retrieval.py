@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from server.backend.contexts import load_contexts
-from server.backend.emotion import accuracy_on_split, emotion_classifier
-from server.backend.metrics import p_at_1_of_100
-from server.backend.resources import BackendResources
-from server.backend.retrieval import RetrievalModel, history_text
-from server.store.engine import unit_of_work
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.emotion import accuracy_on_split, emotion_classifier
+from empeval.server.backend.metrics import p_at_1_of_100
+from empeval.server.backend.resources import BackendResources
+from empeval.server.backend.retrieval import RetrievalModel, history_text
+from empeval.server.store.engine import unit_of_work
 
 pytestmark = pytest.mark.slow
 
@@ -115,7 +115,7 @@ def test_p_at_1_of_100_is_far_above_chance(registry, sample_engine):
 
 @pytest.mark.full_data
 def test_retrieval_systems_on_full_test_contexts(full_resources):
-    from server.backend.registry import Registry
+    from empeval.server.backend.registry import Registry
 
     registry = Registry.from_config(None, full_resources)
     contexts = contexts_of(full_resources.engine, "test", None)[::100]

@@ -15,12 +15,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.backend.contexts import load_contexts
-from server.backend.metrics import p_at_1_of_100
-from server.backend.registry import ConfigError, Registry
-from server.backend.resources import BackendResources
-from server.backend.training.checkpoints import (
+from empeval.cli import cli
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.metrics import p_at_1_of_100
+from empeval.server.backend.registry import ConfigError, Registry
+from empeval.server.backend.resources import BackendResources
+from empeval.server.backend.training.checkpoints import (
     MissingCheckpoint,
     cache_key,
     checkpoint_key,
@@ -28,12 +28,17 @@ from server.backend.training.checkpoints import (
     run_dir,
     write_manifest,
 )
-from server.backend.training.config import RetrievalTrainingConfig
-from server.backend.training.retrieval import TrainingDataMissing, base_model_path, train_retrieval, training_data
-from server.errors import BadInput
-from server.store import make_engine
-from server.store.engine import unit_of_work
-from server.store.migrate import upgrade
+from empeval.server.backend.training.config import RetrievalTrainingConfig
+from empeval.server.backend.training.retrieval import (
+    TrainingDataMissing,
+    base_model_path,
+    train_retrieval,
+    training_data,
+)
+from empeval.server.errors import BadInput
+from empeval.server.store import make_engine
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.migrate import upgrade
 
 BOUNDED = RetrievalTrainingConfig(batch_size=32, max_steps=20, max_seq_length=64, eval_steps=10, eval_contexts=100)
 # One torch thread: under make test's two xdist workers on two cores, two threads per trainer wait on each other's
@@ -185,8 +190,8 @@ def test_a_run_stopped_by_its_time_budget_resumes_where_it_stopped(sample_engine
 
 
 def test_the_demo_rates_retrieval_ft_only_when_a_checkpoint_exists(tmp_path):
-    from entry.demo import DEMO_STUDY, with_fine_tuned_retrieval
-    from tasks.study_file import load_study_file
+    from empeval.demo import DEMO_STUDY, with_fine_tuned_retrieval
+    from empeval.tasks.study_file import load_study_file
 
     spec = load_study_file(DEMO_STUDY)
     said: list[str] = []

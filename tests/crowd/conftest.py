@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
-from tasks.crowd.contract import CrowdUnit
+from empeval.cli import cli
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.tasks.crowd.contract import CrowdUnit
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import REPO, SAMPLE_ED
 

@@ -9,13 +9,13 @@ from datetime import timedelta
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from server.annotation import annotators, handout
-from server.annotation.annotators import get_or_create_annotator, invite
-from server.annotation.handout import claim, release
-from server.store.engine import unit_of_work
-from server.store.models import Annotator, Assignment
-from server.store.queries import now_utc
-from tasks.crowd import ingest
+from empeval.server.annotation import annotators, handout
+from empeval.server.annotation.annotators import get_or_create_annotator, invite
+from empeval.server.annotation.handout import claim, release
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Annotator, Assignment
+from empeval.server.store.queries import now_utc
+from empeval.tasks.crowd import ingest
 
 
 def open_assignment(engine) -> int:

@@ -9,15 +9,16 @@ import json
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from analysis.load import tidy_from_export
-from analysis.quality import control_results
-from analysis.simulate import simulate_study
-from tasks.crowd import contract, jobs
-from tasks.crowd.contract import ContractError, Control, CrowdJob, CrowdResult
+from empeval.analysis.load import tidy_from_export
+from empeval.analysis.quality import control_results
+from empeval.analysis.simulate import simulate_study
+from empeval.tasks.crowd import contract, jobs
+from empeval.tasks.crowd.contract import ContractError, Control, CrowdJob, CrowdResult
 from tests.conftest import REPO
 from tests.crowd.conftest import empeval, fake_result, load_runner
 
@@ -111,7 +112,9 @@ def test_a_corrupt_line_in_the_middle_is_reported_with_file_and_line_never_skipp
 
 def test_the_runner_and_the_app_read_results_with_the_same_reader():
     runner = load_runner()
-    assert runner.contract.read_results.__code__.co_filename == contract.read_results.__code__.co_filename
+    # One file, whichever path reaches it (the app imports it through the installed link tree).
+    assert (Path(runner.contract.read_results.__code__.co_filename).resolve()
+            == Path(contract.read_results.__code__.co_filename).resolve())
     source = RUNNER.read_text()
     assert "json.loads(line" not in source and "def read_results" not in source
     assert "def read_results" not in (REPO / "tasks" / "crowd" / "jobs.py").read_text()
@@ -157,7 +160,7 @@ def _contract_outcomes(ratings: pd.DataFrame) -> dict[tuple[str, str, str], bool
 
 
 def _analysis_outcomes(ratings: pd.DataFrame) -> dict[tuple[str, str, str], bool]:
-    """analysis.quality.control_results, keeping the controls judged against their own assignment (the only
+    """empeval.analysis.quality.control_results, keeping the controls judged against their own assignment (the only
     reference a unit has; the analysis falls back to the annotator's other assignments)."""
     table = control_results(ratings)
     table = table.loc[table["reference_scope"] == "assignment"].dropna(subset=["passed"])
@@ -274,7 +277,7 @@ def test_mturk_without_a_public_url_is_refused_with_what_to_do(crowd_dir, crowd_
 
 
 def test_a_closed_study_is_not_put_on_the_crowd_and_no_job_directory_is_written(crowd_dir, crowd_store):
-    from server.annotation.handout import close_study
+    from empeval.server.annotation.handout import close_study
 
     close_study(crowd_store, "pilot")
     with pytest.raises(jobs.CrowdError, match="'pilot' is closed"):
@@ -283,7 +286,7 @@ def test_a_closed_study_is_not_put_on_the_crowd_and_no_job_directory_is_written(
 
 
 def test_a_rejection_needs_a_reason_and_approved_work_cannot_be_rejected(mock_job):
-    from tasks.crowd.review import check_actions
+    from empeval.tasks.crowd.review import check_actions
 
     job_dir, units = mock_job
     record = {**fake_result(units[0], "w1", "job-test-1", 1), "passed_controls": False}

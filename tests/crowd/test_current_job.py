@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.crowd import contract, jobs
+from empeval.tasks.crowd import contract, jobs
 from tests.crowd.conftest import empeval, fake_result
 
 

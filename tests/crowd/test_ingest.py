@@ -8,15 +8,15 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import get_or_create_annotator, pseudonym_for
-from server.annotation.handout import claim
-from server.errors import Conflict
-from server.store.engine import unit_of_work
-from server.store.models import Annotator, Assignment, Rating, Study
-from server.store.queries import now_utc
-from tasks.crowd import contract, jobs
-from tasks.crowd import ingest as ingest_module
-from tasks.crowd.ingest import ingest
+from empeval.server.annotation.annotators import get_or_create_annotator, pseudonym_for
+from empeval.server.annotation.handout import claim
+from empeval.server.errors import Conflict
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Annotator, Assignment, Rating, Study
+from empeval.server.store.queries import now_utc
+from empeval.tasks.crowd import contract, jobs
+from empeval.tasks.crowd import ingest as ingest_module
+from empeval.tasks.crowd.ingest import ingest
 from tests.annotation.conftest import make_study
 from tests.crowd.conftest import empeval, fake_result
 
@@ -180,7 +180,7 @@ def test_a_submission_that_fails_after_the_claim_gives_the_assignment_back(mock_
 
 def test_an_assignment_claimed_by_the_same_worker_before_a_crash_is_stored_on_the_next_ingest(mock_job, crowd_store):
     job_dir, units = mock_job
-    from server.annotation.secrets import secret_key
+    from empeval.server.annotation.secrets import secret_key
 
     worker = get_or_create_annotator(crowd_store, "mock", pseudonym_for(secret_key(crowd_store), "mock", "w1"))
     with unit_of_work(crowd_store) as session:

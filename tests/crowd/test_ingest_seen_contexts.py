@@ -9,13 +9,13 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import revoke
-from server.annotation.handout import close_study
-from server.errors import Conflict
-from server.store.models import Annotator, Assignment, AssignmentItem, Rating, Response, SeenContext, StudyItem
-from tasks.crowd import contract, jobs
-from tasks.crowd import ingest as ingest_module
-from tasks.crowd.ingest import ingest
+from empeval.server.annotation.annotators import revoke
+from empeval.server.annotation.handout import close_study
+from empeval.server.errors import Conflict
+from empeval.server.store.models import Annotator, Assignment, AssignmentItem, Rating, Response, SeenContext, StudyItem
+from empeval.tasks.crowd import contract, jobs
+from empeval.tasks.crowd import ingest as ingest_module
+from empeval.tasks.crowd.ingest import ingest
 from tests.crowd.conftest import fake_result
 
 

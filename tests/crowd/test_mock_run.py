@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.store.models import Annotator, Assignment, Rating
-from tasks.crowd import contract, jobs
+from empeval.server.store.models import Annotator, Assignment, Rating
+from empeval.tasks.crowd import contract, jobs
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until
 from tests.crowd.workers import (

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.store.models import Annotator
-from tasks.crowd import contract, jobs
+from empeval.server.store.models import Annotator
+from empeval.tasks.crowd import contract, jobs
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until
 from tests.crowd.workers import (

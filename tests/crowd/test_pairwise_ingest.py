@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.store.models import Assignment, AssignmentPair, Choice, PairItem
-from tasks.crowd import contract, jobs
-from tasks.crowd.ingest import ingest
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.server.store.models import Assignment, AssignmentPair, Choice, PairItem
+from empeval.tasks.crowd import contract, jobs
+from empeval.tasks.crowd.ingest import ingest
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 from tests.crowd.conftest import fake_result
 
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from server.annotation.annotators import invite
-from server.annotation.secrets import admin_token, secret_key
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.secrets import admin_token, secret_key
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import SAMPLE_ED
 from tests.store.helpers import snapshot

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
+from empeval.cli import cli
 from tests.hostile import corpus
 from tests.hostile.conftest import STUDY
 from tests.store.helpers import snapshot

@@ -8,8 +8,14 @@ import time
 import pytest
 from flask import Flask, request
 
-from server.errors import EmpevalError
-from server.web.json_limits import MAX_JSON_DEPTH, JSONTooDeep, LimitedJSONProvider, loads_limited, nesting_depth
+from empeval.server.errors import EmpevalError
+from empeval.server.web.json_limits import (
+    MAX_JSON_DEPTH,
+    JSONTooDeep,
+    LimitedJSONProvider,
+    loads_limited,
+    nesting_depth,
+)
 
 
 @pytest.mark.parametrize("text, depth", [

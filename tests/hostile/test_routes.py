@@ -16,9 +16,9 @@ from urllib.parse import quote
 
 import pytest
 
-from server.store.storable import MAX_ROW_ID
-from server.web import create_app
-from server.web.json_limits import LimitedJSONProvider
+from empeval.server.store.storable import MAX_ROW_ID
+from empeval.server.web import create_app
+from empeval.server.web.json_limits import LimitedJSONProvider
 from tests.hostile import corpus
 from tests.hostile.conftest import STUDY
 from tests.store.helpers import snapshot

@@ -15,14 +15,14 @@ from click.testing import CliRunner
 from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from entry.cli import cli
-from server.annotation.annotators import invite
-from server.annotation.secrets import admin_token, secret_key
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
-from server.web import create_app
-from server.web.storage_errors import StorageUnavailable, storage_failure_message
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.secrets import admin_token, secret_key
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.server.web import create_app
+from empeval.server.web.storage_errors import StorageUnavailable, storage_failure_message
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import REPO, SAMPLE_ED
 from tests.store.helpers import snapshot
@@ -238,7 +238,7 @@ def test_a_command_on_an_unusable_store_says_so_in_one_line_and_exits_4(name, tm
 
 
 def test_the_one_line_names_the_database_without_its_password():
-    from entry.storage import storage_failure
+    from empeval.storage import storage_failure
 
     full = OSError(28, "No space left on device")
     said = storage_failure(full, database="postgresql://empeval:s3cret@db.example.org/empeval")
@@ -252,7 +252,7 @@ def test_serve_on_a_read_only_database_stops_at_start_with_one_line(tmp_path, se
     server that starts and answers 500 to everything)."""
     (tmp_path / "empty.db").touch()
     url = _read_only_sqlite(tmp_path / "empty.db")
-    done = subprocess.run([sys.executable, "-m", "entry.cli", "--database-url", url, "serve", "--port", "0"],
+    done = subprocess.run([sys.executable, "-m", "empeval.cli", "--database-url", url, "serve", "--port", "0"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 4, done.stderr[-2000:]
     assert "Traceback" not in done.stderr

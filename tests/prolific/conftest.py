@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from server.annotation.prolific import make_study_token
-from server.annotation.secrets import secret_key
-from server.web import create_app
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.server.annotation.prolific import make_study_token
+from empeval.server.annotation.secrets import secret_key
+from empeval.server.web import create_app
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 from tests.annotation.conftest import add_responses, sample_engine  # noqa: F401 - the fixture, used below
 
 PROLIFIC_STUDY_ID = "5f0c1e2d3a4b5c6d7e8f9a0b"

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from server.annotation.prolific_client import TOKEN_ENV, ProlificApiError, ProlificClient, token_from_environment
-from server.errors import BadInput
+from empeval.server.annotation.prolific_client import (
+    TOKEN_ENV,
+    ProlificApiError,
+    ProlificClient,
+    token_from_environment,
+)
+from empeval.server.errors import BadInput
 from tests.prolific.conftest import PROLIFIC_STUDY_ID
 from tests.prolific.stub_api import TOKEN, StubProlific
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import uuid
 
-from server.annotation.annotators import invite
-from server.annotation.handout import close_study
-from server.web import create_app
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import close_study
+from empeval.server.web import create_app
 from tests.annotation.pairwise_fixtures import make_ab_study
 from tests.prolific.conftest import COMPLETION_CODE, CSRF, PROLIFIC_STUDY_ID, ids, link_path
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from entry.wiring import make_app
-from server.annotation.prolific import make_study_token
-from server.annotation.secrets import secret_key
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, upgrade
-from server.web.auth import INVITE_COOKIE
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.server.annotation.prolific import make_study_token
+from empeval.server.annotation.secrets import secret_key
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, upgrade
+from empeval.server.web.auth import INVITE_COOKIE
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
+from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses
 from tests.axe import axe_violations, describe
 from tests.browser import chromium_page, live_server

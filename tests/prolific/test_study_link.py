@@ -9,15 +9,15 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import revoke
-from server.annotation.handout import close_study
-from server.annotation.prolific import make_study_token
-from server.annotation.secrets import read_invite, secret_key
-from server.store.models import Annotator
-from server.web import create_app
-from server.web.auth import INVITE_COOKIE
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.server.annotation.annotators import revoke
+from empeval.server.annotation.handout import close_study
+from empeval.server.annotation.prolific import make_study_token
+from empeval.server.annotation.secrets import read_invite, secret_key
+from empeval.server.store.models import Annotator
+from empeval.server.web import create_app
+from empeval.server.web.auth import INVITE_COOKIE
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 from tests.prolific.conftest import CSRF, OTHER_PROLIFIC_STUDY_ID, PID, ids, link_path, study_file
 from tests.store.helpers import snapshot
 
@@ -195,7 +195,7 @@ def test_failed_link_checks_are_counted_by_the_failure_limiter(prolific_engine):
 def test_the_request_log_never_shows_a_participant_id():
     import logging
 
-    from server.web.app import RedactTokens
+    from empeval.server.web.app import RedactTokens
 
     line = f"GET /prolific/tok?PROLIFIC_PID={PID}&STUDY_ID={OTHER_PROLIFIC_STUDY_ID}&SESSION_ID=1 HTTP/1.1"
     record = logging.LogRecord("werkzeug", logging.INFO, "", 0, '"%s" %s -', (line, "303"), None)

@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from entry.cli import cli
-from server.annotation.prolific import release_departed
-from server.errors import BadInput
-from server.store.models import Annotator, Assignment, SeenContext
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.cli import cli
+from empeval.server.annotation.prolific import release_departed
+from empeval.server.errors import BadInput
+from empeval.server.store.models import Annotator, Assignment, SeenContext
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 from tests.prolific.conftest import CSRF, PROLIFIC_STUDY_ID, ids, link_path, study_file
 from tests.prolific.stub_api import TOKEN, StubProlific
 
@@ -142,7 +142,7 @@ def test_link_refuses_a_base_url_that_is_not_an_address_exiting_2(prolific_engin
 
 
 def test_link_without_a_base_url_points_where_the_store_was_last_served(prolific_engine):
-    from entry.cli.common import remember_base_url
+    from empeval.cli.common import remember_base_url
 
     remember_base_url(prolific_engine, "https://served.example.org")
     result = empeval(prolific_engine, "prolific", "link", "pilot")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, inspect, select, text
 
-from server.store.models import Base
+from empeval.server.store.models import Base
 
 
 def snapshot(engine: Engine) -> dict[str, list[tuple]]:

@@ -2,8 +2,8 @@
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.models import (
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.models import (
     Annotator,
     Assignment,
     AssignmentItem,
@@ -17,7 +17,7 @@ from server.store.models import (
     System,
     Turn,
 )
-from server.store.study_config import StudyConfig
+from empeval.server.store.study_config import StudyConfig
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from functools import partial
 import pytest
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.datasets.summary import summarize
-from server.store import ensure_schema, make_engine
+from empeval.cli import cli
+from empeval.server.datasets.summary import summarize
+from empeval.server.store import ensure_schema, make_engine
 from tests.conftest import SAMPLE_ED
 
 

@@ -5,13 +5,13 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from entry.cli import cli
-from server.datasets import importer
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.datasets.summary import summarize
-from server.store import make_engine, upgrade
-from server.store.models import Dialogue
+from empeval.cli import cli
+from empeval.server.datasets import importer
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.datasets.summary import summarize
+from empeval.server.store import make_engine, upgrade
+from empeval.server.store.models import Dialogue
 from tests.conftest import SAMPLE_ED
 from tests.store.helpers import snapshot
 

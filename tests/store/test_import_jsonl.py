@@ -5,10 +5,10 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from entry.cli import cli
-from server.datasets.summary import summarize
-from server.store import make_engine
-from server.store.models import Dialogue
+from empeval.cli import cli
+from empeval.server.datasets.summary import summarize
+from empeval.server.store import make_engine
+from empeval.server.store.models import Dialogue
 from tests.store.helpers import snapshot
 
 DIALOGUES = [

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Engine, MetaData, func, insert, inspect, select
 from sqlalchemy.exc import IntegrityError
 
-from server.store import downgrade, make_engine, upgrade
-from server.store.migrate import current_revision, head_revision
+from empeval.server.store import downgrade, make_engine, upgrade
+from empeval.server.store.migrate import current_revision, head_revision
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

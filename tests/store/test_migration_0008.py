@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import delete, inspect
 from sqlalchemy.exc import IntegrityError
 
-from server.store import downgrade, make_engine, upgrade
-from server.store.migrate import current_revision, head_revision
+from empeval.server.store import downgrade, make_engine, upgrade
+from empeval.server.store.migrate import current_revision, head_revision
 from tests.store.test_migration_0003 import add, rows, tables
 
 NOW = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)

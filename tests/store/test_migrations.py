@@ -1,8 +1,8 @@
 from sqlalchemy import inspect
 
-from server.store import downgrade, make_engine, upgrade
-from server.store.migrate import current_revision, head_revision
-from server.store.models import Base
+from empeval.server.store import downgrade, make_engine, upgrade
+from empeval.server.store.migrate import current_revision, head_revision
+from empeval.server.store.models import Base
 
 
 def test_upgrade_from_empty_creates_every_model_table_and_downgrade_removes_them(store_url):

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import inspect
 from sqlalchemy.exc import IntegrityError
 
-from server.store import downgrade, make_engine, unit_of_work, upgrade
-from server.store.migrate import current_revision
-from server.store.models import (
+from empeval.server.store import downgrade, make_engine, unit_of_work, upgrade
+from empeval.server.store.migrate import current_revision
+from empeval.server.store.models import (
     Annotator,
     Assignment,
     AssignmentPair,
@@ -25,7 +25,7 @@ from server.store.models import (
     System,
     Turn,
 )
-from server.store.study_config import StudyConfig
+from empeval.server.store.study_config import StudyConfig
 from tests.store.helpers import snapshot
 
 PAIRWISE_TABLES = {"pair_item", "assignment_pair", "choice"}

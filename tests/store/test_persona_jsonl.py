@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from server.datasets.persona_jsonl import FIELDS, PersonaFileError, examples_hash, load_persona_jsonl
+from empeval.server.datasets.persona_jsonl import FIELDS, PersonaFileError, examples_hash, load_persona_jsonl
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "persona_pec.jsonl"
 GOOD = {"context": ["My cat is sick."], "context_speakers": ["amy"], "response": "I hope she gets better soon.",

@@ -7,12 +7,12 @@ from sqlalchemy import BigInteger, Integer, SmallInteger, String
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.orm import Session
 
-from server.datasets.importer import DATASET_NAME_LENGTH, LICENSE_LENGTH
-from server.datasets.model import FIELD_LENGTHS
-from server.errors import BadInput
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.models import Assignment, Base, Dataset, Dialogue
-from server.store.storable import MAX_ROW_ID, column_length, require_storable, text_problem
+from empeval.server.datasets.importer import DATASET_NAME_LENGTH, LICENSE_LENGTH
+from empeval.server.datasets.model import FIELD_LENGTHS
+from empeval.server.errors import BadInput
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.models import Assignment, Base, Dataset, Dialogue
+from empeval.server.store.storable import MAX_ROW_ID, column_length, require_storable, text_problem
 
 
 def test_text_problem_names_what_the_store_cannot_hold_and_where():

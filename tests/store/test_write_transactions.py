@@ -12,9 +12,9 @@ import threading
 import pytest
 from sqlalchemy import select, text
 
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.engine import WRITER_LOCK_SUFFIX, counting_statements, sqlite_file
-from server.store.models import AppSetting
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.engine import WRITER_LOCK_SUFFIX, counting_statements, sqlite_file
+from empeval.server.store.models import AppSetting
 
 
 @pytest.fixture

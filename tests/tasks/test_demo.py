@@ -7,9 +7,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from entry.demo import run_demo
-from server.store import make_engine
-from server.store.models import Annotator, Assignment, Choice, PairItem, Rating, Response, Study, StudyItem
+from empeval.demo import run_demo
+from empeval.server.store import make_engine
+from empeval.server.store.models import Annotator, Assignment, Choice, PairItem, Rating, Response, Study, StudyItem
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from tasks.design import Candidate, plan_assignments
+from empeval.tasks.design import Candidate, plan_assignments
 
 SYSTEMS = ("a", "b", "c", "d")
 CONTROL_KINDS = ("control-generic", "control-mismatched")

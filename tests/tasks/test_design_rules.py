@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from tasks.design import Candidate, plan_assignments
+from empeval.tasks.design import Candidate, plan_assignments
 
 CONTROL_KINDS = ("control-generic", "control-mismatched", "control-scrambled")
 

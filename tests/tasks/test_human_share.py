@@ -13,11 +13,11 @@ import pytest
 from scipy.stats import chisquare
 from sqlalchemy import delete, func, select
 
-from server.backend.judges.scores import human_sample
-from server.backend.judges.study_items import load_judged_study
-from server.errors import BadInput
-from server.store import unit_of_work
-from server.store.models import (
+from empeval.server.backend.judges.scores import human_sample
+from empeval.server.backend.judges.study_items import load_judged_study
+from empeval.server.errors import BadInput
+from empeval.server.store import unit_of_work
+from empeval.server.store.models import (
     Assignment,
     AssignmentItem,
     Context,
@@ -27,10 +27,10 @@ from server.store.models import (
     StudyContext,
     StudyItem,
 )
-from server.store.study_config import StudyConfig
-from tasks.design import draw_human_sample, human_share_problem
-from tasks.study_create import StudySetupError, create_study
-from tasks.study_file import STUDIES_DIR, StudyFileError, load_study_file, parse_study
+from empeval.server.store.study_config import StudyConfig
+from empeval.tasks.design import draw_human_sample, human_share_problem
+from empeval.tasks.study_create import StudySetupError, create_study
+from empeval.tasks.study_file import STUDIES_DIR, StudyFileError, load_study_file, parse_study
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses
 
 
@@ -233,7 +233,7 @@ def test_a_share_that_does_not_fit_the_contexts_is_refused_at_create_and_nothing
 
 
 def test_human_sample_names_a_missing_study_and_refuses_a_pairwise_one(answered):
-    from server.errors import NotFound
+    from empeval.server.errors import NotFound
 
     with pytest.raises(NotFound, match="no study named 'ghost'"):
         human_sample(answered, "ghost")

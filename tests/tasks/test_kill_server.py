@@ -21,8 +21,8 @@ import requests
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.store.models import Assignment, AssignmentItem, Rating, Response, StudyItem
+from empeval.server.annotation.annotators import invite
+from empeval.server.store.models import Assignment, AssignmentItem, Rating, Response, StudyItem
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import REPO
 
@@ -52,7 +52,7 @@ class Served:
     log: list[str] = field(default_factory=list)
 
     def start(self, deadline: float) -> None:
-        command = [sys.executable, "-m", "entry.cli", "--database-url", self.url, "serve", "--workers", "2",
+        command = [sys.executable, "-m", "empeval.cli", "--database-url", self.url, "serve", "--workers", "2",
                    "--host", "127.0.0.1", "--port", str(self.port)]
         self.process = subprocess.Popen(command, cwd=REPO, env=self.env, start_new_session=True,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.store.models import Assignment, AssignmentPair, Choice, PairItem
+from empeval.server.annotation.annotators import invite
+from empeval.server.store.models import Assignment, AssignmentPair, Choice, PairItem
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, make_ab_study
 from tests.tasks.test_kill_server import DEADLINE, KILL_AFTER, Ledger, Served, free_port, rate
 

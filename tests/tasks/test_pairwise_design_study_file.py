@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.pairwise_design import plan_pairwise
-from tasks.study_file import STUDIES_DIR, StudyFileError, load_study_file, parse_study
+from empeval.tasks.pairwise_design import plan_pairwise
+from empeval.tasks.study_file import STUDIES_DIR, StudyFileError, load_study_file, parse_study
 
 
 def ab_file(size: int, rate: float | None) -> dict:

@@ -12,11 +12,11 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
-from entry.cli import cli
-from server.annotation.annotators import invite
-from server.store.models import AssignmentPair, Choice, PairItem, Response, System
-from server.web import create_app
-from tasks.simulate import (
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite
+from empeval.server.store.models import AssignmentPair, Choice, PairItem, Response, System
+from empeval.server.web import create_app
+from empeval.tasks.simulate import (
     DEFAULT_QUALITY,
     CrowdModel,
     draw_crowd,

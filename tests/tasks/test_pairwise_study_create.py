@@ -11,12 +11,12 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import aliased
 
-from entry.cli import cli
-from server.backend.controls import CONTROL_TARGETS
-from server.datasets.ed_csv import parse_ed_csv
-from server.datasets.importer import import_dialogues
-from server.store import make_engine, unit_of_work, upgrade
-from server.store.models import (
+from empeval.cli import cli
+from empeval.server.backend.controls import CONTROL_TARGETS
+from empeval.server.datasets.ed_csv import parse_ed_csv
+from empeval.server.datasets.importer import import_dialogues
+from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store.models import (
     Assignment,
     AssignmentItem,
     AssignmentPair,
@@ -26,9 +26,9 @@ from server.store.models import (
     StudyItem,
     System,
 )
-from server.store.queries import study_by_name
-from tasks.study_create import StudySetupError, create_study
-from tasks.study_file import STUDIES_DIR, load_study_file, parse_study
+from empeval.server.store.queries import study_by_name
+from empeval.tasks.study_create import StudySetupError, create_study
+from empeval.tasks.study_file import STUDIES_DIR, load_study_file, parse_study
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study
 from tests.conftest import SAMPLE_ED
 

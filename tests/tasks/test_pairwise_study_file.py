@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from server.store import open_store, unit_of_work
-from server.store.models import Study
-from server.store.queries import study_by_name
-from server.store.study_config import DEFAULT_CRITERIA, DEFAULT_PAIRWISE_CRITERIA, Pair, StudyConfig
-from tasks.study_file import StudyFileError, parse_study
+from empeval.server.store import open_store, unit_of_work
+from empeval.server.store.models import Study
+from empeval.server.store.queries import study_by_name
+from empeval.server.store.study_config import DEFAULT_CRITERIA, DEFAULT_PAIRWISE_CRITERIA, Pair, StudyConfig
+from empeval.tasks.study_file import StudyFileError, parse_study
 
 
 def pairwise(**overrides) -> dict:
@@ -115,7 +115,7 @@ def test_a_pairwise_configuration_survives_the_store_unchanged(sqlite_url):
     ("moel", "pairwise"),
 ])
 def test_a_stored_pairwise_setup_that_does_not_validate_names_the_key(pairwise_json, named):
-    from server.store.study_config import StudyConfigError
+    from empeval.server.store.study_config import StudyConfigError
 
     with pytest.raises(StudyConfigError) as caught:
         StudyConfig.from_json({"kind": "pairwise", "pairwise": pairwise_json}, study="ab")

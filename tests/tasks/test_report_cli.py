@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from entry.cli import cli
-from server.annotation.annotators import invite
-from server.web import create_app
-from tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite
+from empeval.server.web import create_app
+from empeval.tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
 from tests.annotation.conftest import add_responses, make_study
 from tests.browser import live_server
 

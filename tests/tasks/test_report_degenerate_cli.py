@@ -12,11 +12,11 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from entry.cli import cli
-from server.annotation.annotators import invite
-from server.annotation.handout import next_assignment
-from server.annotation.submit import submit_assignment
-from server.store.models import AssignmentItem
+from empeval.cli import cli
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import next_assignment
+from empeval.server.annotation.submit import submit_assignment
+from empeval.server.store.models import AssignmentItem
 from tests.annotation.conftest import CONTROLS, add_responses, make_study, new_submission_id
 
 CRITERIA = ("empathy", "relevance", "fluency")
@@ -135,8 +135,8 @@ def test_a_study_without_ratings_exits_2_saying_what_to_do(engine, tmp_path):
 
 @SQLITE_ONLY
 def test_a_study_reports_its_criteria_in_the_study_files_order_and_how_raters_were_recruited(engine, tmp_path):
-    from tasks.study_create import create_study
-    from tasks.study_file import parse_study
+    from empeval.tasks.study_create import create_study
+    from empeval.tasks.study_file import parse_study
 
     add_responses(engine, ["gold", "moel"], 4)
     order = [{"key": "fluency", "label": "Fluency", "question": "Could you understand it?"},

@@ -8,11 +8,11 @@ import statistics
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.annotation.annotators import invite
-from server.annotation.export import export_rows
-from server.store.models import Rating
-from server.web import create_app
-from tasks.simulate import (
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.export import export_rows
+from empeval.server.store.models import Rating
+from empeval.server.web import create_app
+from empeval.tasks.simulate import (
     CRITERIA,
     CrowdModel,
     Rater,

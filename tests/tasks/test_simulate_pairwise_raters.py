@@ -7,8 +7,8 @@ import random
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.store.models import AssignmentPair, PairItem, Response, Study, StudyItem, System
-from tasks.simulate import CRITERIA, CrowdModel, Rater, pair_placements
+from empeval.server.store.models import AssignmentPair, PairItem, Response, Study, StudyItem, System
+from empeval.tasks.simulate import CRITERIA, CrowdModel, Rater, pair_placements
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study
 from tests.annotation.pairwise_fixtures import make_ab_study, neutral_text
 

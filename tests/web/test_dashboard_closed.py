@@ -2,8 +2,8 @@
 a closed study (an open one carries no such mark)."""
 from __future__ import annotations
 
-from server.annotation.handout import close_study
-from server.annotation.secrets import admin_token, secret_key
+from empeval.server.annotation.handout import close_study
+from empeval.server.annotation.secrets import admin_token, secret_key
 from tests.annotation.conftest import make_study
 
 

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from analysis.pairwise_schema import JUDGMENT_COLUMNS
-from server.annotation.annotators import invite
-from server.annotation.handout import next_assignment_payload
-from server.annotation.submit import submit_assignment
-from tasks.study_create import create_study
-from tasks.study_file import parse_study
+from empeval.analysis.pairwise_schema import JUDGMENT_COLUMNS
+from empeval.server.annotation.annotators import invite
+from empeval.server.annotation.handout import next_assignment_payload
+from empeval.server.annotation.submit import submit_assignment
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 
 CRITERIA = ("empathy", "relevance", "fluency")
 

@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from server.web.app import RedactTokens
+from empeval.server.web.app import RedactTokens
 
 
 def bearer(token):

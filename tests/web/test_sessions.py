@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.annotation.secrets import make_invite, rotate_secret, secret_key
-from server.web.auth import ADMIN_COOKIE, INVITE_COOKIE, FailureLimiter
+from empeval.server.annotation.secrets import make_invite, rotate_secret, secret_key
+from empeval.server.web.auth import ADMIN_COOKIE, INVITE_COOKIE, FailureLimiter
 from tests.annotation.conftest import new_submission_id
 
 CSRF = {"X-Requested-With": "empeval"}
@@ -176,7 +176,7 @@ def test_the_limiter_forgets_after_its_window_and_bounds_its_memory():
 
 
 def test_behind_a_declared_proxy_the_limit_counts_the_forwarded_client_address(study_store, invite_token):
-    from entry.wiring import make_app
+    from empeval.wiring import make_app
 
     url = study_store.url.render_as_string(hide_password=False)
     app = make_app(url, TESTING=True, AUTH_FAILURE_LIMIT=2, PROXIES=1)

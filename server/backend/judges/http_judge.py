@@ -8,7 +8,7 @@ optionally `api_key_env` (the name of the environment variable holding the API k
 model name at the endpoint).
 
 Each request is {"model": MODEL, "messages": [rubric, item], "temperature": 0, "max_tokens": N} (see
-``server.backend.judges.rubric``); the answer is choices[0].message.content, accepted only when it is exactly
+``empeval.server.backend.judges.rubric``); the answer is choices[0].message.content, accepted only when it is exactly
 one whole number on the scale. As for `http` systems, timeouts, connection errors and 5xx answers are retried
 up to `retries` times with backoff; 4xx answers, bodies that are not JSON, bodies without choices and answers
 that are not a number on the scale are failures of that item at once. A failure is stored as an error with the
@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from server.backend.judges import rubric
-from server.backend.judges.base import Judge, JudgedItem, JudgedStudy, Verdict
-from server.errors import BadInput, Unavailable
-from server.store.study_config import Criterion, Scale
+from empeval.server.backend.judges import rubric
+from empeval.server.backend.judges.base import Judge, JudgedItem, JudgedStudy, Verdict
+from empeval.server.errors import BadInput, Unavailable
+from empeval.server.store.study_config import Criterion, Scale
 
 DEFAULTS = {"timeout": 30.0, "retries": 2, "backoff": 0.5, "max_tokens": 8, "concurrency": 1}
 RAW_LIMIT = 2000  # characters of a raw answer kept

@@ -2,7 +2,7 @@
 scores, fitted with cross-fitting over contexts so that no item is scored by a model that saw its ratings.
 
 The features of an item are the all-MiniLM-L6-v2 embedding of its context (the turns joined by spaces) beside
-the embedding of its response (768 numbers). The fitting is ``analysis.judged.crossfit.cross_fit_judge``
+the embedding of its response (768 numbers). The fitting is ``empeval.analysis.judged.crossfit.cross_fit_judge``
 (handed down by the entry point as ``JudgedStudy.cross_fit``): the human-rated contexts are split into
 `n_folds` folds (default 5, seeded by `seed`, default 0), all items of a context in one fold; the ridge model of
 fold k is trained on the other folds and scores fold k's items; an item nobody rated is scored by the mean of
@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from server.backend.judges.base import Judge, JudgedItem, JudgedStudy, Verdict, text_hash
-from server.errors import BadInput
-from server.store.study_config import Criterion, Scale
+from empeval.server.backend.judges.base import Judge, JudgedItem, JudgedStudy, Verdict, text_hash
+from empeval.server.errors import BadInput
+from empeval.server.store.study_config import Criterion, Scale
 
 
 class LearnedJudge(Judge):

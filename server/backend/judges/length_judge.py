@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from server.backend.judges.base import Judge, JudgedItem, Verdict, text_hash
-from server.store.study_config import Criterion, Scale
+from empeval.server.backend.judges.base import Judge, JudgedItem, Verdict, text_hash
+from empeval.server.store.study_config import Criterion, Scale
 
 
 class LengthJudge(Judge):

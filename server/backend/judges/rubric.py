@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 
-from server.backend.base import DialogueContext
-from server.backend.judges.base import text_hash
-from server.errors import Unavailable
-from server.store.study_config import Criterion, Scale
+from empeval.server.backend.base import DialogueContext
+from empeval.server.backend.judges.base import text_hash
+from empeval.server.errors import Unavailable
+from empeval.server.store.study_config import Criterion, Scale
 
 # Bump when the wording below changes: it is part of every LLM judge's version.
 TEMPLATE_VERSION = "rubric-v1"

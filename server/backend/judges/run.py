@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
-from server.backend.judges.base import Judge, JudgedStudy
-from server.store.engine import unit_of_work
-from server.store.models import JudgeScore
+from empeval.server.backend.judges.base import Judge, JudgedStudy
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import JudgeScore
 
 # Tries to store one batch when other runs of the same judge version keep storing the same keys first.
 STORE_ATTEMPTS = 5

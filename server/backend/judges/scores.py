@@ -1,5 +1,5 @@
 """Reading a judge's stored scores of a study, and which of its contexts people rate by design, as the tidy
-tables ``analysis.judged`` takes."""
+tables ``empeval.analysis.judged`` takes."""
 from __future__ import annotations
 
 import json
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, func, select
 
-from server.errors import BadInput
-from server.store.engine import unit_of_work
-from server.store.models import JudgeScore, Response, StudyContext, StudyItem, System
-from server.store.queries import study_by_name
+from empeval.server.errors import BadInput
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import JudgeScore, Response, StudyContext, StudyItem, System
+from empeval.server.store.queries import study_by_name
 
 SCORE_COLUMNS = ["context_id", "system", "criterion", "judge_score", "error"]
 SAMPLE_COLUMNS = ["context_id", "sampled"]
@@ -22,7 +22,7 @@ def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None 
     """The scores `judge` gave the items of `study` (controls left out), one row per item and criterion
     scored: ``context_id`` (the export's context id), ``system``, ``criterion``, ``judge_score`` (float; NaN
     where the judge failed) and ``error`` (the failure's message, else None). Items the judge never scored
-    have no row (``analysis.judged.tables.judge_failures`` lists them against the human ratings).
+    have no row (``empeval.analysis.judged.tables.judge_failures`` lists them against the human ratings).
 
     `version` picks a judge version; by default the one that scored this study's items most recently (a
     judge changed since, or a learned judge fitted on more ratings, has a newer version). NotFound when the

@@ -7,12 +7,12 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from server.backend.contexts import load_contexts
-from server.backend.judges.base import JudgedItem, JudgedStudy
-from server.errors import BadInput
-from server.store.engine import unit_of_work
-from server.store.models import Annotator, Rating, Response, StudyItem, System
-from server.store.queries import study_by_name
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.judges.base import JudgedItem, JudgedStudy
+from empeval.server.errors import BadInput
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.models import Annotator, Rating, Response, StudyItem, System
+from empeval.server.store.queries import study_by_name
 
 RATING_COLUMNS = ["context_id", "system", "criterion", "annotator", "score"]
 

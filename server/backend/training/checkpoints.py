@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from server.errors import BadInput
+from empeval.server.errors import BadInput
 
 TRAINED_DIR = "trained"
 MODEL_DIR = "model"

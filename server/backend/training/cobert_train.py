@@ -37,11 +37,11 @@ from typing import Any
 
 import torch
 
-from server.backend.cobert import CoBERT, CoBERTConfig, base_encoder_path, load_sentence_transformer
-from server.backend.contexts import load_contexts
-from server.backend.encoder import texts_hash
-from server.backend.retrieval import history_text
-from server.backend.training.checkpoints import (
+from empeval.server.backend.cobert import CoBERT, CoBERTConfig, base_encoder_path, load_sentence_transformer
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.encoder import texts_hash
+from empeval.server.backend.retrieval import history_text
+from empeval.server.backend.training.checkpoints import (
     MODEL_DIR,
     cache_key,
     checkpoint_key,
@@ -51,10 +51,10 @@ from server.backend.training.checkpoints import (
     run_dir,
     write_manifest,
 )
-from server.datasets.persona_jsonl import PersonaExample
-from server.errors import BadInput
-from server.progress import progress_bar
-from server.store.engine import unit_of_work
+from empeval.server.datasets.persona_jsonl import PersonaExample
+from empeval.server.errors import BadInput
+from empeval.server.progress import progress_bar
+from empeval.server.store.engine import unit_of_work
 
 KIND = "cobert"
 RESUME_DIR = "resume"
@@ -185,7 +185,7 @@ def resolve_encoder(cache_dir: Path, encoder: str | None) -> tuple[Path, str]:
     finished `retrieval-ft` run; None the latest finished one (MissingCheckpoint naming `empeval train retrieval`
     when there is none)."""
     if encoder == "base":
-        from server.backend.encoder import SentenceEncoder
+        from empeval.server.backend.encoder import SentenceEncoder
 
         return base_encoder_path(), SentenceEncoder(cache_dir=cache_dir, show_progress=False).model_id.split("+")[0]
     path = find_checkpoint(cache_dir, "retrieval-ft", encoder)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.errors import BadInput
+from empeval.server.errors import BadInput
 
 # Turns of history in a query: the `retrieval` systems' DEFAULT_MAX_HISTORY (Rashkin et al. truncate at 4).
 DEFAULT_MAX_HISTORY = 4

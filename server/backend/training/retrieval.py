@@ -9,7 +9,7 @@ al. 2017) trains the encoder to rank its own reply first. Batches never hold the
 
 Where the data comes from: the store (the contexts of the dataset's `train` split, e.g. after
 `empeval data import-ed DIR`), so training sees exactly the texts the systems answer from. Model selection:
-P@1,100 (`server.backend.metrics`) on a seeded subset of `eval_contexts` contexts of the `valid` split, each
+P@1,100 (`empeval.server.backend.metrics`) on a seeded subset of `eval_contexts` contexts of the `valid` split, each
 ranked against 99 other references of that subset, evaluated every `eval_steps` steps and at the end; the
 best evaluation's weights are kept. A store without a valid split (the bundled sample has none) holds out a
 seeded `holdout_share` of the train *dialogues* instead (none of their contexts is trained on).
@@ -31,11 +31,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.backend.contexts import load_contexts
-from server.backend.encoder import texts_hash
-from server.backend.metrics import candidate_sets, rank_metrics
-from server.backend.retrieval import history_text
-from server.backend.training.checkpoints import (
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.encoder import texts_hash
+from empeval.server.backend.metrics import candidate_sets, rank_metrics
+from empeval.server.backend.retrieval import history_text
+from empeval.server.backend.training.checkpoints import (
     MODEL_DIR,
     cache_key,
     is_finished,
@@ -43,10 +43,10 @@ from server.backend.training.checkpoints import (
     run_dir,
     write_manifest,
 )
-from server.backend.training.config import RetrievalTrainingConfig
-from server.errors import BadInput
-from server.progress import progress_bar
-from server.store.engine import unit_of_work
+from empeval.server.backend.training.config import RetrievalTrainingConfig
+from empeval.server.errors import BadInput
+from empeval.server.progress import progress_bar
+from empeval.server.store.engine import unit_of_work
 
 KIND = "retrieval-ft"
 METRIC = "p_at_1_100"
@@ -113,7 +113,7 @@ def base_model_path() -> Path:
 
 def base_model_id() -> str:
     """all-MiniLM-L6-v2 and the first 12 hex digits of the SHA-256 of its packaged weights."""
-    from server.backend.encoder import file_hash
+    from empeval.server.backend.encoder import file_hash
 
     return f"all-MiniLM-L6-v2@{file_hash(base_model_path() / 'model.safetensors')}"
 

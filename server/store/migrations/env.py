@@ -1,8 +1,8 @@
 """Alembic environment: runs migrations on the engine handed over by server.store.migrate."""
 from alembic import context
 
-from server.store.engine import make_engine
-from server.store.models import Base
+from empeval.server.store.engine import make_engine
+from empeval.server.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata
