@@ -48,7 +48,7 @@ $(STAMP): pyproject.toml setup.py Makefile
 # or removed file in a room needs the tree made again: ROOM_FILES changes then, and so does the link step.
 $(ROOM_FILES): FORCE
 	@mkdir -p $(VENV)
-	@git ls-files -co --exclude-standard -- entry server tasks analysis | grep -v -e node_modules -e '/dist/' \
+	@git ls-files -co --exclude-standard -- entry server tasks analysis training | grep -v -e node_modules -e '/dist/' \
 	  | sort > $@.new; cmp -s $@.new $@ || mv $@.new $@; rm -f $@.new
 
 $(LINKED): $(STAMP) $(ROOM_FILES)

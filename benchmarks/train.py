@@ -28,11 +28,11 @@ from empeval.server.backend.contexts import load_contexts  # noqa: E402
 from empeval.server.backend.metrics import draw_candidates, rank_metrics, save_candidates, score_shared  # noqa: E402
 from empeval.server.backend.registry import Registry  # noqa: E402
 from empeval.server.backend.resources import BackendResources, default_cache_dir  # noqa: E402
-from empeval.server.backend.training.config import RetrievalTrainingConfig  # noqa: E402
-from empeval.server.backend.training.retrieval import train_retrieval  # noqa: E402
 from empeval.server.errors import BadInput  # noqa: E402
 from empeval.server.store import ensure_schema, make_engine  # noqa: E402
 from empeval.server.store.engine import unit_of_work  # noqa: E402
+from empeval.training.config import RetrievalTrainingConfig  # noqa: E402
+from empeval.training.retrieval import train_retrieval  # noqa: E402
 
 GOAL_P_AT_1 = 57.0
 AIM_P_AT_1 = 66.0

@@ -73,7 +73,7 @@ def _free_port() -> int:
 def with_fine_tuned_retrieval(spec, cache_dir: Path, echo=click.echo):
     """The Likert study with `retrieval-ft` rated beside `retrieval` when a fine-tuned checkpoint is in the cache;
     the demo never trains (that takes the better part of an hour), so without one it says how to train it."""
-    from empeval.server.backend.training.checkpoints import MissingCheckpoint, checkpoint_key, find_checkpoint
+    from empeval.server.backend.checkpoints import MissingCheckpoint, checkpoint_key, find_checkpoint
 
     if "retrieval-ft" in spec.systems:
         return spec

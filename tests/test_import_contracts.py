@@ -1,6 +1,7 @@
 """The rooms' import contracts (pyproject.toml, import-linter) hold, and a wrong import breaks them."""
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -11,8 +12,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-# Where each room's folder goes in the installed package (setup.py's mapping).
-ROOMS = {"entry": "empeval", "tasks": "empeval/tasks", "server": "empeval/server", "analysis": "empeval/analysis"}
+
+def _rooms() -> dict[str, str]:
+    """Each room's folder -> where it goes in the installed package, as setup.py maps them."""
+    tree = ast.parse((REPO / "setup.py").read_text(encoding="utf-8"))
+    mapping = next(node.value for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id == "ROOMS")
+    return {folder: package.replace(".", "/") for package, folder in ast.literal_eval(mapping).items()}
+
+
+ROOMS = _rooms()
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess:

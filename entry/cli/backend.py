@@ -59,7 +59,7 @@ def require_contexts(engine: Engine, dataset: str, split: str) -> None:
 
 def untrained(error: BaseException) -> BaseException | None:
     """The MissingCheckpoint behind `error` (a trained system whose checkpoint is not in the cache), if any."""
-    from empeval.server.backend.training.checkpoints import MissingCheckpoint
+    from empeval.server.backend.checkpoints import MissingCheckpoint
 
     for cause in (error, error.__cause__, error.__context__):
         if isinstance(cause, MissingCheckpoint):

@@ -1,5 +1,5 @@
 """`empeval train ...`: train the backend's own systems on a corpus in the store; the checkpoints go to the
-cache directory (`<cache_dir>/trained/<kind>-<key>/`, see server/backend/training/checkpoints.py), never git."""
+cache directory (`<cache_dir>/trained/<kind>-<key>/`, see server/backend/checkpoints.py), never git."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from empeval.cli.common import CliContext, pass_cli
-from empeval.server.backend.training.config import RetrievalTrainingConfig
+from empeval.training.config import RetrievalTrainingConfig
 
 DEFAULTS = RetrievalTrainingConfig()
 
@@ -50,7 +50,7 @@ def retrieval(obj: CliContext, dataset: str, cache_dir: Path | None, max_minutes
     <cache-dir>/trained/retrieval-ft-<key>/ (key: data, base model, parameters). Resumable: run it again with
     the same parameters to continue; a finished run does nothing."""
     from empeval.server.backend.resources import default_cache_dir
-    from empeval.server.backend.training.retrieval import RetrievalTrainingConfig, train_retrieval
+    from empeval.training.retrieval import RetrievalTrainingConfig, train_retrieval
 
     config = RetrievalTrainingConfig(batch_size=batch_size, learning_rate=learning_rate, epochs=epochs,
                                      max_steps=max_steps, max_seq_length=max_seq_length, warmup_ratio=warmup_ratio,

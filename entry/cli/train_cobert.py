@@ -45,7 +45,7 @@ def cobert(obj: CliContext, dataset: str, persona_corpus: Path | None, encoder: 
 
     The checkpoint goes to <cache>/trained/cobert-<key>/, the key a hash of the data, the starting encoder and
     the parameters; the `cobert` system then reranks the fine-tuned bi-encoder's top candidates with it."""
-    from empeval.server.backend.training.cobert_train import CoBERTTrainConfig, persona_data, store_data, train_cobert
+    from empeval.training.cobert import CoBERTTrainConfig, persona_data, store_data, train_cobert
 
     config = CoBERTTrainConfig(batch_size=batch_size, epochs=epochs, max_steps=max_steps, train_layers=train_layers,
                                eval_every=eval_every, eval_contexts=eval_contexts, seed=seed)

@@ -20,7 +20,7 @@ The model (`CoBERT`), in the paper's terms and what was kept of it:
   scalars a and b that start at 0, so an untrained head ranks exactly as the bi-encoder it starts from (20 is
   sentence-transformers' MultipleNegativesRankingLoss scale) and training learns what co-attention adds. The
   persona term counts only for examples that have a persona; for the others it is 0 (ED has no personas).
-- **Training** (server/backend/training/cobert_train.py): in-batch negatives, cross-entropy of each context
+- **Training** (training/cobert.py): in-batch negatives, cross-entropy of each context
   against the batch's B responses, i.e. all B x B pairs go through the co-attention.
 
 Reduced compared with the paper: one hop of co-attention, not two; no persona-context co-attention (the persona
@@ -50,9 +50,9 @@ import torch
 from torch import nn
 
 from empeval.server.backend.base import DialogueContext, Outcome, ResponseModel
+from empeval.server.backend.checkpoints import checkpoint_key, find_checkpoint, read_manifest
 from empeval.server.backend.resources import BackendResources
 from empeval.server.backend.retrieval import DEFAULT_MAX_HISTORY, candidate_pool, history_text
-from empeval.server.backend.training.checkpoints import checkpoint_key, find_checkpoint, read_manifest
 from empeval.server.errors import BadInput
 from empeval.server.progress import progress_bar
 

@@ -2,7 +2,7 @@
 
 Rashkin et al.'s (2019) fine-tuned retrieval rows: the same candidates (ED train listener turns), the same
 query (the last 4 turns), the encoder trained on ED's (context, listener turn) pairs with in-batch negatives
-(server/backend/training/retrieval.py). The checkpoint is the most recently trained one in the cache
+(training/retrieval.py). The checkpoint is the most recently trained one in the cache
 directory (`<cache_dir>/trained/retrieval-ft-<key>/model`), or the one whose key the `checkpoint` parameter
 pins. Its key and weights hash are in the encoder's `model_id`, hence in the system's version (provenance)
 and in the names of its embedding cache files, so zero-shot and fine-tuned embeddings never mix. With no
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from empeval.server.backend.checkpoints import checkpoint_key, find_checkpoint
 from empeval.server.backend.resources import BackendResources
 from empeval.server.backend.retrieval import RetrievalModel
-from empeval.server.backend.training.checkpoints import checkpoint_key, find_checkpoint
 
 KIND = "retrieval-ft"
 

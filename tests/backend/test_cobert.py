@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from empeval.server.backend.checkpoints import MissingCheckpoint
 from empeval.server.backend.cobert import CoAttention, CoBERT, CoBERTModel, base_encoder_path, load_sentence_transformer
 from empeval.server.backend.registry import KINDS, ConfigError, Registry, SystemSpec, model_class
 from empeval.server.backend.resources import BackendResources
-from empeval.server.backend.training.checkpoints import MissingCheckpoint
-from empeval.server.backend.training.cobert_train import resolve_encoder
+from empeval.training.cobert import resolve_encoder
 
 CONTEXTS = ["I lost my job today and I do not know what to do.", "My dog learned to catch a frisbee!",
             "I am so nervous about my exam tomorrow, I studied all week but I still feel unprepared."]
@@ -137,7 +137,7 @@ def test_a_missing_cobert_checkpoint_names_the_train_command_and_never_falls_bac
 @pytest.mark.slow
 def test_a_missing_bi_encoder_checkpoint_names_empeval_train_retrieval(tmp_path, sample_engine, selector):
     # A finished CoBERT run, but no fine-tuned bi-encoder to take its candidates from.
-    from empeval.server.backend.training.checkpoints import run_dir, write_manifest
+    from empeval.server.backend.checkpoints import run_dir, write_manifest
 
     run = run_dir(tmp_path, "cobert", "0123456789ab")
     selector.save(run / "model")

@@ -17,13 +17,15 @@ import pytest
 import torch
 
 from empeval.server.backend.base import DialogueContext
+from empeval.server.backend.checkpoints import MODEL_DIR, is_finished, run_dir, write_manifest
 from empeval.server.backend.cobert import CoBERT, CoBERTModel, base_encoder_path, load_sentence_transformer
 from empeval.server.backend.contexts import load_contexts
 from empeval.server.backend.resources import BackendResources
 from empeval.server.backend.retrieval import history_text
 from empeval.server.backend.retrieval_ft import fine_tuned_encoder
-from empeval.server.backend.training.checkpoints import MODEL_DIR, is_finished, run_dir, write_manifest
-from empeval.server.backend.training.cobert_train import (
+from empeval.server.datasets.persona_jsonl import load_persona_jsonl
+from empeval.server.store.engine import unit_of_work
+from empeval.training.cobert import (
     CoBERTTrainConfig,
     persona_data,
     resolve_encoder,
@@ -31,8 +33,6 @@ from empeval.server.backend.training.cobert_train import (
     store_data,
     train_cobert,
 )
-from empeval.server.datasets.persona_jsonl import load_persona_jsonl
-from empeval.server.store.engine import unit_of_work
 
 pytestmark = pytest.mark.slow
 
@@ -161,7 +161,7 @@ def test_training_on_the_persona_fixture_uses_the_personas(tmp_path):
 
 
 def test_training_without_a_fine_tuned_encoder_names_empeval_train_retrieval(tmp_path, sample_engine):
-    from empeval.server.backend.training.checkpoints import MissingCheckpoint
+    from empeval.server.backend.checkpoints import MissingCheckpoint
 
     data = persona_data(load_persona_jsonl(FIXTURE), source="fixture", config=CONFIG)
     with pytest.raises(MissingCheckpoint, match="empeval train retrieval"):

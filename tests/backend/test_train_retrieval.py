@@ -16,11 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from empeval.cli import cli
-from empeval.server.backend.contexts import load_contexts
-from empeval.server.backend.metrics import p_at_1_of_100
-from empeval.server.backend.registry import ConfigError, Registry
-from empeval.server.backend.resources import BackendResources
-from empeval.server.backend.training.checkpoints import (
+from empeval.server.backend.checkpoints import (
     MissingCheckpoint,
     cache_key,
     checkpoint_key,
@@ -28,17 +24,21 @@ from empeval.server.backend.training.checkpoints import (
     run_dir,
     write_manifest,
 )
-from empeval.server.backend.training.config import RetrievalTrainingConfig
-from empeval.server.backend.training.retrieval import (
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.metrics import p_at_1_of_100
+from empeval.server.backend.registry import ConfigError, Registry
+from empeval.server.backend.resources import BackendResources
+from empeval.server.errors import BadInput
+from empeval.server.store import make_engine
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.migrate import upgrade
+from empeval.training.config import RetrievalTrainingConfig
+from empeval.training.retrieval import (
     TrainingDataMissing,
     base_model_path,
     train_retrieval,
     training_data,
 )
-from empeval.server.errors import BadInput
-from empeval.server.store import make_engine
-from empeval.server.store.engine import unit_of_work
-from empeval.server.store.migrate import upgrade
 
 BOUNDED = RetrievalTrainingConfig(batch_size=32, max_steps=20, max_seq_length=64, eval_steps=10, eval_contexts=100)
 # One torch thread: under make test's two xdist workers on two cores, two threads per trainer wait on each other's

@@ -37,11 +37,7 @@ from typing import Any
 
 import torch
 
-from empeval.server.backend.cobert import CoBERT, CoBERTConfig, base_encoder_path, load_sentence_transformer
-from empeval.server.backend.contexts import load_contexts
-from empeval.server.backend.encoder import texts_hash
-from empeval.server.backend.retrieval import history_text
-from empeval.server.backend.training.checkpoints import (
+from empeval.server.backend.checkpoints import (
     MODEL_DIR,
     cache_key,
     checkpoint_key,
@@ -51,6 +47,10 @@ from empeval.server.backend.training.checkpoints import (
     run_dir,
     write_manifest,
 )
+from empeval.server.backend.cobert import CoBERT, CoBERTConfig, base_encoder_path, load_sentence_transformer
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.encoder import texts_hash
+from empeval.server.backend.retrieval import history_text
 from empeval.server.datasets.persona_jsonl import PersonaExample
 from empeval.server.errors import BadInput
 from empeval.server.progress import progress_bar

@@ -31,11 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from empeval.server.backend.contexts import load_contexts
-from empeval.server.backend.encoder import texts_hash
-from empeval.server.backend.metrics import candidate_sets, rank_metrics
-from empeval.server.backend.retrieval import history_text
-from empeval.server.backend.training.checkpoints import (
+from empeval.server.backend.checkpoints import (
     MODEL_DIR,
     cache_key,
     is_finished,
@@ -43,10 +39,14 @@ from empeval.server.backend.training.checkpoints import (
     run_dir,
     write_manifest,
 )
-from empeval.server.backend.training.config import RetrievalTrainingConfig
+from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.encoder import texts_hash
+from empeval.server.backend.metrics import candidate_sets, rank_metrics
+from empeval.server.backend.retrieval import history_text
 from empeval.server.errors import BadInput
 from empeval.server.progress import progress_bar
 from empeval.server.store.engine import unit_of_work
+from empeval.training.config import RetrievalTrainingConfig
 
 KIND = "retrieval-ft"
 METRIC = "p_at_1_100"
