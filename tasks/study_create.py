@@ -33,6 +33,7 @@ from empeval.server.store.models import (
     System,
 )
 from empeval.server.store.queries import assignment_counts
+from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.study_config import StudyConfig
 from empeval.tasks.design import (
     Candidate,
@@ -278,7 +279,7 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                                 items_per_assignment=spec.design.items_per_assignment,
                                 control_rate=spec.design.control_rate, seed=spec.seed)
 
-        study = Study(name=spec.name, config=spec, seed=spec.seed, status="open")
+        study = Study(name=spec.name, config=spec, seed=spec.seed, status=StudyStatus.OPEN)
         session.add(study)
         session.flush()
         study_items: dict[int, StudyItem] = {}
@@ -295,7 +296,7 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                         for cid in sorted(chosen_ids))
         session.flush()
         for planned in plan:
-            assignment = Assignment(study_id=study.id, status="open", round=planned.round,
+            assignment = Assignment(study_id=study.id, status=AssignmentStatus.OPEN, round=planned.round,
                                     design_index=planned.index)
             assignment.items = [AssignmentItem(item_id=study_items[c.key].id, position=position)
                                 for position, c in enumerate(planned.items)]
@@ -333,7 +334,7 @@ def _write_pairwise(session: Session, spec: StudyConfig, systems: dict[str, Syst
                          control_rate=spec.design.control_rate if spec.controls else 0.0,
                          controls=control_contexts, seed=spec.seed)
 
-    study = Study(name=spec.name, config=spec, seed=spec.seed, status="open")
+    study = Study(name=spec.name, config=spec, seed=spec.seed, status=StudyStatus.OPEN)
     session.add(study)
     session.flush()
     pair_items: dict[tuple[int, tuple[str, str]], PairItem] = {}
@@ -355,7 +356,8 @@ def _write_pairwise(session: Session, spec: StudyConfig, systems: dict[str, Syst
     session.add_all(pair_items.values())
     session.flush()
     for planned in plan:
-        assignment = Assignment(study_id=study.id, status="open", round=planned.round, design_index=planned.index)
+        assignment = Assignment(study_id=study.id, status=AssignmentStatus.OPEN, round=planned.round,
+                                design_index=planned.index)
         session.add(assignment)
         session.flush()
         for position, placed in enumerate(planned.items):

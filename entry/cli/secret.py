@@ -21,6 +21,7 @@ from empeval.server.annotation.secrets import (
 )
 from empeval.server.errors import Conflict
 from empeval.server.store.models import Study
+from empeval.server.store.statuses import StudyStatus
 
 
 @dataclass
@@ -61,7 +62,8 @@ def rotate(obj: CliContextWithSecret, yes: bool) -> None:
     hand out new links with `empeval annotators invite`, and read the new admin token with `empeval admin-token`."""
     engine = obj.engine()
     with Session(engine) as session:
-        open_studies = session.scalars(select(Study.name).where(Study.status == "open").order_by(Study.name)).all()
+        open_studies = session.scalars(select(Study.name).where(Study.status == StudyStatus.OPEN)
+                                       .order_by(Study.name)).all()
     if open_studies and not yes:
         raise Conflict(f"open studies: {', '.join(open_studies)}; rotating the secret invalidates every invite link "
                        "handed out for them (raters working now are refused at their next request). Pass --yes to "

@@ -8,7 +8,8 @@ from sqlalchemy.orm import Session
 
 from empeval.cli.common import CliContext, pass_cli
 from empeval.server.annotation.handout import close_study
-from empeval.server.store.queries import ASSIGNMENT_STATUSES, study_by_name
+from empeval.server.store.queries import study_by_name
+from empeval.server.store.statuses import AssignmentStatus
 from empeval.tasks.study_create import create_study, study_progress
 from empeval.tasks.study_file import load_study_file
 
@@ -46,7 +47,7 @@ def status(obj: CliContext, name: str) -> None:
     counts = study_progress(engine, name)
     with Session(engine) as session:
         click.echo(f"study {name}: {study_by_name(session, name).status}")
-    for state in ASSIGNMENT_STATUSES:
+    for state in AssignmentStatus:
         click.echo(f"{state:<10}{counts.get(state, 0):>6}")
 
 
@@ -60,7 +61,8 @@ def close(obj: CliContext, name: str) -> None:
     refused and reported.
     """
     closing = close_study(obj.engine(), name)
-    in_progress = closing.counts["assigned"]
+    in_progress = closing.counts[AssignmentStatus.ASSIGNED]
     click.echo(f"study {name} {'closed' if closing.was_open else 'was closed already'}: "
-               f"{closing.counts['submitted']} assignments submitted, {in_progress} in progress left unfinished, "
-               f"{closing.counts['open']} never handed out")
+               f"{closing.counts[AssignmentStatus.SUBMITTED]} assignments submitted, {in_progress} in progress left "
+               "unfinished, "
+               f"{closing.counts[AssignmentStatus.OPEN]} never handed out")

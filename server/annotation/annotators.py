@@ -14,8 +14,9 @@ from empeval.server.annotation.secrets import make_invite, secret_key
 from empeval.server.annotation.study_log import WITHDRAWAL
 from empeval.server.errors import NotFound
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import ACTIVE, Annotator, Assignment, StudyLogEntry, StudyRevocation
+from empeval.server.store.models import Annotator, Assignment, StudyLogEntry, StudyRevocation
 from empeval.server.store.queries import now_utc, study_by_name
+from empeval.server.store.statuses import AssignmentStatus
 from empeval.server.store.storable import column_length, require_storable
 
 
@@ -111,9 +112,10 @@ def study_roster(engine: Engine, study: str) -> list[RosterLine]:
                        Annotator.id.in_(select(StudyRevocation.annotator_id)
                                         .where(StudyRevocation.study_id == study_id)))
         done = (select(func.count()).where(Assignment.study_id == study_id, Assignment.annotator_id == Annotator.id,
-                                           Assignment.status == "submitted").scalar_subquery())
+                                           Assignment.status == AssignmentStatus.SUBMITTED).scalar_subquery())
         active = (select(Assignment.id).where(Assignment.study_id == study_id, Assignment.annotator_id == Annotator.id,
-                                              Assignment.status == ACTIVE).limit(1).scalar_subquery())
+                                              Assignment.status == AssignmentStatus.ASSIGNED)
+                  .limit(1).scalar_subquery())
         revoked_here = (select(StudyRevocation.annotator_id).where(StudyRevocation.study_id == study_id,
                                                                    StudyRevocation.annotator_id == Annotator.id)
                         .exists())

@@ -11,7 +11,7 @@ Rules, each kept by the database and not by Python alone:
   claims at once; its candidate must fit the seen rows of both. X's own claims need nothing more: their X rows
   are what the linked study checks, and the linked study's X rows are what X checks. (Studies naming the same X
   thus never share a context for one annotator either; a study linked to X is not linked to the one X names.)
-- each assignment goes to one annotator: a claim is an `UPDATE ... WHERE status = 'open'` (`claim`, also used
+- each assignment goes to one annotator: a claim is an `UPDATE` whose WHERE wants it still open (`claim`, also used
   when crowd work is ingested);
 - assignments are handed out in design order (design_index).
 The candidate is chosen in SQL (the first open assignment in design order holding no context the annotator has
@@ -66,7 +66,6 @@ from empeval.server.annotation.pairwise_payload import pairwise_items, pairwise_
 from empeval.server.errors import Conflict, Forbidden, NotFound
 from empeval.server.store.engine import unit_of_work, write_transaction
 from empeval.server.store.models import (
-    ACTIVE,
     Annotator,
     Assignment,
     AssignmentItem,
@@ -78,7 +77,8 @@ from empeval.server.store.models import (
     StudyItem,
     StudyRevocation,
 )
-from empeval.server.store.queries import STUDY_CLOSED, assignment_counts, iso_utc, now_utc, study_by_name
+from empeval.server.store.queries import assignment_counts, iso_utc, now_utc, study_by_name
+from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.study_config import Criterion, Scale
 
 # Made once: an alias made per call costs SQLAlchemy more than running the query it is used in.
@@ -105,7 +105,7 @@ def revoked_clause(study_id: Any, annotator_id: int) -> Any:
 
 def refuse_unless_may_work(study: Study | StudyView, revoked: bool) -> None:
     """Raise StudyClosed or AccessRevoked when the study is closed or the annotator revoked."""
-    if study.status == STUDY_CLOSED:
+    if study.status == StudyStatus.CLOSED:
         raise StudyClosed(f"study {study.name!r} is closed and takes no more ratings. Thank you for your help!")
     if revoked:
         raise AccessRevoked(f"your access to study {study.name!r} was revoked by the researcher; ask them if you "
@@ -123,14 +123,15 @@ def _expire_all(session: Executor, assignment_ids: list[int], now: datetime) -> 
     if not assignment_ids:
         return set()
     expired = set(session.scalars(
-        update(Assignment).where(Assignment.id.in_(assignment_ids), Assignment.status == ACTIVE)
-        .values(status="expired").returning(Assignment.id).execution_options(synchronize_session=False)
+        update(Assignment).where(Assignment.id.in_(assignment_ids), Assignment.status == AssignmentStatus.ASSIGNED)
+        .values(status=AssignmentStatus.EXPIRED).returning(Assignment.id).execution_options(synchronize_session=False)
     ).all())
     if not expired:
         return expired
     session.execute(insert(Assignment).from_select(
         ["study_id", "status", "created_at", "round", "design_index", "replaces_id", "late"],
-        select(Assignment.study_id, literal("open", String), literal(now, DateTime(timezone=True)), Assignment.round,
+        select(Assignment.study_id, literal(AssignmentStatus.OPEN.value, String), literal(now, DateTime(timezone=True)),
+               Assignment.round,
                Assignment.design_index, Assignment.id, false()).where(Assignment.id.in_(expired))))
     # An assignment expires once (only an active one does), so its copy is the one assignment replacing it.
     copy = _COPY
@@ -152,7 +153,8 @@ def expire_overdue(session: Session, study_id: int, now: datetime) -> int:
     how many this call expired."""
     overdue = session.scalars(
         select(Assignment.id)
-        .where(Assignment.study_id == study_id, Assignment.status == ACTIVE, Assignment.expires_at < now)
+        .where(Assignment.study_id == study_id, Assignment.status == AssignmentStatus.ASSIGNED,
+               Assignment.expires_at < now)
         .with_for_update(skip_locked=True)
     ).all()
     return len(_expire_all(session, list(overdue), now))
@@ -161,7 +163,8 @@ def expire_overdue(session: Session, study_id: int, now: datetime) -> int:
 def expire_active_of(session: Session, annotator_id: int, *, study_id: int | None = None) -> int:
     """Expire the annotator's active assignments (in one study, or in every study), each copied back to the pool:
     what revoking an annotator does to her work in progress. Returns how many were expired."""
-    query = select(Assignment.id).where(Assignment.annotator_id == annotator_id, Assignment.status == ACTIVE)
+    query = select(Assignment.id).where(Assignment.annotator_id == annotator_id,
+                                        Assignment.status == AssignmentStatus.ASSIGNED)
     if study_id is not None:
         query = query.where(Assignment.study_id == study_id)
     return len(_expire_all(session, list(session.scalars(query.with_for_update()).all()), now_utc()))
@@ -315,9 +318,9 @@ def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, 
             return None
         study, (assignment_id, expires_at) = handed
         if study.config.is_pairwise:
-            return pairwise_payload(study, assignment_id, ACTIVE, expires_at,
+            return pairwise_payload(study, assignment_id, AssignmentStatus.ASSIGNED, expires_at,
                                     pairwise_items(connection, assignment_id))
-        return _payload(study, assignment_id, ACTIVE, expires_at, _items(connection, assignment_id))
+        return _payload(study, assignment_id, AssignmentStatus.ASSIGNED, expires_at, _items(connection, assignment_id))
 
 
 def _contexts_of(assignment_id: int) -> Any:
@@ -343,7 +346,7 @@ def _record_seen(connection: Executor, assignment_id: int, annotator_id: int, no
 
 
 def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datetime, minutes: int | None) -> bool:
-    """Give an open assignment to the annotator: one `UPDATE ... WHERE status = 'open'`, so of two claims at
+    """Give an open assignment to the annotator: one `UPDATE` whose WHERE wants it still open, so of two claims at
     once exactly one wins, and in the same transaction one seen_context row per context of the assignment (under
     its study and under the study its `compare_with` names).
     True when this call claimed it. The assignment expires `minutes` after `now`; None means no local deadline
@@ -353,8 +356,8 @@ def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datet
     assignment of the study or has already seen one of its contexts there or in the linked study."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
     claimed = session.execute(
-        update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open")
-        .values(status=ACTIVE, annotator_id=annotator_id, started_at=now, expires_at=expires_at)
+        update(Assignment).where(Assignment.id == assignment_id, Assignment.status == AssignmentStatus.OPEN)
+        .values(status=AssignmentStatus.ASSIGNED, annotator_id=annotator_id, started_at=now, expires_at=expires_at)
     )
     if not cast("CursorResult[Any]", claimed).rowcount:
         return False
@@ -382,9 +385,9 @@ def release(session: Session, assignment_id: int, annotator_id: int) -> bool:
     annotator still holds it unsubmitted, and the seen rows its claim wrote go with it (those under a linked
     study too: every row names the assignment whose claim wrote it). True when it was released."""
     released = session.execute(
-        update(Assignment).where(Assignment.id == assignment_id, Assignment.status == ACTIVE,
+        update(Assignment).where(Assignment.id == assignment_id, Assignment.status == AssignmentStatus.ASSIGNED,
                                  Assignment.annotator_id == annotator_id)
-        .values(status="open", annotator_id=None, started_at=None, expires_at=None)
+        .values(status=AssignmentStatus.OPEN, annotator_id=None, started_at=None, expires_at=None)
     )
     if not cast("CursorResult[Any]", released).rowcount:
         return False
@@ -404,8 +407,8 @@ def close_study(engine: Engine, name: str) -> Closing:
     progress stay as they are, so `study status` shows how many were left unfinished."""
     with unit_of_work(engine) as session:
         study = study_by_name(session, name)
-        was_open = study.status != STUDY_CLOSED
-        study.status = STUDY_CLOSED
+        was_open = study.status != StudyStatus.CLOSED
+        study.status = StudyStatus.CLOSED
         return Closing(was_open, assignment_counts(session, study.id))
 
 

@@ -25,9 +25,12 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, CursorResult
 from sqlalchemy.orm import Session
 
-from empeval.server.store.models import ACTIVE
-from empeval.server.store.queries import STUDY_CLOSED
+from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.study_config import StudyConfig
+
+# The statuses as the SQL text below spells them.
+OPEN, ASSIGNED = AssignmentStatus.OPEN, AssignmentStatus.ASSIGNED
+SUBMITTED, EXPIRED = AssignmentStatus.SUBMITTED, AssignmentStatus.EXPIRED
 
 # What the hot path executes on: a Core connection, or the session of a caller that has one (crowd ingest).
 Executor = Connection | Session
@@ -144,7 +147,7 @@ STUDY_AND_RESUMABLE = _both(
     "SELECT study.id, study.status, {config} AS config, " + _revoked("study.id") + " AS revoked, "
     "resumable.id AS resumable_id, resumable.expires_at "
     "FROM study LEFT OUTER JOIN assignment AS resumable ON resumable.study_id = study.id "
-    f"AND resumable.annotator_id = :annotator AND resumable.status = '{ACTIVE}' "
+    f"AND resumable.annotator_id = :annotator AND resumable.status = '{ASSIGNED}' "
     "AND (resumable.expires_at IS NULL OR resumable.expires_at >= :now) "
     "WHERE study.name = :study")
 
@@ -155,7 +158,7 @@ TAKE_TURN = _statement("UPDATE annotator SET display_name = annotator.display_na
 ACTIVE_OR_OVERDUE = _both(
     "SELECT assignment.id, assignment.annotator_id, assignment.expires_at, "
     "assignment.expires_at < :now AS overdue FROM assignment "
-    f"WHERE assignment.study_id = :study AND assignment.status = '{ACTIVE}' "
+    f"WHERE assignment.study_id = :study AND assignment.status = '{ASSIGNED}' "
     "AND (assignment.annotator_id = :annotator OR assignment.expires_at < :now) {skip_locked}")
 
 
@@ -188,7 +191,7 @@ def _first_fitting(seen: str, bound: str = "") -> str:
     SKIP LOCKED (PostgreSQL): raters asking at once try different candidates instead of queueing on the first;
     SQLite has one writer anyway."""
     return ("SELECT candidate.id FROM assignment AS candidate "
-            f"WHERE candidate.study_id = :study AND candidate.status = 'open' {bound}"
+            f"WHERE candidate.study_id = :study AND candidate.status = '{OPEN}' {bound}"
             f"AND NOT EXISTS ({seen}{{per_candidate}}) "
             "ORDER BY candidate.design_index, candidate.id LIMIT 1 {lock_candidate}")
 
@@ -203,9 +206,9 @@ def _claim(seen: str) -> ByDialect:
     second walk only when the first finds nothing), claimed by the UPDATE whose WHERE chooses it; RETURNING its id
     and design position."""
     after_her_last, from_the_start = _first_fitting(seen, _AFTER_HER_LAST_CLAIM), _first_fitting(seen)
-    return _both(f"UPDATE assignment SET status = '{ACTIVE}', annotator_id = :annotator, started_at = :now, "
+    return _both(f"UPDATE assignment SET status = '{ASSIGNED}', annotator_id = :annotator, started_at = :now, "
                  f"expires_at = :expires_at WHERE assignment.id = COALESCE(({after_her_last}), ({from_the_start})) "
-                 "AND assignment.status = 'open' RETURNING assignment.id, assignment.design_index")
+                 f"AND assignment.status = '{OPEN}' RETURNING assignment.id, assignment.design_index")
 
 
 CLAIM_FIRST_FITTING = _claim(_SEEN_IN_ITEMS)  # a Likert study: the contexts of its items
@@ -266,12 +269,12 @@ PAIR_ITEM_IDS = _statement(
 # Marks the assignment submitted only if it still may be: hers, not submitted, study open, rater not revoked.
 # Late when it had expired or its deadline has passed (SET reads the row as it was).
 MARK_SUBMITTED = _statement(
-    "UPDATE assignment SET status = 'submitted', submission_id = :submission, submitted_at = :now, "
-    "comment = :comment, late = (assignment.status = 'expired' OR "
+    f"UPDATE assignment SET status = '{SUBMITTED}', submission_id = :submission, submitted_at = :now, "
+    f"comment = :comment, late = (assignment.status = '{EXPIRED}' OR "
     "(assignment.expires_at IS NOT NULL AND assignment.expires_at < :now)) "
     "WHERE assignment.id = :assignment AND assignment.annotator_id = :annotator "
-    "AND assignment.status != 'submitted' AND EXISTS (SELECT 1 FROM study WHERE study.id = assignment.study_id "
-    f"AND study.status != '{STUDY_CLOSED}') AND NOT " + _revoked("assignment.study_id") + " RETURNING late")
+    f"AND assignment.status != '{SUBMITTED}' AND EXISTS (SELECT 1 FROM study WHERE study.id = assignment.study_id "
+    f"AND study.status != '{StudyStatus.CLOSED}') AND NOT " + _revoked("assignment.study_id") + " RETURNING late")
 
 
 class RowsStatement(NamedTuple):

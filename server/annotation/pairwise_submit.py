@@ -46,6 +46,7 @@ from empeval.server.annotation.submit import (
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import write_transaction
 from empeval.server.store.queries import now_utc
+from empeval.server.store.statuses import AssignmentStatus
 from empeval.server.store.storable import text_problem
 
 # Field name -> required. A field not listed is refused, so a misspelt "coment" is not silently dropped.
@@ -226,7 +227,7 @@ def store_pairwise(connection: Connection, row: Row[Any], assignment_id: int, an
     config = study_row.config
     if not config.is_pairwise:
         raise BadInput(f"assignment {assignment_id} is of the Likert study {study_row.name!r}: send ratings")
-    if row.status == "submitted":
+    if row.status == AssignmentStatus.SUBMITTED:
         return _already_submitted(connection, assignment_id, row,
                                   payload.get("submission_id") if isinstance(payload, dict) else None)
     refuse_unless_may_work(study_row, bool(row.revoked))
@@ -249,7 +250,7 @@ def store_pairwise(connection: Connection, row: Row[Any], assignment_id: int, an
         # A concurrent identical submission won the race: answer as for a retry (the write transaction was
         # rolled back; what follows reads on the same connection).
         row = _own_assignment(connection, assignment_id, annotator_id, study)
-        if row.status == "submitted":
+        if row.status == AssignmentStatus.SUBMITTED:
             return _already_submitted(connection, assignment_id, row, submission.submission_id)
         refuse_if_used_elsewhere(connection, submission.submission_id)
         raise

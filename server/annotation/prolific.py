@@ -33,8 +33,9 @@ from empeval.server.annotation.handout import ensure_may_work, refuse_unless_may
 from empeval.server.annotation.secrets import make_invite, secret_key
 from empeval.server.errors import BadInput, Forbidden, NotFound
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import ACTIVE, Annotator, Assignment
+from empeval.server.store.models import Annotator, Assignment
 from empeval.server.store.queries import study_by_name
+from empeval.server.store.statuses import AssignmentStatus
 from empeval.server.store.study_config import Recruitment
 
 PROVIDER = "prolific"
@@ -137,7 +138,7 @@ def admit(engine: Engine, secret: str, study: str, visit: ProlificVisit) -> Admi
         ensure_may_work(session, study_row, annotator.id)
         submitted = session.scalar(select(Assignment.id).where(
             Assignment.study_id == study_row.id, Assignment.annotator_id == annotator.id,
-            Assignment.status == "submitted").limit(1))
+            Assignment.status == AssignmentStatus.SUBMITTED).limit(1))
     invite = make_invite(secret, annotator_id=annotator.id, study=study, days=INVITE_DAYS)
     if submitted is not None:
         return Admission(annotator.id, invite, completion_after_submit(recruitment, PROVIDER) or None)
@@ -178,7 +179,7 @@ def release_departed(engine: Engine, study: str, participant_ids: Iterable[str])
         annotators = session.scalars(select(Annotator.id).where(Annotator.provider == PROVIDER,
                                                                 Annotator.pseudonym.in_(pseudonyms))).all()
         held = session.execute(select(Assignment.id, Assignment.annotator_id)
-                               .where(Assignment.study_id == study_id, Assignment.status == ACTIVE,
+                               .where(Assignment.study_id == study_id, Assignment.status == AssignmentStatus.ASSIGNED,
                                       Assignment.annotator_id.in_(annotators))
                                .order_by(Assignment.id)).all()
         for assignment_id, annotator_id in held:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from empeval.server.store.models import Annotator, Assignment, AssignmentItem, AssignmentPair, StudyRevocation
 from empeval.server.store.queries import as_utc, study_by_name
+from empeval.server.store.statuses import AssignmentStatus
 
 
 class RaterRow(NamedTuple):
@@ -45,13 +46,13 @@ def rater_table(engine: Engine, study: str) -> RaterTable:
             select(Annotator.pseudonym, Assignment.id, Assignment.started_at, Assignment.submitted_at,
                    or_(Annotator.revoked_at.is_not(None), Annotator.id.in_(revoked_here)))
             .join(Annotator, Annotator.id == Assignment.annotator_id)
-            .where(Assignment.study_id == study_row.id, Assignment.status == "submitted")).all()
+            .where(Assignment.study_id == study_row.id, Assignment.status == AssignmentStatus.SUBMITTED)).all()
         placement = AssignmentPair if config.is_pairwise else AssignmentItem
         seconds = session.execute(
             select(Annotator.pseudonym, placement.seconds_on_item)
             .join(Assignment, Assignment.id == placement.assignment_id)
             .join(Annotator, Annotator.id == Assignment.annotator_id)
-            .where(Assignment.study_id == study_row.id, Assignment.status == "submitted")).all()
+            .where(Assignment.study_id == study_row.id, Assignment.status == AssignmentStatus.SUBMITTED)).all()
     pay = config.pay.per_assignment
     assignments: dict[str, int] = defaultdict(int)
     hours: dict[str, float] = defaultdict(float)

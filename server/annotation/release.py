@@ -10,8 +10,9 @@ from sqlalchemy import Engine, select
 from empeval.server.annotation.handout import release
 from empeval.server.errors import BadInput, NotFound
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import ACTIVE, Annotator, Assignment, Study
+from empeval.server.store.models import Annotator, Assignment, Study
 from empeval.server.store.queries import iso_utc
+from empeval.server.store.statuses import AssignmentStatus
 
 
 class Released(NamedTuple):
@@ -43,14 +44,14 @@ def release_assignment(engine: Engine, assignment_id: int) -> Released:
 
 
 def _refuse_unless_in_progress(session, assignment: Assignment, study: str) -> None:
-    if assignment.status == ACTIVE:
+    if assignment.status == AssignmentStatus.ASSIGNED:
         return
     what = f"assignment {assignment.id} of study {study!r}"
-    if assignment.status == "submitted":
+    if assignment.status == AssignmentStatus.SUBMITTED:
         raise BadInput(f"{what} was submitted at {iso_utc(assignment.submitted_at)}: its ratings are stored, so "
                        f"it cannot go back to the pool. To take a participant's work out of the study use "
                        f"`empeval annotators forget NAME --study {study}`")
-    if assignment.status == "open":
+    if assignment.status == AssignmentStatus.OPEN:
         raise BadInput(f"{what} is not handed out to anyone: it is in the pool already, nothing to release")
     copy = session.scalar(select(Assignment.id).where(Assignment.replaces_id == assignment.id))
     raise BadInput(f"{what} has expired already and assignment {copy}, a copy of it, replaced it in the pool: "

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from empeval.server.store.models import Assignment, Study
 from empeval.server.store.queries import as_utc
+from empeval.server.store.statuses import AssignmentStatus
 
 
 class StudySummary(NamedTuple):
@@ -28,8 +29,8 @@ def study_summaries(engine: Engine) -> list[StudySummary]:
         studies = session.scalars(select(Study).order_by(Study.created_at, Study.id)).all()
         counts = {row.study_id: row for row in session.execute(
             select(Assignment.study_id,
-                   func.count().filter(Assignment.status == "submitted").label("done"),
-                   func.count().filter(Assignment.status != "expired").label("total"),
+                   func.count().filter(Assignment.status == AssignmentStatus.SUBMITTED).label("done"),
+                   func.count().filter(Assignment.status != AssignmentStatus.EXPIRED).label("total"),
                    func.count(distinct(Assignment.annotator_id)).label("annotators"))
             .group_by(Assignment.study_id)).all()}
         summaries = []

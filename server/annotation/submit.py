@@ -44,6 +44,7 @@ from empeval.server.errors import BadInput, Conflict, NotFound
 from empeval.server.store.engine import write_transaction
 from empeval.server.store.models import Assignment
 from empeval.server.store.queries import as_utc, now_utc
+from empeval.server.store.statuses import AssignmentStatus
 from empeval.server.store.storable import text_problem
 
 
@@ -181,7 +182,7 @@ def _mark_or_answer(connection: Executor, assignment_id: int, annotator_id: int,
     if late is not None:
         return late
     row = _own_assignment(connection, assignment_id, annotator_id, study)
-    if row.status == "submitted":
+    if row.status == AssignmentStatus.SUBMITTED:
         return _already_submitted(connection, assignment_id, row, marking.submission_id, count=count,
                                   counted=counted)
     refuse_unless_may_work(_study_of(row), bool(row.revoked))
@@ -235,7 +236,7 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
 
             return {**store_pairwise(connection, row, assignment_id, annotator_id, payload, study=study, now=now),
                     **completion}
-        if row.status == "submitted":
+        if row.status == AssignmentStatus.SUBMITTED:
             return {**_already_submitted(connection, assignment_id, row,
                                          payload.get("submission_id") if isinstance(payload, dict) else None),
                     **completion}

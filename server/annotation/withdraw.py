@@ -45,6 +45,7 @@ from empeval.server.store.models import (
     StudyRevocation,
 )
 from empeval.server.store.queries import now_utc, study_by_name
+from empeval.server.store.statuses import AssignmentStatus
 
 TOMBSTONE_PREFIX = "withdrawn-"
 
@@ -115,11 +116,11 @@ def _remove_work(session: Session, study_id: int, annotator_id: int, now: dateti
     comments = _count(session.execute(update(Assignment).where(Assignment.id.in_(hers), Assignment.comment.is_not(None))
                                       .values(comment=None).execution_options(synchronize_session=False)))
     submitted = session.scalars(select(Assignment.id).where(Assignment.id.in_(hers),
-                                                            Assignment.status == "submitted")).all()
+                                                            Assignment.status == AssignmentStatus.SUBMITTED)).all()
     replaced = set(session.scalars(select(Assignment.replaces_id).where(Assignment.replaces_id.in_(submitted))))
     reopen = [assignment_id for assignment_id in submitted if assignment_id not in replaced]
     if submitted:
-        session.execute(update(Assignment).where(Assignment.id.in_(submitted)).values(status="expired")
+        session.execute(update(Assignment).where(Assignment.id.in_(submitted)).values(status=AssignmentStatus.EXPIRED)
                         .execution_options(synchronize_session=False))
     _copy_to_pool(session, reopen, now)
     return ratings, choices, comments, len(reopen)
@@ -140,7 +141,8 @@ def _copy_to_pool(session: Session, assignment_ids: list[int], now: datetime) ->
         return
     session.execute(insert(Assignment).from_select(
         ["study_id", "status", "created_at", "round", "design_index", "replaces_id", "late"],
-        select(Assignment.study_id, literal("open", String), literal(now, DateTime(timezone=True)), Assignment.round,
+        select(Assignment.study_id, literal(AssignmentStatus.OPEN.value, String), literal(now, DateTime(timezone=True)),
+               Assignment.round,
                Assignment.design_index, Assignment.id, false()).where(Assignment.id.in_(assignment_ids))))
     session.execute(insert(AssignmentItem).from_select(
         ["assignment_id", "item_id", "position"],

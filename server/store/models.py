@@ -18,6 +18,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     DateTime,
+    Enum,
     ForeignKey,
     ForeignKeyConstraint,
     Index,
@@ -30,6 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from empeval.server.store.statuses import AssignmentStatus, StudyStatus, sql_values
 from empeval.server.store.study_config import StudyConfig
 
 # Named constraints, so Alembic migrations (and SQLite batch mode) can refer to them on every backend.
@@ -44,6 +46,13 @@ NAMING_CONVENTION = {
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def status_type(statuses: type[AssignmentStatus] | type[StudyStatus]) -> Enum:
+    """A status column's type: the enum's values stored as text (VARCHAR(20), as the column always was; the
+    table's CHECK constraint lists the values), read back as the enum."""
+    return Enum(statuses, native_enum=False, create_constraint=False, length=20, validate_strings=True,
+                values_callable=lambda members: [member.value for member in members])
 
 
 class Base(DeclarativeBase):
@@ -173,7 +182,7 @@ Index("uq_response_id_context_id", Response.id, Response.context_id, unique=True
 class Study(Base):
     """A human evaluation: its configuration (criteria, scale, k, ...) and the seed of its design.
 
-    `status` is 'open' while it takes ratings and 'closed' once the researcher has closed it (`empeval study
+    `status` is open while it takes ratings and closed once the researcher has closed it (`empeval study
     close`): a closed study hands out nothing and takes no submission.
     """
 
@@ -184,7 +193,10 @@ class Study(Base):
     # The configuration as stored: private to the store; everyone else reads the typed `config`.
     _config_json: Mapped[dict[str, Any]] = mapped_column("config", default=dict)
     seed: Mapped[int] = mapped_column(Integer, default=0)
-    status: Mapped[str] = mapped_column(String(20), default="draft")
+    # Checked on every write by the enum type, not by a CHECK constraint: adding one on SQLite means recreating the
+    # table (Alembic's batch mode), and dropping `study` with foreign keys on deletes every row that cascades from it
+    # (measured: a study's assignments vanished in tests/store/test_migration_0003.py).
+    status: Mapped[StudyStatus] = mapped_column(status_type(StudyStatus), default=StudyStatus.DRAFT)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     items: Mapped[list[StudyItem]] = relationship(back_populates="study", cascade="all, delete-orphan")
@@ -273,22 +285,17 @@ class StudyLogEntry(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
-# The one status in which an assignment is someone's work in progress.
-ACTIVE = "assigned"
-
-
 class Assignment(Base):
     """A batch of study items handed to one annotator. One submission id per assignment, stored once."""
 
     __tablename__ = "assignment"
     __table_args__ = (
-        CheckConstraint(
-            "status IN ('open', 'assigned', 'submitted', 'expired')", name="status_known"
-        ),
+        CheckConstraint(f"status IN ({sql_values(AssignmentStatus)})", name="status_known"),
         # One active assignment per (study, annotator): of two claims at once by the same person (two
         # browser tabs) the second fails here, whatever Python thought it had checked.
         Index("uq_assignment_active_per_annotator", "study_id", "annotator_id", unique=True,
-              sqlite_where=text(f"status = '{ACTIVE}'"), postgresql_where=text(f"status = '{ACTIVE}'")),
+              sqlite_where=text(f"status = '{AssignmentStatus.ASSIGNED}'"),
+              postgresql_where=text(f"status = '{AssignmentStatus.ASSIGNED}'")),
         # Hand-out reads by index, whatever the size of the study: the first open assignment in design order,
         # an annotator's assignments by status, the active ones past their deadline (migration 0004).
         Index("ix_assignment_study_status_order", "study_id", "status", "design_index", "id"),
@@ -300,7 +307,7 @@ class Assignment(Base):
     # No index of its own: the composite indexes above lead with study_id (migration 0009).
     study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
     annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotator.id"), index=True)
-    status: Mapped[str] = mapped_column(String(20), default="open")
+    status: Mapped[AssignmentStatus] = mapped_column(status_type(AssignmentStatus), default=AssignmentStatus.OPEN)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None]
     expires_at: Mapped[datetime | None]

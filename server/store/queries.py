@@ -9,11 +9,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from empeval.server.errors import NotFound
-from empeval.server.store.models import ACTIVE, Assignment, Study
-
-ASSIGNMENT_STATUSES = ("open", "assigned", "submitted", "expired")
-# A study takes ratings until the researcher closes it (`empeval study close`).
-STUDY_CLOSED = "closed"
+from empeval.server.store.models import Assignment, Study
+from empeval.server.store.statuses import AssignmentStatus
 
 
 def now_utc() -> datetime:
@@ -48,11 +45,11 @@ def assignment_counts(session: Session, study_id: int) -> dict[str, int]:
     """Assignments of a study per status (open, assigned, submitted, expired), zeros included."""
     counts = dict(session.execute(select(Assignment.status, func.count()).where(Assignment.study_id == study_id)
                                   .group_by(Assignment.status)).all())
-    return {status: counts.get(status, 0) for status in ASSIGNMENT_STATUSES}
+    return {status.value: counts.get(status, 0) for status in AssignmentStatus}
 
 
 def active_assignment(session: Session, study_id: int, annotator_id: int) -> int | None:
     """The id of the annotator's active assignment in the study (the schema allows at most one), or None."""
     return session.scalar(select(Assignment.id).where(Assignment.study_id == study_id,
                                                       Assignment.annotator_id == annotator_id,
-                                                      Assignment.status == ACTIVE))
+                                                      Assignment.status == AssignmentStatus.ASSIGNED))

@@ -27,6 +27,7 @@ from empeval.server.annotation.rater_table import rater_table, study_comments
 from empeval.server.annotation.study_log import study_log
 from empeval.server.store.models import Study
 from empeval.server.store.queries import assignment_counts, study_by_name
+from empeval.server.store.statuses import StudyStatus
 from empeval.server.web import openapi
 from empeval.server.web.auth import (
     admin_required,
@@ -68,7 +69,8 @@ def study_progress(name: str) -> dict:
         statuses = assignment_counts(session, study.id)
         config = study.config
         if config.is_pairwise:
-            return {"study": name, "kind": "pairwise", "status": study.status, "assignments": statuses,
+            return {"study": name, "kind": "pairwise", "status": study.status,
+                    "is_closed": study.status == StudyStatus.CLOSED, "assignments": statuses,
                     **pairwise_counts(session, study.id),
                     "judgments_per_pair": config.pairwise.judgments_per_pair if config.pairwise else None}
         criteria = config.criterion_keys
@@ -77,7 +79,8 @@ def study_progress(name: str) -> dict:
     seconds = counts.pop("seconds")
     scale = (config.scale.min, config.scale.max)
     return {
-        "study": name, "kind": "likert", "status": study.status, "assignments": statuses, **counts,
+        "study": name, "kind": "likert", "status": study.status, "is_closed": study.status == StudyStatus.CLOSED,
+        "assignments": statuses, **counts,
         "ratings_per_response": config.design.ratings_per_response,
         "median_seconds_per_item": median(seconds) if seconds else None,
         "alpha_ordinal": {c: alpha_so_far(scores, c, scale) for c in criteria},

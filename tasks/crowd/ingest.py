@@ -45,7 +45,8 @@ from empeval.server.annotation.submit import submit_assignment, validate_submiss
 from empeval.server.errors import BadInput, Conflict, EmpevalError
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Assignment, AssignmentItem, AssignmentPair, Study
-from empeval.server.store.queries import STUDY_CLOSED, active_assignment, now_utc, study_by_name
+from empeval.server.store.queries import active_assignment, now_utc, study_by_name
+from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.storable import MAX_ROW_ID
 from empeval.tasks.crowd import contract
 from empeval.tasks.crowd.contract import CrowdResult
@@ -119,14 +120,14 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
         if assignment is None or assignment.study_id != study_id:
             raise LineRejected("invalid", f"{where}: assignment {record.assignment_id} is not one of study "
                                           f"{study!r}'s")
-        if assignment.status == "submitted" and assignment.submission_id == record.submission_id:
+        if assignment.status == AssignmentStatus.SUBMITTED and assignment.submission_id == record.submission_id:
             return "already"
         elsewhere = session.scalar(select(Assignment.id).where(Assignment.submission_id == record.submission_id))
         if elsewhere is not None:
             raise LineRejected("conflict", f"{where}: submission {record.submission_id} is stored already, for "
                                            f"assignment {elsewhere}")
         study_row = session.get_one(Study, study_id)
-        if study_row.status == STUDY_CLOSED:
+        if study_row.status == StudyStatus.CLOSED:
             raise LineRejected("refused", f"{where}: study {study!r} is closed and takes no more ratings")
         config = study_row.config
         if config.is_pairwise:

@@ -27,7 +27,8 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.handout import assignment_payload
 from empeval.server.errors import BadInput
 from empeval.server.store.models import Assignment, AssignmentItem, AssignmentPair, PairItem, Response, Study, StudyItem
-from empeval.server.store.queries import STUDY_CLOSED, study_by_name
+from empeval.server.store.queries import study_by_name
+from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.study_config import Pay, StudyConfig
 from empeval.tasks.crowd import contract
 from empeval.tasks.crowd.contract import Control, CrowdJob, CrowdUnit, JobStatus
@@ -83,7 +84,7 @@ class Cost:
 
 def open_assignments(session: Session, study_id: int) -> list[int]:
     return list(session.scalars(select(Assignment.id)
-                                .where(Assignment.study_id == study_id, Assignment.status == "open")
+                                .where(Assignment.study_id == study_id, Assignment.status == AssignmentStatus.OPEN)
                                 .order_by(Assignment.design_index, Assignment.id)))
 
 
@@ -172,7 +173,7 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
                          "until it ends")
     with Session(engine) as session:
         study = study_by_name(session, study_name)
-        if study.status == STUDY_CLOSED:
+        if study.status == StudyStatus.CLOSED:
             raise CrowdError(f"study {study_name!r} is closed (`empeval study close`): it takes no more ratings, "
                              "so no crowd run is started for it")
         config = study.config
