@@ -10,9 +10,10 @@ al. 2017) trains the encoder to rank its own reply first. Batches never hold the
 Where the data comes from: the store (the contexts of the dataset's `train` split, e.g. after
 `empeval data import-ed DIR`), so training sees exactly the texts the systems answer from. Model selection:
 P@1,100 (`empeval.server.backend.metrics`) on a seeded subset of `eval_contexts` contexts of the `valid` split, each
-ranked against 99 other references of that subset, evaluated every `eval_steps` steps and at the end; the
-best evaluation's weights are kept. A store without a valid split (the bundled sample has none) holds out a
-seeded `holdout_share` of the train *dialogues* instead (none of their contexts is trained on).
+ranked against 99 other references of that subset (`eval_candidates` - 1: 99 unless a test asks for fewer),
+evaluated every `eval_steps` steps and at the end; the best evaluation's weights are kept. A store without a valid
+split (the bundled sample has none) holds out a seeded `holdout_share` of the train *dialogues* instead (none of
+their contexts is trained on).
 
 The run lives in `<cache_dir>/trained/retrieval-ft-<key>/` (see `checkpoints.py`; the key hashes the data, the
 base model and `RetrievalTrainingConfig`): `trainer/checkpoint-N/` for resuming, `model/` the selected model,
@@ -87,16 +88,18 @@ def training_data(engine, dataset: str, config: RetrievalTrainingConfig) -> Trai
             f"`empeval data import-ed PATH/TO/empatheticdialogues` (the full ED; or `empeval data import-sample` "
             f"for the bundled sample), then run `empeval train retrieval` again")
     source = "valid"
-    if len(valid) < 100:
+    needed = config.eval_candidates  # P@1,100 ranks each reply among 100 replies of the evaluated set
+    if len(valid) < needed:
         dialogues = sorted({c.dialogue_id for c in train if c.dialogue_id is not None})
         held = set(random.Random(config.seed).sample(dialogues, max(1, round(len(dialogues) * config.holdout_share))))
         valid = [c for c in train if c.dialogue_id in held]
         train = [c for c in train if c.dialogue_id not in held]
         source = "train holdout"
-        if len(valid) < 100:
+        if len(valid) < needed:
             raise TrainingDataMissing(f"dataset {dataset!r} has no valid split and its held-out train share "
-                                      f"({config.holdout_share:.0%} of dialogues) gives {len(valid)} contexts; P@1,100 "
-                                      "model selection needs 100: import a valid split or raise holdout_share")
+                                      f"({config.holdout_share:.0%} of dialogues) gives {len(valid)} contexts; "
+                                      f"P@1,{needed} model selection needs {needed}: import a valid split or raise "
+                                      "holdout_share")
     chosen = sorted(random.Random(config.seed).sample(range(len(valid)), min(config.eval_contexts, len(valid))))
     evaluation = [valid[i] for i in chosen]
     return TrainingData(
@@ -130,8 +133,8 @@ class TrainingResult:
         lines = [f"{KIND} {self.key}: {self.status} ({m.get('global_step', 0):,} of {m.get('max_steps', 0):,} steps; "
                  f"{m.get('train_pairs', 0):,} train pairs; model in {self.run / MODEL_DIR})"]
         if "best_metric" in m:
-            lines.append(f"P@1,100 on {m['eval_contexts']:,} {m['eval_source']} contexts: zero-shot "
-                         f"{m['zero_shot_p_at_1_100'] * 100:.2f}, fine-tuned {m['best_metric'] * 100:.2f} "
+            lines.append(f"P@1,{m.get('eval_candidates', 100)} on {m['eval_contexts']:,} {m['eval_source']} contexts: "
+                         f"zero-shot {m['zero_shot_p_at_1_100'] * 100:.2f}, fine-tuned {m['best_metric'] * 100:.2f} "
                          f"(best at step {m['best_step']})")
         if self.status == "already trained":
             lines.append("nothing to do: every planned step is done (change a parameter to train another model)")
@@ -140,9 +143,10 @@ class TrainingResult:
         return "\n".join(lines)
 
 
-def p_at_1_of_100_of(model, queries: Sequence[str], references: Sequence[str], *, seed: int, bf16: bool) -> float:
+def p_at_1_of_100_of(model, queries: Sequence[str], references: Sequence[str], *, seed: int, bf16: bool,
+                     n_candidates: int = 100) -> float:
     """P@1,100 of a SentenceTransformer on (query, reference) pairs: each reference ranked against 99 others of
-    the same set (`metrics.candidate_sets`, the draw `empeval metrics` makes)."""
+    the same set (`metrics.candidate_sets`, the draw `empeval metrics` makes); P@1,n_candidates when given."""
     import torch
 
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -150,7 +154,7 @@ def p_at_1_of_100_of(model, queries: Sequence[str], references: Sequence[str], *
         r = model.encode(list(references), batch_size=64, convert_to_tensor=True, show_progress_bar=False)
     q = torch.nn.functional.normalize(q.float(), dim=1)
     r = torch.nn.functional.normalize(r.float(), dim=1)
-    sets = torch.from_numpy(candidate_sets(len(queries), seed=seed))
+    sets = torch.from_numpy(candidate_sets(len(queries), n_candidates=n_candidates, seed=seed))
     scores = torch.einsum("nd,nkd->nk", q, r[sets]).numpy()
     return rank_metrics(scores)["r@1"]
 
@@ -162,7 +166,7 @@ def _evaluator(data: TrainingData, config: RetrievalTrainingConfig):
         from sentence_transformers.evaluation import SentenceEvaluator  # type: ignore[no-redef]
 
     class PAt1Evaluator(SentenceEvaluator):
-        """P@1,100 on the model-selection contexts (`p_at_1_of_100_of`)."""
+        """P@1,100 (P@1,eval_candidates) on the model-selection contexts (`p_at_1_of_100_of`)."""
 
         def __init__(self):
             super().__init__()
@@ -172,7 +176,7 @@ def _evaluator(data: TrainingData, config: RetrievalTrainingConfig):
 
         def __call__(self, model, output_path=None, epoch=-1, steps=-1) -> dict[str, float]:
             value = p_at_1_of_100_of(model, data.eval_queries, data.eval_references, seed=config.seed,
-                                     bf16=config.bf16)
+                                     bf16=config.bf16, n_candidates=config.eval_candidates)
             return self.prefix_name_to_metrics({METRIC: value}, self.name)
 
     return PAt1Evaluator()
@@ -226,7 +230,7 @@ def train_retrieval(engine, *, dataset: str, cache_dir: Path, config: RetrievalT
     deadline = started + max_minutes * 60 if max_minutes else math.inf
     data = training_data(engine, dataset, config)
     base_id = base_model_id()
-    key = cache_key(data.data_hash, base_id, asdict(config))
+    key = cache_key(data.data_hash, base_id, config.key_parameters())
     run = run_dir(cache_dir, KIND, key)
     if is_finished(run) and read_manifest(run).get("complete"):
         return TrainingResult(run, key, "already trained", read_manifest(run))
@@ -308,6 +312,7 @@ def _train(run: Path, key: str, data: TrainingData, config: RetrievalTrainingCon
     manifest = {
         "kind": KIND, "key": key, "base_model": base_id, "data_hash": data.data_hash, "parameters": asdict(config),
         "train_pairs": len(data.queries), "eval_contexts": len(data.eval_queries), "eval_source": data.eval_source,
+        "eval_candidates": config.eval_candidates,
         "max_steps": max_steps, "global_step": state.global_step, "complete": complete,
         "best_step": best_step, "best_metric": state.best_metric, "zero_shot_p_at_1_100": zero_shot,
         "losses": losses, "evaluations": evaluations,
@@ -332,7 +337,9 @@ def _zero_shot(run: Path, model, data: TrainingData, config: RetrievalTrainingCo
     path = run / "zero_shot.txt"
     if path.is_file():
         return float(path.read_text())
-    value = p_at_1_of_100_of(model, data.eval_queries, data.eval_references, seed=config.seed, bf16=config.bf16)
+    value = p_at_1_of_100_of(model, data.eval_queries, data.eval_references, seed=config.seed, bf16=config.bf16,
+                             n_candidates=config.eval_candidates)
     path.write_text(repr(value))
-    echo(f"zero-shot P@1,100 on the {len(data.eval_queries):,} {data.eval_source} contexts: {value * 100:.2f}")
+    echo(f"zero-shot P@1,{config.eval_candidates} on the {len(data.eval_queries):,} {data.eval_source} contexts: "
+         f"{value * 100:.2f}")
     return value
