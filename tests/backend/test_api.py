@@ -1,5 +1,6 @@
 """The backend's HTTP API: list systems, respond to one context or a batch, reject bad input with 400; for the
-researcher only (the admin token), never for raters."""
+researcher only (the admin token), never for raters. The app serves the tiny store (conftest.py), so the retrieval
+system it builds encodes 86 candidates, not the sample's 3,335."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 from empeval.server.annotation.secrets import admin_token, make_invite, secret_key
 from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.encoder import THREADS_ENV
 from empeval.server.store.engine import unit_of_work
 from empeval.server.web.app import create_app
 
@@ -14,11 +16,13 @@ RAW = {"turns": [{"role": "speaker", "text": "I got the job I wanted!"}], "emoti
 
 
 @pytest.fixture()
-def anonymous(sample_engine, cache_dir):
-    """A client of the app that sends no token."""
+def anonymous(tiny_engine, cache_dir, monkeypatch):
+    """A client of the app that sends no token. Its encoder runs one thread (conftest.TEST_ENCODER: the app reads
+    the environment)."""
+    monkeypatch.setenv(THREADS_ENV, "1")
     app = create_app(
         {
-            "DATABASE_URL": sample_engine.url.render_as_string(hide_password=False),
+            "DATABASE_URL": tiny_engine.url.render_as_string(hide_password=False),
             "BACKEND_CACHE_DIR": str(cache_dir),
             "TESTING": True,
         }
@@ -27,15 +31,15 @@ def anonymous(sample_engine, cache_dir):
 
 
 @pytest.fixture()
-def client(anonymous, sample_engine):
+def client(anonymous, tiny_engine):
     """The researcher's client: every request carries the admin token."""
-    anonymous.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {admin_token(secret_key(sample_engine))}"
+    anonymous.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {admin_token(secret_key(tiny_engine))}"
     return anonymous
 
 
 @pytest.fixture()
-def context(sample_engine):
-    with unit_of_work(sample_engine) as session:
+def context(tiny_engine):
+    with unit_of_work(tiny_engine) as session:
         return load_contexts(session, split="test", limit=1)[0]
 
 
@@ -69,7 +73,7 @@ def test_respond_to_raw_turns(client):
 def test_retrieval_through_the_api_reuses_one_model_per_app(client, context):
     for _ in range(2):
         answer = client.post("/api/respond", json={"system": "retrieval", "context": RAW})
-        assert answer.status_code == 200 and answer.json["provenance"]["candidates"] > 1000
+        assert answer.status_code == 200 and answer.json["provenance"]["candidates"] == 86
     registry = client.application.extensions["empeval.backend"]
     assert registry.get("retrieval") is registry.get("retrieval")
 
@@ -140,8 +144,8 @@ def test_without_a_token_the_backend_answers_401_and_runs_nothing(anonymous, met
 
 
 @pytest.mark.parametrize("method, path, body", ROUTES)
-def test_a_raters_invite_token_is_refused_by_the_backend(anonymous, sample_engine, method, path, body):
-    invite = make_invite(secret_key(sample_engine), annotator_id=1, study="pilot")
+def test_a_raters_invite_token_is_refused_by_the_backend(anonymous, tiny_engine, method, path, body):
+    invite = make_invite(secret_key(tiny_engine), annotator_id=1, study="pilot")
     answer = getattr(anonymous, method)(path, json=body, headers={"Authorization": f"Bearer {invite}"})
     assert answer.status_code == 403 and "admin token" in answer.json["message"]
 

@@ -41,12 +41,14 @@ def encoders(tmp_path_factory) -> dict[str, SentenceEncoder]:
 
 
 @pytest.fixture(scope="module")
-def sample_texts(sample_engine) -> tuple[list[str], list[str]]:
-    """(queries, candidates): 64 sample test contexts as retrieval encodes them, 256 train listener turns."""
-    with unit_of_work(sample_engine) as session:
-        queries = [history_text(c) for c in load_contexts(session, split="test", limit=64)]
+def sample_texts(tiny_engine) -> tuple[list[str], list[str]]:
+    """(queries, candidates): the tiny store's first 16 test contexts as retrieval encodes them, 48 of its train
+    listener turns. Few, because bf16 is emulated on a CPU without bf16 instructions (these 64 texts take about 6 s
+    there, five times fp32); benchmarks/backend.py measures the whole sample and full ED."""
+    with unit_of_work(tiny_engine) as session:
+        queries = [history_text(c) for c in load_contexts(session, split="test", limit=16)]
         candidates = [row[1] for row in load_listener_turns(session, dataset="empatheticdialogues", split="train")]
-    return queries, candidates[::12][:256]
+    return queries, candidates[:48]
 
 
 def test_auto_precision_is_bf16_only_where_the_cpu_has_bf16_instructions():
@@ -139,7 +141,7 @@ def test_bf16_embeddings_agree_with_fp32_on_a_real_sample(encoders, sample_texts
         np.testing.assert_allclose(np.linalg.norm(low, axis=1), 1.0, atol=1e-5)
         assert (low * full).sum(axis=1).min() > 0.999  # measured 0.9999 on full ED
     same_nearest = np.mean((q16 @ c16.T).argmax(axis=1) == (q32 @ c32.T).argmax(axis=1))
-    assert same_nearest >= 0.95  # 98% on the full ED test set against 40,254 candidates
+    assert same_nearest >= 0.9  # 99% on the full ED test set against 40,254 candidates
 
 
 def test_rows_come_back_in_the_callers_order_with_repeated_texts_encoded_once(encoders):
@@ -173,7 +175,8 @@ def test_encoding_runs_with_the_configured_threads_and_precision_and_restores_to
 
 
 def test_auto_threads_are_measured_on_the_first_call_with_two_batches(tmp_path, sample_texts):
-    encoder = SentenceEncoder(cache_dir=tmp_path, show_progress=False, settings=EncoderSettings("bf16", None, 8))
+    # The CPU's own precision (bf16 would be emulated, and slow, where it has no bf16 instructions).
+    encoder = SentenceEncoder(cache_dir=tmp_path, show_progress=False, settings=EncoderSettings("auto", None, 8))
     candidates = list(dict.fromkeys(sample_texts[1]))  # distinct texts: repeats are encoded once
     encoder.encode(candidates[:15])  # fewer than two batches: not measured, one thread
     assert encoder.threads is None and encoder.thread_probe == {}
@@ -186,10 +189,10 @@ def test_auto_threads_are_measured_on_the_first_call_with_two_batches(tmp_path, 
         assert encoder.threads == faster or encoder.threads == 1  # many threads must win by a margin
 
 
-def test_retrieval_versions_differ_by_precision(sample_engine, tmp_path):
+def test_retrieval_versions_differ_by_precision(tiny_engine, tmp_path):
     versions = {}
     for precision in ("bf16", "fp32"):
-        resources = BackendResources(engine=sample_engine, cache_dir=tmp_path, show_progress=False,
+        resources = BackendResources(engine=tiny_engine, cache_dir=tmp_path, show_progress=False,
                                      encoder_settings=EncoderSettings(precision, 1, 16))
         versions[precision] = RetrievalModel("retrieval", {}, resources).data_version()
     assert versions["bf16"] != versions["fp32"] and "+bf16-cands" in versions["bf16"]

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from empeval.cli import cli
 from empeval.server.backend.base import ContextTurn, DialogueContext
 from empeval.server.backend.contexts import load_contexts
+from empeval.server.backend.encoder import THREADS_ENV
 from empeval.server.backend.metrics import (
     CandidatesFileError,
     candidate_sets,
@@ -108,11 +109,12 @@ def test_a_candidate_file_that_does_not_match_the_store_is_refused(tmp_path):
 
 
 @pytest.mark.slow
-def test_r1_over_the_shared_sets_is_the_old_p_at_1_100(registry, sample_engine):
-    """R@1 through score_shared equals P@1,100 computed the old way (old draw, old strict comparison)."""
-    with unit_of_work(sample_engine) as session:
+def test_r1_over_the_shared_sets_is_the_old_p_at_1_100(tiny_registry, tiny_engine):
+    """R@1 through score_shared equals P@1,100 computed the old way (old draw, old strict comparison), on the tiny
+    store's 102 test contexts with the real MiniLM (the whole sample's 668: benchmarks/sample_quality.py)."""
+    with unit_of_work(tiny_engine) as session:
         contexts = load_contexts(session, split="test")
-    model = registry.get("retrieval")
+    model = tiny_registry.get("retrieval")
     sets = _old_draw(len(contexts), 0)
     references = torch.from_numpy(model.encoder.encode_cached([c.reference for c in contexts], label="references"))
     emotions = np.array([c.emotion or "" for c in contexts], dtype=str)
@@ -123,13 +125,16 @@ def test_r1_over_the_shared_sets_is_the_old_p_at_1_100(registry, sample_engine):
         hits += int((scores[:, 0] > scores[:, 1:].max(dim=1).values).sum())
     shared = draw_candidates(contexts, dataset="ed", split="test", seed=0)
     figures = rank_metrics(score_shared(model, contexts, shared))
+    assert len(contexts) == 102 and hits > 0
     assert figures["r@1"] == hits / len(contexts) == p_at_1_of_100(model, contexts, seed=0)[0]
     assert figures["r@1"] < figures["r@10"] < figures["r@50"] <= 1 and figures["r@1"] < figures["mrr"] < 1
 
 
 @pytest.mark.slow
-def test_metrics_command_prints_rank_metrics_and_reuses_its_stored_candidates(sample_engine, cache_dir, tmp_path):
-    url = sample_engine.url.render_as_string(hide_password=False)
+def test_metrics_command_prints_rank_metrics_and_reuses_its_stored_candidates(tiny_engine, cache_dir, tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv(THREADS_ENV, "1")  # as conftest.TEST_ENCODER: no thread probe
+    url = tiny_engine.url.render_as_string(hide_password=False)
     candidates = tmp_path / "candidates.json"
     arguments = ["--database-url", url, "metrics", "--systems", "retrieval", "--cache-dir", str(cache_dir),
                  "--candidates", str(candidates)]
@@ -141,7 +146,7 @@ def test_metrics_command_prints_rank_metrics_and_reuses_its_stored_candidates(sa
     line = next(line for line in lines[header:] if line.startswith("retrieval "))
     assert f"{float(line.split()[2]):.2f}" in next(row for row in lines[:header] if row.startswith("retrieval "))
     r1, r10, r50, mrr = (float(x) for x in line.split()[2:])
-    assert 25 < r1 < r10 < r50 <= 100 and r1 < mrr < r10
+    assert 10 < r1 < r10 < r50 <= 100 and r1 < mrr < r10  # chance: R@1 1, R@10 10
     second = CliRunner().invoke(cli, arguments)
     assert second.exit_code == 0 and "reused from" in second.output
     assert line in second.output.splitlines()
