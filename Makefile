@@ -60,7 +60,7 @@ FORCE:
 # The task UI bundle (React, built with esbuild from the npm registry; package-lock.json pins it).
 ui: $(UI_BUNDLE)
 
-$(UI_BUNDLE): $(UI_DIR)/package.json $(UI_DIR)/package-lock.json $(UI_DIR)/build.mjs $(wildcard $(UI_DIR)/src/*)
+$(UI_BUNDLE): $(UI_DIR)/package.json $(UI_DIR)/package-lock.json $(UI_DIR)/build.mjs $(wildcard $(UI_DIR)/src/*) $(wildcard $(UI_DIR)/src/kinds/*)
 	cd $(UI_DIR) && npm ci --no-audit --no-fund --loglevel=error && npm run build
 
 # The Mephisto flavour of the task bundle is built by the same build.mjs as the local one.

@@ -1,20 +1,23 @@
-"""Statistics over a tidy ratings table: agreement, system comparison, rater quality, preferences, report.
+"""Statistics over tidy tables of human judgments: DataFrame in, tidy DataFrame out; nothing here imports ``server``
+or ``tasks``. The public face, by topic (docs/api.md lists it with what each function computes):
 
-DataFrame in, tidy DataFrame out; nothing here imports ``server`` or ``tasks``. Start from
-``read_export``/``tidy_from_export`` (analysis.load), then:
+- reading an export: ``read_export``, ``tidy_from_export`` (Likert ratings), ``read_judgments`` (pairwise A/B);
+  every kind's reader is in ``empeval.analysis.kinds.<kind>.schema``
+- agreement: ``agreement_table``, ``icc_table``; the coefficients themselves: ``krippendorff_alpha``, ``gwet_ac2``,
+  ``fleiss_kappa``; ``split_half`` reliability with ``spearman_brown``
+- comparing systems: ``system_means``, ``item_means``, ``compare_pairs``, ``friedman_test``, ``adjust_pvalues``,
+  ``rater_aware_check``; from paired comparisons, ``ranking`` (Bradley-Terry / Davidson); A/B shares:
+  ``preference_tests``, ``pairwise_tables``
+- rater quality: ``rater_quality``, ``flagged_annotators``, ``exclude_annotators``, ``side_by_side``
+- planning: ``components_from_pilot``, ``plan_table``, ``pairwise_plan_table``
+- uncertainty: ``resample_weights``, ``percentile_interval`` (the bootstrap every interval here uses)
+- simulation with a known truth: ``simulate_study``, ``simulate_pairwise_study``
 
-- analysis.agreement: Krippendorff's alpha, Gwet's AC2, Fleiss' kappa, ICC, percent agreement, with CIs
-- analysis.compare: system means with CIs, pairwise Wilcoxon / t-tests, corrections, effect sizes, Friedman
-- analysis.rater_aware: mixed-model and z-score checks of the pairwise conclusions
-- analysis.quality: controls, straight-lining, halo, time, consensus agreement, flags
-- analysis.exclusions: re-run any analysis without the flagged annotators, side by side
-- analysis.preferences: A/B win / tie / loss rates with exact binomial tests
-- analysis.report: ``write_report`` (Markdown + self-contained HTML); analysis.plots: the figures
-- analysis.simulate: studies with known truth, for checks, power planning and the notebooks
-
-The names below are imported on first use (PEP 562), not with the package: ``import empeval.analysis.load`` (which
-the command line does on every start) then costs pandas and numpy only, not scipy, statsmodels and
-matplotlib. ``from empeval.analysis import rater_quality`` works as before.
+The package is organised by role: ``stats/`` (the statistics), ``kinds/`` (each study kind's table and report),
+``report/`` (sections, rendering, plots) and ``simulate/``. The names below are imported on first use (PEP 562),
+not with the package: ``import empeval.analysis`` costs nothing heavy, and ``from empeval.analysis import
+agreement_table`` imports only what that needs (a study kind's names come through ``analysis.kinds.public``, which
+imports the kinds' public modules together).
 """
 
 from __future__ import annotations
@@ -23,49 +26,106 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from empeval.analysis.agreement import agreement_table, icc_table
-    from empeval.analysis.compare import adjust_pvalues, compare_pairs, friedman_test, item_means, system_means
-    from empeval.analysis.exclusions import exclude_annotators, side_by_side
-    from empeval.analysis.load import read_export, tidy_from_export
-    from empeval.analysis.preferences import preference_tests
-    from empeval.analysis.quality import flagged_annotators, rater_quality
-    from empeval.analysis.simulate import simulate_study
+    from empeval.analysis.kinds.public import (
+        flagged_annotators,
+        pairwise_tables,
+        rater_quality,
+        read_export,
+        read_judgments,
+        simulate_pairwise_study,
+        simulate_study,
+        tidy_from_export,
+    )
+    from empeval.analysis.stats.agreement import agreement_table, icc_table
+    from empeval.analysis.stats.bootstrap import percentile_interval, resample_weights
+    from empeval.analysis.stats.bradley_terry import ranking
+    from empeval.analysis.stats.coefficients import fleiss_kappa, gwet_ac2, krippendorff_alpha
+    from empeval.analysis.stats.exclusions import exclude_annotators, side_by_side
+    from empeval.analysis.stats.power import components_from_pilot, pairwise_plan_table, plan_table
+    from empeval.analysis.stats.preferences import preference_tests
+    from empeval.analysis.stats.rater_aware import rater_aware_check
+    from empeval.analysis.stats.significance import (
+        adjust_pvalues,
+        compare_pairs,
+        friedman_test,
+        item_means,
+        system_means,
+    )
+    from empeval.analysis.stats.split_half import spearman_brown, split_half
 
-#: Where each public name lives.
+#: Where each public name lives, by topic (a study kind's names through analysis.kinds.public, so that this shared
+#: package never names a kind's module).
 _HOMES = {
-    "adjust_pvalues": "empeval.analysis.compare",
-    "agreement_table": "empeval.analysis.agreement",
-    "compare_pairs": "empeval.analysis.compare",
-    "exclude_annotators": "empeval.analysis.exclusions",
-    "flagged_annotators": "empeval.analysis.quality",
-    "friedman_test": "empeval.analysis.compare",
-    "icc_table": "empeval.analysis.agreement",
-    "item_means": "empeval.analysis.compare",
-    "preference_tests": "empeval.analysis.preferences",
-    "rater_quality": "empeval.analysis.quality",
-    "read_export": "empeval.analysis.load",
-    "side_by_side": "empeval.analysis.exclusions",
-    "simulate_study": "empeval.analysis.simulate",
-    "system_means": "empeval.analysis.compare",
-    "tidy_from_export": "empeval.analysis.load",
+    # reading an export
+    "read_export": "empeval.analysis.kinds.public",
+    "tidy_from_export": "empeval.analysis.kinds.public",
+    "read_judgments": "empeval.analysis.kinds.public",
+    # agreement and reliability
+    "agreement_table": "empeval.analysis.stats.agreement",
+    "icc_table": "empeval.analysis.stats.agreement",
+    "krippendorff_alpha": "empeval.analysis.stats.coefficients",
+    "gwet_ac2": "empeval.analysis.stats.coefficients",
+    "fleiss_kappa": "empeval.analysis.stats.coefficients",
+    "split_half": "empeval.analysis.stats.split_half",
+    "spearman_brown": "empeval.analysis.stats.split_half",
+    # comparing systems
+    "system_means": "empeval.analysis.stats.significance",
+    "item_means": "empeval.analysis.stats.significance",
+    "compare_pairs": "empeval.analysis.stats.significance",
+    "friedman_test": "empeval.analysis.stats.significance",
+    "adjust_pvalues": "empeval.analysis.stats.significance",
+    "rater_aware_check": "empeval.analysis.stats.rater_aware",
+    "ranking": "empeval.analysis.stats.bradley_terry",
+    "preference_tests": "empeval.analysis.stats.preferences",
+    "pairwise_tables": "empeval.analysis.kinds.public",
+    # rater quality
+    "rater_quality": "empeval.analysis.kinds.public",
+    "flagged_annotators": "empeval.analysis.kinds.public",
+    "exclude_annotators": "empeval.analysis.stats.exclusions",
+    "side_by_side": "empeval.analysis.stats.exclusions",
+    # planning
+    "components_from_pilot": "empeval.analysis.stats.power",
+    "plan_table": "empeval.analysis.stats.power",
+    "pairwise_plan_table": "empeval.analysis.stats.power",
+    # uncertainty
+    "resample_weights": "empeval.analysis.stats.bootstrap",
+    "percentile_interval": "empeval.analysis.stats.bootstrap",
+    # simulation
+    "simulate_study": "empeval.analysis.kinds.public",
+    "simulate_pairwise_study": "empeval.analysis.kinds.public",
 }
 
-__all__ = [
-    "adjust_pvalues",
-    "agreement_table",
-    "compare_pairs",
-    "exclude_annotators",
-    "flagged_annotators",
-    "friedman_test",
-    "icc_table",
-    "item_means",
-    "preference_tests",
-    "rater_quality",
+__all__ = [  # the names of _HOMES, in its order (a literal, so that linters and IDEs read it)
     "read_export",
-    "side_by_side",
-    "simulate_study",
-    "system_means",
     "tidy_from_export",
+    "read_judgments",
+    "agreement_table",
+    "icc_table",
+    "krippendorff_alpha",
+    "gwet_ac2",
+    "fleiss_kappa",
+    "split_half",
+    "spearman_brown",
+    "system_means",
+    "item_means",
+    "compare_pairs",
+    "friedman_test",
+    "adjust_pvalues",
+    "rater_aware_check",
+    "ranking",
+    "preference_tests",
+    "pairwise_tables",
+    "rater_quality",
+    "flagged_annotators",
+    "exclude_annotators",
+    "side_by_side",
+    "components_from_pilot",
+    "plan_table",
+    "pairwise_plan_table",
+    "resample_weights",
+    "percentile_interval",
+    "simulate_study",
+    "simulate_pairwise_study",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Bootstrap CI of Krippendorff's alpha: the vectorised resample (analysis.coefficients) vs a loop of
+"""Bootstrap CI of Krippendorff's alpha: the vectorised resample (analysis.stats.coefficients) vs a loop of
 krippendorff.alpha calls over the very same resamples.
 
     .venv/bin/python benchmarks/analysis_bootstrap.py [--items 300] [--raters 3] [--resamples 1000] [--level ordinal]
@@ -15,9 +15,9 @@ import time
 import krippendorff
 import numpy as np
 
-from empeval.analysis.bootstrap import resample_weights
-from empeval.analysis.coefficients import krippendorff_alpha, unit_value_counts
-from empeval.analysis.threads import single_threaded_blas
+from empeval.analysis.stats.bootstrap import resample_weights
+from empeval.analysis.stats.coefficients import krippendorff_alpha, unit_value_counts
+from empeval.analysis.stats.threads import single_threaded_blas
 
 
 def simulated_reliability_data(n_items: int, n_raters: int, seed: int = 0) -> np.ndarray:
@@ -38,7 +38,7 @@ def main() -> None:
     data = simulated_reliability_data(args.items, args.raters)
     weights = resample_weights(args.items, n_boot=args.resamples, seed=1)
 
-    with single_threaded_blas():  # small matrices: threads only add overhead (see analysis.threads)
+    with single_threaded_blas():  # small matrices: threads only add overhead (see analysis.stats.threads)
         start = time.perf_counter()
         counts = unit_value_counts(data, values)
         vectorised = krippendorff_alpha(counts, values, level=args.level, unit_weights=weights)

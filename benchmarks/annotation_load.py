@@ -62,10 +62,11 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from empeval.server.annotation.annotators import invite  # noqa: E402
 from empeval.server.annotation.handout import next_assignment_payload, release  # noqa: E402
-from empeval.server.annotation.submit import submit_assignment  # noqa: E402
+from empeval.server.annotation.submission import submit_assignment  # noqa: E402
 from empeval.server.store import make_engine, unit_of_work, upgrade  # noqa: E402
 from empeval.server.store.engine import counting_statements  # noqa: E402
-from empeval.server.store.models import Rating, Study, System  # noqa: E402
+from empeval.server.store.kinds.likert import Rating  # noqa: E402
+from empeval.server.store.models import Study, System  # noqa: E402
 from empeval.server.web.gunicorn_app import DEFAULT_THREADS  # noqa: E402
 from empeval.tasks.study_file import parse_study  # noqa: E402
 
@@ -337,22 +338,22 @@ def time_lead(hinted_url: str, plain_url: str, upto: int) -> dict[str, list[floa
     the hint). The two take turns call by call. Returns wall seconds per call per kind, in order."""
     from empeval.server.annotation import handout
 
-    kinds = {"hinted": hinted_url, "from the start": plain_url}
-    engines = {kind: make_engine(url) for kind, url in kinds.items()}
+    walks = {"hinted": hinted_url, "from the start": plain_url}
+    engines = {walk: make_engine(url) for walk, url in walks.items()}
     raters = {}
-    for kind, engine in engines.items():
+    for walk, engine in engines.items():
         with Session(engine) as session:
             study = session.scalar(select(Study.name))
-        raters[kind] = (study, invite(engine, f"ahead-{kind}", study)[0].id)
-    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+        raters[walk] = (study, invite(engine, f"ahead-{walk}", study)[0].id)
+    times: dict[str, list[float]] = {walk: [] for walk in walks}
     for n in range(upto):
-        for kind, engine in engines.items():
-            study, rater = raters[kind]
-            if kind == "from the start":  # her hint only (the other rater's is kept)
+        for walk, engine in engines.items():
+            study, rater = raters[walk]
+            if walk == "from the start":  # her hint only (the other rater's is kept)
                 handout._walk_hints.pop((engine.url, rater), None)
             start = time.perf_counter()
             payload = next_assignment_payload(engine, study, rater)
-            times[kind].append(time.perf_counter() - start)
+            times[walk].append(time.perf_counter() - start)
             if payload is None:
                 raise SystemExit(f"the rater ahead ran out after {n} assignments: give a larger --lead-assignments")
             submit_assignment(engine, payload["assignment_id"], rater, _ratings(payload), study=study)
@@ -364,10 +365,11 @@ def time_lead(hinted_url: str, plain_url: str, upto: int) -> dict[str, list[floa
 def full_scans(url: str, built: Built) -> list[str]:
     """The lines of the database's plan of the claim's candidate choice that read a whole table (SQLite: SCAN
     without an index; PostgreSQL: Seq Scan): what `next` must not do at any size."""
-    from empeval.server.annotation.hot_sql import FIRST_FITTING_SQL
+    from empeval.server.annotation.hot_sql import first_fitting_sql
+    from empeval.server.annotation.kinds import annotation_kind
 
     engine = make_engine(url)
-    sqlite_sql, postgresql_sql = FIRST_FITTING_SQL
+    sqlite_sql, postgresql_sql = first_fitting_sql(annotation_kind("likert"))
     params = {"study": 1, "annotator": built.callers[0]}
     with engine.connect() as connection:
         if engine.dialect.name == "sqlite":
@@ -677,13 +679,13 @@ def main() -> None:
                         print(f"next at {size:>7,} assignments (half submitted, <= 32 in progress, callers with "
                               f"history): median of {args.calls}: {wall * 1000:6.2f} ms wall, {cpu * 1000:6.2f} ms CPU "
                               f"of this process")
-                    for kind, which in (("wall", 0), ("CPU", 1)):
-                        if kind == "CPU" and store != "sqlite":
+                    for clock, which in (("wall", 0), ("CPU", 1)):
+                        if clock == "CPU" and store != "sqlite":
                             continue  # the database's own work is in its server process
                         values = {size: pair[which] for size, pair in medians.items()}
                         ratio = values[sizes[-1]] / values[sizes[0]]
                         spread = max(values.values()) / min(values.values())
-                        print(f"next ({kind} time), {sizes[-1]:,} vs {sizes[0]:,} assignments: "
+                        print(f"next ({clock} time), {sizes[-1]:,} vs {sizes[0]:,} assignments: "
                               f"goal <= {SCALING_GOAL}x, "
                               f"measured {ratio:.2f}x (max/min over all sizes {spread:.2f}x; calls interleaved across "
                               f"sizes; load {os.getloadavg()[0]:.2f}): {_check(ratio <= SCALING_GOAL)}")

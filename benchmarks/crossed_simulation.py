@@ -1,4 +1,4 @@
-"""How the crossed-random-intercepts fit (analysis.crossed) behaves on unbalanced designs, by simulation.
+"""How the crossed-random-intercepts fit (analysis.stats.crossed) behaves on unbalanced designs, by simulation.
 
     .venv/bin/python benchmarks/crossed_simulation.py [--replicates 100] [--annotators 20] [--items 100]
                                                       [--k 3] [--seed 0]
@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from empeval.analysis.crossed import fit_crossed
+from empeval.analysis.stats.crossed import fit_crossed
 
 EFFECTS = np.array([0.9, 0.3, 0.2, 0.0, -0.6])
 TRUE = {"annotator": 0.16, "item": 0.25, "residual": 0.49}

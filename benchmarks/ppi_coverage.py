@@ -1,10 +1,10 @@
-"""Coverage and efficiency of the prediction-powered intervals (analysis.judged), by simulation.
+"""Coverage and efficiency of the prediction-powered intervals (analysis.stats.ppi), by simulation.
 
     nice -n 10 .venv/bin/python benchmarks/ppi_coverage.py [--studies 2000] [--jobs 1] [--seed 0]
                                                            [--n-contexts 400] [--human-share 0.2]
                                                            [--crossppi-studies 200]
 
-Each study is drawn by ``empeval.analysis.simulate_judges.simulate_judged_study``: 3 systems (true effects 0.6, 0.3,
+Each study is drawn by ``empeval.analysis.simulate.judges.simulate_judged_study``: 3 systems (true effects 0.6, 0.3,
 0 on the latent scale), ``n-contexts`` contexts of which ``human-share`` are rated by people (3 ratings per
 response, raters with severity drawn from a pool of 20 shared across items, 10 items per assignment), one
 criterion, and a judge on every item. Three judges: ``good`` (correlation 0.9 with the latent quality, about
@@ -12,8 +12,8 @@ criterion, and a judge on every item. Three judges: ``good`` (correlation 0.9 wi
 compressed x0.5, +0.4 for one system). Every study is analysed as ``ppi_system_means`` and
 ``ppi_paired_differences`` analyse it (defaults: 95%, clustered by assignment), by the same core functions
 (``ppi_mean_interval``, ``shared_rater_variance``) called on the study's numpy arrays rather than through the
-DataFrame layer, which costs ten times more per study (``empeval.analysis.simulate_judges.analyse_judged_arrays``;
-tests/analysis/test_ppi_simulation.py pins it equal to the DataFrame functions).
+DataFrame layer, which costs ten times more per study (``empeval.analysis.simulate.judges.analyse_judged_arrays``;
+tests/analysis/stats/ppi/test_estimates_simulation.py pins it equal to the DataFrame functions).
 
 Printed per judge: n studies and n intervals; the coverage of the 95% PPI++ intervals for the system means
 and the paired differences with a Monte Carlo standard error (goal: at least 0.935 each), beside it the
@@ -26,7 +26,7 @@ correlation of about 0.7).
 
 Then cross-prediction-powered inference (a learned judge, as ``learned-judge`` is used): on
 ``crossppi-studies`` further studies per judge (the same design; each cross-fitted with 5 folds and analysed
-through the DataFrame layer, ``empeval.analysis.simulate_judges.cross_fitted_estimates``: ridge from the simulated
+through the DataFrame layer, ``empeval.analysis.simulate.judges.cross_fitted_estimates``: ridge from the simulated
 judge's score and the system to the labels, then ``crossppi_system_means`` / ``crossppi_paired_differences``
 with the shared-rater term), the same coverage columns: the 95% cross-PPI intervals clustered by assignment,
 the same intervals without the shared-rater term (ppi_py's), and the human-only ones.
@@ -44,7 +44,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from empeval.analysis.simulate_judges import (
+from empeval.analysis.simulate.judges import (
     BIASED_JUDGE,
     GOOD_JUDGE,
     USELESS_JUDGE,

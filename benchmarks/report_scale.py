@@ -40,8 +40,9 @@ EXPONENT_GOAL = 1.2
 
 def simulate_ratings(n_ratings: int, *, seed: int = 0, k: int = 3, items_per_assignment: int = 10,
                      max_assignments: int = 20, careless_share: float = 0.1) -> pd.DataFrame:
-    """A tidy ratings table (``empeval.analysis.load.TIDY_COLUMNS``) of about ``n_ratings`` ratings, built with numpy
-    (``empeval.analysis.simulate.simulate_study`` builds one dict per rating: too slow and too big at 1M)."""
+    """A tidy ratings table (``analysis.kinds.likert.load.TIDY_COLUMNS``) of about ``n_ratings`` ratings, built with
+    numpy
+    (``empeval.analysis.simulate.likert.simulate_study`` builds one dict per rating: too slow and too big at 1M)."""
     rng = np.random.default_rng(seed)
     n_systems, n_criteria = len(SYSTEMS), len(CRITERIA)
     per_assignment = (items_per_assignment + 1) * n_criteria
@@ -154,7 +155,7 @@ def simulate_ratings(n_ratings: int, *, seed: int = 0, k: int = 3, items_per_ass
 
 def run_one(n_ratings: int, resamples: int, *, old: bool = False) -> dict:
     """Simulate a study and time its report (in this process: call it in a fresh one for ru_maxrss)."""
-    from empeval.analysis.report import write_report
+    from empeval.analysis.kinds.likert.report import write_report
 
     start = time.perf_counter()
     ratings = simulate_ratings(n_ratings)
@@ -163,7 +164,8 @@ def run_one(n_ratings: int, resamples: int, *, old: bool = False) -> dict:
         if old:  # the dense statsmodels MixedLM (REML) the report used before
             import functools
 
-            from empeval.analysis import rater_aware, report
+            from empeval.analysis.kinds.likert import report
+            from empeval.analysis.stats import rater_aware
             report.rater_aware_check = functools.partial(rater_aware.rater_aware_check, method="statsmodels")
         start, cpu_start = time.perf_counter(), time.process_time()
         write_report(ratings, Path(out), n_boot=resamples)
@@ -222,7 +224,7 @@ def main() -> None:
             print(f"time exponent 100k -> 1M ({what}): {exponent:.2f} (goal <= {EXPONENT_GOAL}, ratio "
                   f"{exponent / EXPONENT_GOAL:.2f})")
     if args.default_at:
-        from empeval.analysis.report import write_report
+        from empeval.analysis.kinds.likert.report import write_report
 
         default_b = write_report.__kwdefaults__["n_boot"]
         result = _in_fresh_process(args.default_at, default_b)

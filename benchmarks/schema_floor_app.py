@@ -26,8 +26,13 @@ from flask import Flask, abort, request
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from empeval.server.annotation import hot_sql  # noqa: E402
+from empeval.server.annotation.kinds import annotation_kind  # noqa: E402
+from empeval.server.annotation.kinds.likert import INSERT_RATINGS, ITEMS  # noqa: E402
 from empeval.server.store.engine import BUSY_TIMEOUT_S, _WriterGate  # noqa: E402  (empeval's gate, so writers queue alike)
 from empeval.server.web.gunicorn_app import WORKER_SWITCH_INTERVAL_S  # noqa: E402
+
+# The Likert kind's statements, as empeval's hand-out and submission run them.
+LIKERT = hot_sql.kind_statements(annotation_kind("likert"))
 
 app = Flask(__name__)
 _local = threading.local()
@@ -83,7 +88,7 @@ def next_assignment():
                 connection.execute(hot_sql.TAKE_TURN.sqlite, {"annotator": annotator})
                 connection.execute(hot_sql.ACTIVE_OR_OVERDUE.sqlite,
                                    {"study": study_id, "annotator": annotator, "now": stored_now}).fetchall()
-                claimed = connection.execute(hot_sql.CLAIM_FIRST_FITTING.sqlite, {
+                claimed = connection.execute(LIKERT.claim.sqlite, {
                     "study": study_id, "annotator": annotator, "now": stored_now, "expires_at": expires_at,
                     "from_index": from_index, "from_id": from_id}).fetchall()
                 if not claimed:
@@ -91,14 +96,14 @@ def next_assignment():
                     return {"assignment": None}
                 resumable, design_index = claimed[0]
                 _hints[annotator] = (design_index, resumable)
-                connection.execute(hot_sql.RECORD_SEEN.sqlite,
+                connection.execute(LIKERT.record_seen.sqlite,
                                    {"assignment": resumable, "annotator": annotator, "now": stored_now})
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
     items: list[dict] = []
-    for position, item_id, response, role, text in connection.execute(hot_sql.ITEMS.sqlite,
+    for position, item_id, response, role, text in connection.execute(ITEMS.sqlite,
                                                                        {"assignment": resumable}):
         if not items or items[-1]["position"] != position:
             items.append({"item_id": item_id, "position": position, "response": response, "context": []})
@@ -115,7 +120,7 @@ def submit(assignment_id: int):
     now = hot_sql.sqlite_moment(datetime.now(UTC))
     connection.execute(hot_sql.ASSIGNMENT_FOR_SUBMIT.sqlite,
                        {"assignment": assignment_id, "annotator": annotator}).fetchone()
-    connection.execute(hot_sql.ITEM_IDS.sqlite, {"assignment": assignment_id}).fetchall()
+    connection.execute(LIKERT.item_ids.sqlite, {"assignment": assignment_id}).fetchall()
     submission = body["submission_id"]
     with _gate:
         connection.execute("BEGIN IMMEDIATE")
@@ -123,13 +128,13 @@ def submit(assignment_id: int):
             connection.execute(hot_sql.MARK_SUBMITTED.sqlite, {
                 "assignment": assignment_id, "annotator": annotator, "submission": submission, "now": now,
                 "comment": None}).fetchall()
-            connection.executemany(hot_sql.TIME_ON_ITEM.sqlite, [
+            connection.executemany(LIKERT.time_on_item.sqlite, [
                 {"assignment": assignment_id, "item": entry["item_id"], "seconds": entry["seconds"]}
                 for entry in body["ratings"]])
             rows = [{"assignment": assignment_id, "item": entry["item_id"], "annotator": annotator,
                      "criterion": criterion, "score": score, "now": now, "submission": submission}
                     for entry in body["ratings"] for criterion, score in entry["scores"].items()]
-            connection.executemany(hot_sql.INSERT_RATINGS.sqlite, rows)
+            connection.executemany(INSERT_RATINGS.sqlite, rows)
             connection.execute("COMMIT")
         except BaseException:
             connection.execute("ROLLBACK")

@@ -136,7 +136,7 @@ def _write_mutmut_config(target: Path, source: str, tests: list[str], pytest_arg
 
 
 def _function_of(mutant: str) -> str:
-    # analysis.compare.x_paired_tests__mutmut_12 -> paired_tests; a method: module.xǁClassǁname__mutmut_3
+    # analysis.stats.significance.x_paired_tests__mutmut_12 -> paired_tests; a method: module.xǁClassǁname__mutmut_3
     local = mutant.rsplit("__mutmut_", 1)[0].rsplit(".", 1)[-1]
     if local.startswith("xǁ"):
         return local.removeprefix("xǁ").replace("ǁ", ".")

@@ -1,52 +1,30 @@
 """Creating a study in the store: pick contexts, find the responses to rate, plan assignments, write it all.
 
-One transaction: a study is created whole or not at all. A Likert study gets study items (one response each)
-and assignment items; a pairwise (A/B) study gets pair items (two responses to one context) and assignment
-pairs that log which response is shown on the left. Both kinds pick their contexts the same way, so a pairwise
-study with the seed, count and systems of a Likert one judges the same contexts.
+One transaction: a study is created whole or not at all. The checks every study needs (its name is free, the
+study it is compared with exists, the dataset and every system's responses are in the store) and the choice of its
+contexts are made here, the same way for every kind; the study's kind (its tasks part, tasks/kinds/) then plans the
+assignments over those contexts and writes its units and placements (a Likert study's items, an A/B study's pairs
+with the side each is shown on, ...).
 """
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from empeval.server.backend.registry import DEFAULT_CONFIG, load_config
 from empeval.server.datasets.sample import ED_DATASET
-from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import (
-    Assignment,
-    AssignmentItem,
-    AssignmentPair,
-    Context,
-    Dataset,
-    Dialogue,
-    PairItem,
-    Response,
-    Study,
-    StudyContext,
-    StudyItem,
-    System,
-)
+from empeval.server.store.models import Assignment, Context, Dataset, Dialogue, Response, Study, System
 from empeval.server.store.queries import assignment_counts
 from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.study_config import StudyConfig
-from empeval.tasks.design import (
-    Candidate,
-    controls_per_assignment,
-    draw_human_sample,
-    human_share_problem,
-    plan_assignments,
-)
-from empeval.tasks.pairwise_design import plan_pairwise
-
-
-class StudySetupError(BadInput):
-    """The store does not hold what the study file asks for; the message says what to run."""
+from empeval.tasks.design import controls_per_assignment
+from empeval.tasks.kind_parts import ChosenContexts, StudySetupError, StudySummary
+from empeval.tasks.kinds import task_kind
 
 
 def import_command(dataset: str, split: str) -> str:
@@ -135,46 +113,6 @@ def planned_assignments(*, contexts: int, items_per_context: int, repeats: int, 
     return repeats * items_per_context * math.ceil(contexts / real_slots)
 
 
-@dataclass
-class StudySummary:
-    name: str
-    contexts: int
-    systems: list[str]
-    items: int
-    control_items: int
-    assignments: int
-    ratings_per_response: int
-    expected_ratings: int
-    cost: float | None
-    currency: str | None
-    kind: str = "likert"
-    pairs: int = 0  # pairwise: the pairs of systems compared
-    human_contexts: int | None = None  # with design.human_share: the contexts people rate (judges score all)
-    human_share: float | None = None
-    human_share_seed: int | None = None
-
-    def describe(self) -> str:
-        if self.kind == "pairwise":
-            text = (f"pairwise study {self.name!r}: {self.contexts} contexts x {self.pairs} pairs of systems = "
-                    f"{self.items} pair items (+{self.control_items} control pairs), {self.assignments} assignments, "
-                    f"k={self.ratings_per_response} judgments per (context, pair), {self.expected_ratings} "
-                    "choices expected")
-        elif self.human_contexts is not None:
-            text = (f"study {self.name!r}: {self.contexts} contexts x {len(self.systems)} systems = {self.items} "
-                    f"items, all for the judges (`empeval judge {self.name} --judges NAME`); people rate "
-                    f"{self.human_contexts} of the {self.contexts} contexts (design.human_share {self.human_share:g}, "
-                    f"seed {self.human_share_seed}): {self.human_contexts * len(self.systems)} items "
-                    f"(+{self.control_items} control items), {self.assignments} assignments, "
-                    f"k={self.ratings_per_response} ratings per response, {self.expected_ratings} ratings expected")
-        else:
-            text = (f"study {self.name!r}: {self.contexts} contexts x {len(self.systems)} systems = {self.items} "
-                    f"items (+{self.control_items} control items), {self.assignments} assignments, "
-                    f"k={self.ratings_per_response} ratings per response, {self.expected_ratings} ratings expected")
-        if self.cost is not None:
-            text += f"; crowd cost {self.cost:.2f} {self.currency} including platform fee"
-        return text
-
-
 def _latest_system(session: Session, name: str) -> System | None:
     return session.scalar(select(System).where(System.name == name)
                           .order_by(System.created_at.desc(), System.id.desc()))
@@ -185,14 +123,11 @@ def _context_key(conv_id: str, n_turns: int) -> str:
 
 
 def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
-    """Write `spec` as a study with its items and planned assignments; see StudySetupError for what can fail.
-
-    With design.human_share (a Likert study only), every chosen context's items are written, for the judges, but
-    the assignments hold only the items (and controls) of the contexts people rate: a seeded uniform sample
-    (tasks.design.draw_human_sample), recorded in study_context with each context's `human_rated`."""
-    if spec.design.human_share is not None and spec.is_pairwise:
-        raise StudySetupError("design.human_share is for Likert studies only: judges score the items of a Likert "
-                              f"study, and {spec.name!r} is pairwise")
+    """Write `spec` as a study with its units and planned assignments, in one transaction (a study is created whole
+    or not at all); see StudySetupError for what can fail. The contexts are chosen here, the same way for every
+    kind (so a study of another kind with the seed, count and systems of a Likert one judges the same contexts),
+    and the study's kind (its tasks part's `create`) designs and writes the rest."""
+    kind = task_kind(spec.kind)
     check_controls_fit(items_per_assignment=spec.design.items_per_assignment, control_rate=spec.design.control_rate,
                        controls=spec.controls)
     with unit_of_work(engine) as session:
@@ -209,11 +144,7 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
         for name in (*spec.systems, *spec.controls):
             system = _latest_system(session, name)
             if system is None:
-                where = ""
-                if spec.pairwise is not None:
-                    pair = next((p for p in spec.pairwise.pairs if name in (p.first, p.second)), None)
-                    where = f" (compared in the pair {pair.first} vs {pair.second})" if pair else ""
-                raise StudySetupError(f"system {name!r}{where} has no responses yet: "
+                raise StudySetupError(f"system {name!r}{kind.system_role(spec, name)} has no responses yet: "
                                       f"{how_to_get_responses([name], spec.contexts.split)}")
             systems[name] = system
 
@@ -246,136 +177,41 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                                       f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
             chosen = list(spec.contexts.ids)
         else:
-            if len(complete) < spec.contexts.count:
+            count = spec.contexts.count or 0
+            if len(complete) < count:
                 raise StudySetupError(
-                    f"contexts.count is {spec.contexts.count} but only {len(complete)} {spec.contexts.split} "
+                    f"contexts.count is {count} but only {len(complete)} {spec.contexts.split} "
                     f"contexts have responses from all of {', '.join(spec.systems)}: lower the count, or "
                     f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
-            chosen = random.Random(spec.seed).sample(sorted(complete), spec.contexts.count)
-        chosen_ids = {complete[key] for key in chosen}
-        if spec.is_pairwise:
-            return _write_pairwise(session, spec, systems, responses, sorted(chosen_ids))
-
-        human_ids = chosen_ids
-        share, share_seed = spec.design.human_share, spec.design.human_share_seed
-        if share is not None:
-            if problem := human_share_problem(share, len(chosen)):
-                raise StudySetupError(f"design.human_share: {problem}")
-            share_seed = spec.seed if share_seed is None else share_seed
-            human_ids = {complete[key] for key in draw_human_sample(chosen, share, share_seed)}
-        items = [Candidate(key=responses[(cid, systems[name].id)], context=cid, system=name)
-                 for cid in sorted(chosen_ids) for name in spec.systems]
-        rated = [item for item in items if item.context in human_ids]
-        controls = [Candidate(key=responses[(cid, systems[name].id)], context=cid, system=name)
-                    for name in spec.controls for cid in sorted(human_ids) if (cid, systems[name].id) in responses]
-        if spec.controls and controls_per_assignment(spec.design.items_per_assignment, spec.design.control_rate):
-            covered = {c.system for c in controls}
-            lacking = [name for name in spec.controls if name not in covered]
-            if lacking:
-                raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: "
-                                      f"{how_to_get_responses([lacking[0]], spec.contexts.split)}")
-
-        plan = plan_assignments(rated, controls, ratings_per_response=spec.design.ratings_per_response,
-                                items_per_assignment=spec.design.items_per_assignment,
-                                control_rate=spec.design.control_rate, seed=spec.seed)
+            chosen = random.Random(spec.seed).sample(sorted(complete), count)
 
         study = Study(name=spec.name, config=spec, seed=spec.seed, status=StudyStatus.OPEN)
         session.add(study)
         session.flush()
-        study_items: dict[int, StudyItem] = {}
-        for candidate in items:
-            study_items[candidate.key] = StudyItem(study_id=study.id, response_id=candidate.key,
-                                                   design={"system": candidate.system})
-        used_controls = {c.key: c for a in plan for c in a.items if c.system in spec.control_targets}
-        for key, candidate in used_controls.items():
-            study_items[key] = StudyItem(study_id=study.id, response_id=key, is_control=True,
-                                         control_target=spec.control_targets[candidate.system],
-                                         design={"system": candidate.system})
-        session.add_all(study_items.values())
-        session.add_all(StudyContext(study_id=study.id, context_id=cid, human_rated=cid in human_ids)
-                        for cid in sorted(chosen_ids))
-        session.flush()
-        for planned in plan:
-            assignment = Assignment(study_id=study.id, status=AssignmentStatus.OPEN, round=planned.round,
-                                    design_index=planned.index)
-            assignment.items = [AssignmentItem(item_id=study_items[c.key].id, position=position)
-                                for position, c in enumerate(planned.items)]
-            session.add(assignment)
-
-        n_slots = sum(len(a.items) for a in plan)
-        cost = spec.pay.cost(len(plan))
-        return StudySummary(name=spec.name, contexts=len(chosen_ids), systems=list(spec.systems), items=len(items),
-                            control_items=len(used_controls), assignments=len(plan),
-                            ratings_per_response=spec.design.ratings_per_response,
-                            expected_ratings=n_slots * len(spec.criteria), cost=cost,
-                            currency=spec.pay.currency if cost is not None else None,
-                            human_contexts=len(human_ids) if share is not None else None, human_share=share,
-                            human_share_seed=share_seed if share is not None else None)
+        return kind.create(session, spec, study, ChosenContexts(
+            ids=sorted({complete[key] for key in chosen}), keys=chosen, key_to_id=complete, systems=systems,
+            responses=responses))
 
 
-def _write_pairwise(session: Session, spec: StudyConfig, systems: dict[str, System],
-                    responses: dict[tuple[int, int], int], context_ids: list[int]) -> StudySummary:
-    """Plan a pairwise study over `context_ids` and write its pair items and placements (in the caller's
-    transaction). A pair item holds the two responses with the lower id as 'a'; each placement logs which of
-    them is shown on the left, as the design counterbalanced it."""
-    setup = spec.pairwise
-    if setup is None:
-        raise StudySetupError(f"study {spec.name!r} is pairwise but its configuration names no pairs")
-    control_contexts = {name: [cid for cid in context_ids if (cid, systems[name].id) in responses]
-                        for name in spec.controls}
-    if spec.controls and controls_per_assignment(spec.design.items_per_assignment, spec.design.control_rate):
-        lacking = [name for name in spec.controls if not control_contexts[name]]
-        if lacking:
-            raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: "
-                                  f"{how_to_get_responses([lacking[0]], spec.contexts.split)}")
-    plan = plan_pairwise(context_ids, [(pair.first, pair.second) for pair in setup.pairs],
-                         judgments_per_pair=setup.judgments_per_pair,
-                         items_per_assignment=spec.design.items_per_assignment,
-                         control_rate=spec.design.control_rate if spec.controls else 0.0,
-                         controls=control_contexts, seed=spec.seed)
+def lacking_controls(spec: StudyConfig, chosen: ChosenContexts, context_ids: list[int] | set[int]) -> None:
+    """StudySetupError naming the first control with no response on `context_ids`, when the design shows controls
+    at all (their slots do not round to zero)."""
+    if not spec.controls or not controls_per_assignment(spec.design.items_per_assignment, spec.design.control_rate):
+        return
+    lacking = [name for name in spec.controls if not any(chosen.response(cid, name) for cid in context_ids)]
+    if lacking:
+        raise StudySetupError(f"control {lacking[0]!r} has no response on the study's contexts: "
+                              f"{how_to_get_responses([lacking[0]], spec.contexts.split)}")
 
-    study = Study(name=spec.name, config=spec, seed=spec.seed, status=StudyStatus.OPEN)
-    session.add(study)
+
+def add_assignments(session: Session, study: Study, plan: list[Any]) -> list[Assignment]:
+    """One open assignment per planned one (its round and design position), flushed so that placements can name
+    them."""
+    assignments = [Assignment(study_id=study.id, status=AssignmentStatus.OPEN, round=planned.round,
+                              design_index=planned.index) for planned in plan]
+    session.add_all(assignments)
     session.flush()
-    pair_items: dict[tuple[int, tuple[str, str]], PairItem] = {}
-    for planned in plan:
-        for placed in planned.items:
-            key = (placed.context, placed.systems)
-            if key in pair_items:
-                continue
-            by_response = sorted((responses[(placed.context, systems[name].id)], name) for name in placed.systems)
-            (response_a, system_a), (response_b, system_b) = by_response
-            control_side = None
-            if placed.control is not None:
-                control_side = "a" if system_a == placed.control else "b"
-            pair_items[key] = PairItem(
-                study_id=study.id, context_id=placed.context, response_a_id=response_a, response_b_id=response_b,
-                is_control=placed.control is not None,
-                control_target=spec.control_targets[placed.control] if placed.control else None,
-                control_side=control_side, design={"pair": placed.label, "systems": [system_a, system_b]})
-    session.add_all(pair_items.values())
-    session.flush()
-    for planned in plan:
-        assignment = Assignment(study_id=study.id, status=AssignmentStatus.OPEN, round=planned.round,
-                                design_index=planned.index)
-        session.add(assignment)
-        session.flush()
-        for position, placed in enumerate(planned.items):
-            item = pair_items[(placed.context, placed.systems)]
-            left_response = responses[(placed.context, systems[placed.left].id)]
-            session.add(AssignmentPair(assignment_id=assignment.id, pair_item_id=item.id, position=position,
-                                       shown_left="a" if left_response == item.response_a_id else "b"))
-    session.flush()
-
-    n_slots = sum(len(a.items) for a in plan)
-    cost = spec.pay.cost(len(plan))
-    real = [item for item in pair_items.values() if not item.is_control]
-    return StudySummary(name=spec.name, contexts=len(context_ids), systems=list(spec.systems), items=len(real),
-                        control_items=len(pair_items) - len(real), assignments=len(plan),
-                        ratings_per_response=setup.judgments_per_pair,
-                        expected_ratings=n_slots * len(spec.criteria), cost=cost,
-                        currency=spec.pay.currency if cost is not None else None, kind="pairwise",
-                        pairs=len(setup.pairs))
+    return assignments
 
 
 def study_progress(engine: Engine, name: str) -> dict[str, int]:

@@ -18,12 +18,14 @@ from empeval.server.backend.judges.scores import human_sample, judge_scores
 from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.store import make_engine, unit_of_work, upgrade
-from empeval.server.store.models import AssignmentItem, Response, Study, StudyItem
+from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
+from empeval.server.store.models import Response, Study
 from empeval.server.web import create_app
-from empeval.tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
+from empeval.tasks.simulate import CrowdModel, draw_crowd
 from tests.annotation.conftest import CONTROLS, add_responses
 from tests.browser import live_server
 from tests.conftest import SAMPLE_ED
+from tests.tasks.crowds import run_study_crowd
 
 
 @pytest.fixture
@@ -98,7 +100,7 @@ def test_judges_score_every_context_and_people_rate_the_sample(store, tmp_path):
     raters = draw_crowd(10, CrowdModel(), seed=4)
     invites = {r.name: invite(engine, r.name, "judged")[1] for r in raters}
     with live_server(create_app({"DATABASE_URL": url})) as base:
-        run_crowd_over_http(base, invites, raters, item_systems(engine, "judged"), seed=4, max_workers=2)
+        run_study_crowd(base, invites, raters, engine, "judged", seed=4, max_workers=2)
     status = empeval(url, "study", "status", "judged")
     assert status.exit_code == 0 and "open" in status.output
     assert [line.split() for line in status.output.splitlines()[1:]][:3] == [["open", "0"], ["assigned", "0"],

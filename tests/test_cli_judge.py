@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from empeval.analysis.judged.planner import human_ratings_needed, label_sd_from_components
-from empeval.analysis.power import Components
+from empeval.analysis.stats.power import Components
+from empeval.analysis.stats.ppi.planner import human_ratings_needed, label_sd_from_components
 from empeval.cli import cli
 from empeval.server.backend.judges.scores import judge_scores
 from empeval.server.store import make_engine

@@ -1,6 +1,6 @@
 """`empeval report STUDY --judge NAME`: the model-assisted section on a real SQLite study (the bundled ED sample,
 three systems) rated by simulated raters through the real hand-out and submit, part of its contexts only, and
-scored by the length judge with `empeval judge`. The section's PPI figures are analysis.judged.estimates' own
+scored by the length judge with `empeval judge`. The section's PPI figures are analysis.stats.ppi.estimates' own
 on the same ratings; the judge-only column says it is biased; the calibration figure is written; a judge failure
 stops the report (exit 2, nothing written) unless --allow-missing, which drops and counts it; a learned judge
 (scores with folds) is estimated by cross-PPI; without --judge the report is what it was."""
@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select, update
 
-from empeval.analysis.judged.estimates import ppi_paired_differences, ppi_system_means
-from empeval.analysis.load import tidy_from_export
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.stats.ppi.estimates import ppi_paired_differences, ppi_system_means
 from empeval.cli import cli
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.export import export_rows
 from empeval.server.annotation.handout import assignment_payload, next_assignment
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.backend.judges.scores import judge_scores
 from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
@@ -83,7 +83,8 @@ def simulate_raters(engine, *, n_raters: int = 12, seed: int = 7) -> None:
 
 def item_system(engine, item_id: int) -> tuple[str, int]:
     """The system and context of a study item."""
-    from empeval.server.store.models import Response, StudyItem, System
+    from empeval.server.store.kinds.likert import StudyItem
+    from empeval.server.store.models import Response, System
 
     with unit_of_work(engine) as session:
         row = session.execute(select(System.name, Response.context_id).join(Response, Response.system_id == System.id)

@@ -16,7 +16,8 @@ from empeval.cli import cli
 from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.store import make_engine, unit_of_work, upgrade
-from empeval.server.store.models import Assignment, AssignmentItem, Study, StudyItem
+from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
+from empeval.server.store.models import Assignment, Study
 from tests.annotation.conftest import CONTROLS, add_responses
 from tests.conftest import SAMPLE_ED
 

@@ -10,10 +10,13 @@ import pkgutil
 import pytest
 
 import empeval.analysis
+import empeval.server.store.kinds
 
-MODULES = sorted({f"empeval.analysis.{m.name}" for m in pkgutil.iter_modules(empeval.analysis.__path__)}
-                 | {"empeval.server.store.study_config", "empeval.server.errors", "empeval.tasks.pairwise_design",
-                    "empeval.tasks.design"})
+# Every module of analysis/ and of the store's study kinds, and these others.
+OTHERS = {"empeval.server.store.study_config", "empeval.server.store.study_parts", "empeval.server.store.statuses",
+          "empeval.server.errors", "empeval.tasks.design"}
+MODULES = sorted({m.name for package in (empeval.analysis, empeval.server.store.kinds)
+                  for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")} | OTHERS)
 
 
 def _examples() -> list:

@@ -16,7 +16,7 @@ from empeval.cli.common import FOREIGN_EXIT_CODES, EmpevalGroup, exit_code_of
 from empeval.server.errors import BadInput, Conflict, EmpevalError, Forbidden, NotFound, Unavailable
 
 # Run by the crowd virtualenv's Python only (they import Mephisto).
-CROWD_ONLY = {"empeval.tasks.likert.runner", "empeval.tasks.likert.mephisto_compat"}
+CROWD_ONLY = {"empeval.tasks.crowd.runner", "empeval.tasks.crowd.mephisto_compat"}
 
 
 def _our_exception_classes() -> list[type[BaseException]]:

@@ -46,12 +46,13 @@ def test_the_rooms_keep_their_contracts():
 
 
 @pytest.mark.parametrize(("module", "wrong_import", "contract"), [
-    ("empeval/analysis/agreement.py", "import empeval.server.store.models", "analysis imports nothing of ours"),
-    ("empeval/server/annotation/submit.py", "import empeval.server.backend.registry", "server's rooms"),
+    ("empeval/analysis/stats/agreement.py", "import empeval.server.store.models", "analysis imports nothing of ours"),
+    ("empeval/server/annotation/submission.py", "import empeval.server.backend.registry", "server's rooms"),
     ("empeval/server/store/engine.py", "import empeval.server.web.app", "server's rooms"),
     ("empeval/tasks/design.py", "import empeval.wiring", "Rooms, top down"),
-    ("empeval/server/web/admin.py", "import empeval.analysis.report", "only these edges lead into analysis"),
-    ("empeval/tasks/likert/runner.py", "import empeval.tasks.crowd.jobs", "runner's modules import nothing of ours"),
+    ("empeval/server/web/admin.py", "import empeval.analysis.kinds.likert.report",
+     "only these edges lead into analysis"),
+    ("empeval/tasks/crowd/runner.py", "import empeval.tasks.crowd.jobs", "runner's modules import nothing of ours"),
 ])
 def test_a_wrong_import_breaks_the_contracts(tree_copy, module, wrong_import, contract):
     path = tree_copy / module

@@ -16,8 +16,7 @@ from empeval.cli.common import (
 )
 from empeval.cli.secret import CliContextWithSecret, pass_cli_with_secret
 from empeval.server.annotation.annotators import invite, revoke
-from empeval.server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
-from empeval.server.annotation.pairwise_export import is_pairwise_study, judgments_to_csv, pairwise_export_rows
+from empeval.server.annotation.export import export_text
 from empeval.server.annotation.secrets import admin_token, secret_key
 
 
@@ -72,17 +71,13 @@ def admin_token_command(obj: CliContext) -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout).")
 @pass_cli
 def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
-    """Export STUDY's ratings as a tidy long table (one row per rating); a pairwise study's choices as the judgment
-    table (one row per judgment and criterion, analysis.pairwise_schema)."""
-    if is_pairwise_study(obj.engine(), study):
-        rows, what = pairwise_export_rows(obj.engine(), study), "judgments"
-        text = judgments_to_csv(rows) if fmt == "csv" else rows_to_jsonl(rows)
-    else:
-        rows, what = export_rows(obj.engine(), study), "ratings"
-        text = rows_to_csv(rows) if fmt == "csv" else rows_to_jsonl(rows)
+    """Export STUDY's answers as its kind's tidy table: a Likert study's ratings one row per rating, an A/B study's
+    choices one row per judgment and criterion, ... (the columns are documented with each kind's schema, under
+    analysis/kinds/)."""
+    text, n_rows, what = export_text(obj.engine(), study, fmt)
     if out:
         out.write_text(text, encoding="utf-8")
-        click.echo(f"{len(rows)} {what} written to {out}", err=True)
+        click.echo(f"{n_rows} {what} written to {out}", err=True)
     else:
         click.echo(text, nl=False)
 

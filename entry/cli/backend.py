@@ -8,7 +8,7 @@ from sqlalchemy import Engine, func, select
 
 from empeval.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
 from empeval.server.backend.contexts import ED_DATASET, load_contexts
-from empeval.server.backend.registry import ConfigError, Registry, load_config, load_judges
+from empeval.server.backend.registry import EMOTION_CONDITIONED, ConfigError, Registry, load_config, load_judges
 from empeval.server.backend.resources import BackendResources, default_cache_dir
 from empeval.server.progress import progress_bar
 from empeval.server.store.engine import unit_of_work
@@ -202,8 +202,8 @@ def metrics(obj: CliContext, split: str, systems: str, p_at_100: bool, limit: in
         for name, figures in ranked.items():
             click.echo(f"{name:<22}{n_ranked:>7,}" + "".join(f"{figures[k] * 100:>8.2f}"
                                                              for k in ("r@1", "r@10", "r@50", "mrr")))
-    if any(spec.kind == "retrieval-emoprepend" for spec in registry.specs.values()) and (
-            names is None or any(registry.specs[n].kind == "retrieval-emoprepend" for n in names)):
+    classified = {name for name, spec in registry.specs.items() if spec.kind in EMOTION_CONDITIONED}
+    if classified and (names is None or classified & set(names)):
         resources = registry.resources
         classifier = emotion_classifier(resources)
         accuracy, n = accuracy_on_split(resources, classifier, split)

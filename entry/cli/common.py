@@ -1,9 +1,9 @@
 """What every command shares: the store's engine (migrated on first use) and the one error-to-exit-code map.
 
-Commands raise the errors of their rooms (server.errors.EmpevalError and its kinds; analysis's ExportError
-and the ValueErrors its functions raise for bad arguments); `EmpevalGroup`, the root group, turns each into
-a one-line message and the exit code of its kind. Exit codes: 0 success, 1 unexpected failure, 2 bad usage
-or bad input, 3 conflict with stored data, 4 network or remote failure.
+Commands raise the errors of their rooms (server.errors.EmpevalError and its kinds; analysis's ExportFileError
+and ReportRefused, and the ValueErrors its functions raise for bad arguments); `EmpevalGroup`, the root
+group, turns each into a one-line message and the exit code of its kind. Exit codes: 0 success, 1 unexpected
+failure, 2 bad usage or bad input, 3 conflict with stored data, 4 network or remote failure.
 """
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from urllib.parse import urlsplit
 import click
 from sqlalchemy import Engine
 
-from empeval.analysis.load import ExportError
-from empeval.analysis.pairwise_schema import JudgmentError
+from empeval.analysis.kinds import ExportFileError, ReportRefused
 from empeval.server.errors import BadInput, Conflict, EmpevalError, Unavailable
 from empeval.server.store import open_store
 from empeval.server.store.engine import database_url, unit_of_work
@@ -33,7 +32,7 @@ EXIT_NETWORK = Unavailable.exit_code
 
 # Errors from modules that import nothing of ours (analysis; the crowd contract, which the crowd virtualenv
 # loads by path with the standard library only), by the exit code they mean.
-FOREIGN_EXIT_CODES: dict[type[Exception], int] = {ExportError: EXIT_BAD_INPUT, JudgmentError: EXIT_BAD_INPUT,
+FOREIGN_EXIT_CODES: dict[type[Exception], int] = {ExportFileError: EXIT_BAD_INPUT, ReportRefused: EXIT_BAD_INPUT,
                                                   ContractError: EXIT_BAD_INPUT}
 
 

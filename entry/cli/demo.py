@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.report import summary_lines
+from empeval.cli.report import report_summary
 from empeval.demo import TRY_IT_STUDY, run_demo
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.secrets import admin_token, secret_key
@@ -21,33 +21,30 @@ from empeval.server.store import open_store
 @click.option("--contexts", type=int, default=None, help="Contexts to rate (default: the study file's 30).")
 @click.option("--time-scale", default=0.0, show_default=True,
               help="Simulated raters wait this share of a realistic time per item (1 = real time).")
-@click.option("--ab-raters", default=30, show_default=True,
-              help="Simulated raters of the A/B study, other people than the Likert study's (0: no A/B study).")
-@click.option("--ab-bad-raters", default=2, show_default=True, help="How many of the A/B raters are careless.")
-def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time_scale: float, ab_raters: int,
-         ab_bad_raters: int) -> None:
-    """Run a complete human evaluation on the bundled ED sample, a Likert study and a linked A/B study, and write
-    both reports."""
+@click.option("--linked-raters", default=30, show_default=True,
+              help="Simulated raters of each study linked to the Likert one (the A/B study, ...), other people than "
+                   "the Likert study's (0: run the Likert study alone).")
+@click.option("--linked-bad-raters", default=2, show_default=True,
+              help="How many of each linked study's raters are careless.")
+def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time_scale: float, linked_raters: int,
+         linked_bad_raters: int) -> None:
+    """Run a complete human evaluation on the bundled ED sample: a Likert study and the studies of other kinds linked
+    to it (an A/B study, ...), each answered by its own simulated crowd, and write every report."""
     result = run_demo(workdir, raters=raters, bad_raters=bad_raters, contexts=contexts, time_scale=time_scale,
-                      ab_raters=ab_raters, ab_bad_raters=ab_bad_raters,
-                      **({"ab_study_file": None} if ab_raters == 0 else {}))
+                      linked_raters=linked_raters, linked_bad_raters=linked_bad_raters,
+                      **({"linked_files": []} if linked_raters == 0 else {}))
     url = f"sqlite:///{result.database.resolve()}"
     engine = open_store(url)
     _, token = invite(engine, "you", TRY_IT_STUDY)
     token_admin = admin_token(secret_key(engine))
-    click.echo(f"\n{result.submissions} assignments, {result.ratings} ratings from {result.raters} simulated raters "
-               f"({_careless(result.flagged_kinds)}).")
-    for line in summary_lines(result.report):
-        click.echo(line)
-    click.echo(f"report:   {result.report['html']}")
-    click.echo(f"          {result.report['markdown']}")
-    if result.ab_report is not None:
-        click.echo(f"\nA/B study {result.ab_study}: {result.ab_submissions} assignments, {result.choices} choices from "
-                   f"{result.ab_raters} other simulated raters ({_careless(result.ab_flagged_kinds)}).")
-        for line in summary_lines(result.ab_report):
+    for number, study in enumerate(result.studies):
+        others = "" if number == 0 else "other "
+        click.echo(f"\n{study.name} ({study.kind}): {study.submissions} assignments, {study.answers} {study.counted} "
+                   f"from {study.raters} {others}simulated raters ({_careless(study.careless)}).")
+        for line in report_summary(study.report):
             click.echo(line)
-        click.echo(f"report:   {result.ab_report['html']}")
-        click.echo(f"          {result.ab_report['markdown']}")
+        click.echo(f"report:   {study.report['html']}")
+        click.echo(f"          {study.report['markdown']}")
     click.echo("\nnext:")
     click.echo(f"  start the app:  .venv/bin/empeval --database-url {url} serve")
     click.echo(f"  rate yourself:  http://127.0.0.1:5000/annotate#{token}")
@@ -55,6 +52,6 @@ def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time
     click.echo(f"  size a study:   .venv/bin/empeval --database-url {url} plan --pilot demo")
 
 
-def _careless(kinds: dict[str, str]) -> str:
-    return (f"{len(kinds)} careless on purpose: " + ", ".join(f"{n} {k}" for n, k in sorted(kinds.items()))
-            if kinds else "none careless")
+def _careless(behaviours: dict[str, str]) -> str:
+    return (f"{len(behaviours)} careless on purpose: " + ", ".join(f"{n} {k}" for n, k in sorted(behaviours.items()))
+            if behaviours else "none careless")

@@ -39,7 +39,7 @@ def judge(obj: CliContext, study: str, judge_names: str, criteria: str | None, b
     Scores land in the judge_score table with their provenance; the analysis uses them only through the
     prediction-powered correction with the human ratings.
     """
-    from empeval.analysis.judged.crossfit import cross_fit_judge
+    from empeval.analysis.stats.ppi.crossfit import cross_fit_judge
     from empeval.server.backend.judges.run import judge_study
     from empeval.server.backend.judges.study_items import load_judged_study
 

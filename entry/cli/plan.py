@@ -9,7 +9,7 @@ import pandas as pd
 
 from empeval.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
 from empeval.tasks.design import controls_per_assignment
-from empeval.tasks.pairwise_design import pair_slots
+from empeval.tasks.kinds.pairwise_design import pair_slots
 from empeval.tasks.study_create import controls_rounding_to_zero, planned_assignments
 
 
@@ -111,11 +111,11 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     With --pairwise: the exact power of the A/B report's test (a two-sided sign test over contexts, each
     context counted once for the system with more wins among its k judgments, even contexts left out) for a
     given P-WIN and TIE-RATE, and the contexts it needs, per k judgments of each (context, pair); the k
-    judgments of a context share CONTEXT-SHARE of their variance (a Thurstone model; see analysis.power).
+    judgments of a context share CONTEXT-SHARE of their variance (a Thurstone model; see analysis.stats.power).
 
     With --judge-correlation R: the human-rated contexts (and ratings) a study needs for a CI of HALF-WIDTH on a
     system mean when an automatic judge with correlation R to the item labels scores every context, beside the
-    human-only figure, per k (analysis.judged.planner; the label SD comes from the variance components).
+    human-only figure, per k (analysis.stats.ppi.planner; the label SD comes from the variance components).
     """
     if judge_correlation is not None and pairwise:
         raise click.BadParameter("plans Likert system means; it cannot be combined with --pairwise",
@@ -125,8 +125,8 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
                        alpha=alpha, ks=_ints(ks), contexts=_ints(contexts), pairs=pairs,
                        pairs_per_assignment=items_per_assignment, control_rate=control_rate, reward=reward, fee=fee)
         return
-    from empeval.analysis.load import read_export, tidy_from_export
-    from empeval.analysis.power import (
+    from empeval.analysis.kinds.likert.load import read_export, tidy_from_export
+    from empeval.analysis.stats.power import (
         Components,
         analytic_t_contexts,
         components_from_pilot,
@@ -189,9 +189,9 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
 
 def _plan_with_judge(components, *, judge_correlation: float, half_width: float, ks: list[int], systems: int,
                      alpha: float, judge_contexts: int | None) -> None:
-    """The model-assisted plan: per k, analysis.judged.planner.human_ratings_needed with the label SD of the
+    """The model-assisted plan: per k, analysis.stats.ppi.planner.human_ratings_needed with the label SD of the
     components, printed beside the human-only figure."""
-    from empeval.analysis.judged.planner import human_ratings_needed, label_sd_from_components
+    from empeval.analysis.stats.ppi.planner import human_ratings_needed, label_sd_from_components
 
     if not half_width > 0:
         raise click.BadParameter(f"{half_width} must be positive", param_hint="--half-width")
@@ -244,7 +244,7 @@ def _even_pair_slots(size: int, control_rate: float) -> int:
 def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, target_power: float, alpha: float,
                    ks: list[int], contexts: list[int], pairs: int, pairs_per_assignment: int, control_rate: float,
                    reward: float | None, fee: float) -> None:
-    from empeval.analysis.power import pairwise_plan_table, sign_test_contexts
+    from empeval.analysis.stats.power import pairwise_plan_table, sign_test_contexts
 
     if not 0 < p_win < 1:
         raise click.BadParameter(f"{p_win} must lie strictly between 0 and 1", param_hint="--p-win")

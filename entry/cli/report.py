@@ -2,21 +2,12 @@
 pairwise (A/B), or of an export file."""
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from empeval.cli.common import CliContext, pass_cli
-from empeval.reporting import (
-    export_criteria_order,
-    likert_summary_lines,
-    pairwise_summary_lines,
-    study_meta,
-    write_export_report,
-    write_study_report,
-)
+from empeval.reporting import write_export_report, write_study_report
 
 
 @click.command()
@@ -69,8 +60,7 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
         paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
                                    exclude_flagged=not keep_flagged, seed=seed, latex=latex, judge=judge,
                                    judge_version=judge_version, allow_missing=allow_missing)
-    criteria = (export_criteria_order() if export_file is not None else study_meta(obj.engine(), study)["criteria"])
-    for line in summary_lines(paths, criteria):
+    for line in report_summary(paths):
         click.echo(line)
     click.echo(f"report: {paths['html']}")
     click.echo(f"markdown: {paths['markdown']}")
@@ -80,40 +70,9 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
         click.echo("latex: no table written (the report says what could not be computed)")
 
 
-def summary_lines(paths: dict[str, Path], criteria: Sequence[str] = ()) -> list[str]:
-    """A few lines about a written report, read back from its tables: the A/B table of a pairwise report, the
-    system means of a Likert one (criteria in the order of `criteria`, the study's), then what the report could
-    not compute."""
-    if "table_ab_table" in paths:
-        return ["A/B (win / lose / tie % of the judgments; * significant after Holm):",
-                *pairwise_summary_lines(pd.read_csv(paths["table_ab_table"]))]
-    lines = []
-    if "table_system_means" in paths:
-        lines = ["mean score per system (best first):", *likert_summary_lines(pd.read_csv(paths["table_system_means"]),
-                                                                             criteria)]
-    if "table_judge_means" in paths:
-        lines += judged_summary_lines(pd.read_csv(paths["table_judge_means"]), criteria)
-    return lines + gap_lines(paths["markdown"].read_text(encoding="utf-8"))
+def report_summary(paths: dict[str, Path]) -> list[str]:
+    """A few lines about a written report, read back from it: its kind's summary (the A/B table of a pairwise
+    report, the system means of a Likert one, ...), criteria in the order the report shows them."""
+    from empeval.analysis.report.study import report_summary_lines
 
-
-def judged_summary_lines(means: pd.DataFrame, criteria: Sequence[str] = ()) -> list[str]:
-    """The model-assisted section's means (tables/judge_means.csv) in a line per criterion (in the order of
-    `criteria`, others after), best first: the PPI++ or cross-PPI mean and, in brackets, the human-rated
-    contexts the judge was worth."""
-    estimate = "crossppi_mean" if "crossppi_mean" in means.columns else "ppi_mean"
-    name = "cross-PPI" if estimate == "crossppi_mean" else "PPI++"
-    order = {criterion: rank for rank, criterion in enumerate(criteria)}
-    lines = [f"model-assisted mean per system ({name}; effective human-rated contexts in brackets):"]
-    for criterion in sorted(dict.fromkeys(means["criterion"]), key=lambda c: order.get(c, len(order))):
-        ranked = means.loc[means["criterion"] == criterion].sort_values(estimate, ascending=False)
-        lines.append(f"  {criterion:<10} " + ", ".join(
-            f"{row['system']} {row[estimate]:.2f} ({row['effective_n_human']:.0f})" for _, row in ranked.iterrows()))
-    return lines
-
-
-def gap_lines(markdown: str) -> list[str]:
-    """The bullets of a report's "What could not be computed" section, as terminal lines after "gaps:"."""
-    if "\n## What could not be computed\n" not in markdown:
-        return []
-    section = markdown.split("\n## What could not be computed\n", 1)[1].split("\n## ", 1)[0]
-    return ["gaps:", *(f"  {line[2:]}" for line in section.splitlines() if line.startswith("- "))]
+    return report_summary_lines(paths)

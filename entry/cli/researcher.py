@@ -6,16 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import click
+import pandas as pd
 from sqlalchemy import Engine
-from sqlalchemy.orm import Session
 
 from empeval.cli.common import CliContext, pass_cli
 from empeval.server.annotation.annotators import RosterLine, study_roster
-from empeval.server.annotation.export import export_rows
+from empeval.server.annotation.export import report_inputs
 from empeval.server.annotation.release import release_assignment
 from empeval.server.annotation.study_list import study_summaries
 from empeval.server.annotation.withdraw import forget
-from empeval.server.store.queries import study_by_name
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -42,21 +41,13 @@ def study_list(obj: CliContext) -> None:
 
 
 def flagged_pseudonyms(engine: Engine, study: str) -> set[str] | None:
-    """The pseudonyms analysis.quality.rater_quality flags from the study's ratings so far (the report's rules and
-    thresholds), or None for a pairwise study (no Likert quality rules apply). Cost: one export and one
-    rater_quality, well under a second for a pilot."""
-    from empeval.analysis.load import tidy_from_export
-    from empeval.analysis.quality import flagged_annotators, rater_quality
+    """The pseudonyms the study kind's quality rules flag from its answers so far (the report's rules and
+    thresholds), or None for a kind without such rules. Cost: one export and one quality check, well under a second
+    for a pilot."""
+    from empeval.analysis.report.study import flagged_raters
 
-    with Session(engine) as session:
-        config = study_by_name(session, study).config
-    if config.is_pairwise:
-        return None
-    rows = export_rows(engine, study)
-    if not rows:
-        return set()
-    ratings = tidy_from_export(rows, scale=(config.scale.min, config.scale.max), source=f"study {study}")
-    return set(flagged_annotators(rater_quality(ratings)))
+    inputs = report_inputs(engine, study)
+    return flagged_raters(inputs.kind, pd.DataFrame(inputs.rows), {"name": study, **inputs.meta})
 
 
 @click.command("list")
@@ -97,8 +88,8 @@ def annotators_forget(obj: CliContext, name: str, study: str, provider: str) -> 
     if done.already:
         click.echo(f"{name} was withdrawn from study {study} already: nothing left to remove")
         return
-    click.echo(f"{name} withdrawn from study {study}: {done.ratings_removed} rating(s), {done.choices_removed} "
-               f"choice(s) and {done.comments_removed} comment(s) deleted; {done.reopened} submitted assignment(s) "
+    click.echo(f"{name} withdrawn from study {study}: {done.answers_removed} {done.answers} and "
+               f"{done.comments_removed} comment(s) deleted; {done.reopened} submitted assignment(s) "
                f"and {done.in_progress_expired} in progress back in the pool for other raters")
     if done.name_removed:
         click.echo("her name is deleted and her pseudonym replaced by a tombstone; her invite links no longer work")

@@ -1,60 +1,37 @@
-"""A study's ratings as a tidy long table: one row per rating, in the columns of analysis.export_schema (the
-contract analysis reads, defined there once)."""
+"""A study's answers as its kind's tidy table (one row per answer: a Likert study's ratings, an A/B study's
+judgment rows, ...), in the columns of the contract analysis reads, defined there once per kind (the kind's
+annotation part names them: AnnotationKind.export_columns); as CSV or JSON lines."""
 from __future__ import annotations
 
 import csv
 import io
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from empeval.analysis.export_schema import EXPORT_COLUMNS
-from empeval.server.store.models import (
-    Annotator,
-    Assignment,
-    AssignmentItem,
-    Rating,
-    Response,
-    StudyItem,
-    System,
-)
-from empeval.server.store.queries import iso_utc, study_by_name
+from empeval.server.annotation.kinds import AnnotationKind, annotation_kind
+from empeval.server.store.models import Study
+from empeval.server.store.queries import study_by_name
+from empeval.server.store.study_config import StudyConfig
 
 
-def export_rows(engine: Engine, study_name: str) -> list[dict[str, Any]]:
-    """Every rating of the study with its item, context, system, annotator pseudonym, position, times, and the
-    comment the annotator left on the assignment (on each of its rows)."""
+def study_kind(engine: Engine, study: str) -> AnnotationKind:
+    """The annotation part of the study's kind (NotFound when there is no such study)."""
     with Session(engine) as session:
-        study = study_by_name(session, study_name)
-        rows = session.execute(
-            select(Rating, StudyItem, Response.context_id, System.name, Annotator.pseudonym, AssignmentItem.position,
-                   AssignmentItem.seconds_on_item, Assignment.started_at, Assignment.late, Assignment.comment)
-            .join(StudyItem, StudyItem.id == Rating.item_id)
-            .join(Response, Response.id == StudyItem.response_id)
-            .join(System, System.id == Response.system_id)
-            .join(Annotator, Annotator.id == Rating.annotator_id)
-            .join(Assignment, Assignment.id == Rating.assignment_id)
-            .join(AssignmentItem, (AssignmentItem.assignment_id == Rating.assignment_id)
-                  & (AssignmentItem.item_id == Rating.item_id))
-            .where(StudyItem.study_id == study.id)
-            .order_by(Rating.assignment_id, AssignmentItem.position, Rating.criterion)
-        ).all()
-        return [
-            {"study": study.name, "item_id": item.id, "context_id": context_id, "system": system,
-             "annotator": pseudonym, "criterion": rating.criterion, "score": rating.score, "position": position,
-             "is_control": item.is_control, "control_kind": system if item.is_control else None,
-             "control_target": item.control_target, "assignment_id": rating.assignment_id,
-             "started_at": iso_utc(started_at), "submitted_at": iso_utc(rating.submitted_at),
-             "seconds_on_item": seconds, "late": late, "comment": comment or None}
-            for rating, item, context_id, system, pseudonym, position, seconds, started_at, late, comment in rows
-        ]
+        return annotation_kind(study_by_name(session, study).config.kind)
 
 
-def rows_to_csv(rows: list[dict[str, Any]]) -> str:
+def export_rows(engine: Engine, study: str) -> list[dict[str, Any]]:
+    """Every answer of the study as its kind's tidy table, in assignment and position order."""
+    return study_kind(engine, study).export_rows(engine, study)
+
+
+def rows_to_csv(rows: list[dict[str, Any]], columns: tuple[str, ...] | list[str]) -> str:
+    """Rows as CSV in `columns`' order: booleans as true/false, empty for None."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if v is None else str(v).lower() if isinstance(v, bool) else v)
@@ -64,3 +41,58 @@ def rows_to_csv(rows: list[dict[str, Any]]) -> str:
 
 def rows_to_jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
+def export_text(engine: Engine, study: str, fmt: str) -> tuple[str, int, str]:
+    """The study's export as text in `fmt` ("csv" or "jsonl"), how many rows it has and what they are (the kind's
+    word for its answers: "ratings", "judgments", ...)."""
+    kind = study_kind(engine, study)
+    rows = kind.export_rows(engine, study)
+    text = rows_to_csv(rows, kind.export_columns) if fmt == "csv" else rows_to_jsonl(rows)
+    return text, len(rows), kind.entries
+
+
+class LinkedExport(NamedTuple):
+    """A study linked to the reported one by either's compare_with: its name, kind, whether it names the reported
+    study, and its export rows."""
+
+    name: str
+    kind: str
+    names_this: bool
+    rows: list[dict[str, Any]]
+
+
+class ReportInputs(NamedTuple):
+    """What a study's report is written from, read from the store: its kind, its export rows, what the report needs
+    of its configuration (`meta`: criteria in the study's order, the design, recruitment and pay, and the kind's
+    own, AnnotationKind.report_meta) and the studies linked to it."""
+
+    kind: str
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any]
+    linked: list[LinkedExport]
+    counted: str  # what the rows are, in the kind's words ("ratings", "choices")
+
+
+def report_meta(config: StudyConfig) -> dict[str, Any]:
+    """What every report needs of a study's configuration: the criteria in the study file's order, the design, how
+    raters were recruited (local volunteers unless the [recruitment] section says prolific or mturk) and what they
+    were paid; and what the study's kind adds."""
+    pay = config.pay
+    return {"criteria": list(config.criterion_keys), "items_per_assignment": config.design.items_per_assignment,
+            "platform": config.recruitment.platform, "pay_per_assignment": pay.per_assignment,
+            "currency": pay.currency, "platform_fee": pay.platform_fee if pay.per_assignment is not None else None,
+            **annotation_kind(config.kind).report_meta(config)}
+
+
+def report_inputs(engine: Engine, study: str) -> ReportInputs:
+    """The study's report inputs (NotFound for an unknown study): its rows, its meta and every study linked to it,
+    by its compare_with or theirs, with their rows."""
+    with Session(engine) as session:
+        config = study_by_name(session, study).config
+        others = [(row.name, row.config) for row in session.scalars(select(Study).where(Study.name != study))]
+    linked = [LinkedExport(name, other.kind, names_this=other.compare_with == study,
+                           rows=annotation_kind(other.kind).export_rows(engine, name))
+              for name, other in sorted(others) if other.compare_with == study or config.compare_with == name]
+    kind = annotation_kind(config.kind)
+    return ReportInputs(config.kind, kind.export_rows(engine, study), report_meta(config), linked, kind.counted)

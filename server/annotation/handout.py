@@ -34,9 +34,7 @@ more than SQLite's own work.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
@@ -47,6 +45,8 @@ from sqlalchemy import (
     Engine,
     Integer,
     String,
+    bindparam,
+    column,
     delete,
     exists,
     false,
@@ -54,35 +54,20 @@ from sqlalchemy import (
     literal,
     or_,
     select,
-    union,
+    text,
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.hot_sql import Executor, StudyView
-from empeval.server.annotation.pairwise_payload import pairwise_items, pairwise_payload
+from empeval.server.annotation.kinds import AnnotationKind, annotation_kind, annotation_kinds
 from empeval.server.errors import Conflict, Forbidden, NotFound
 from empeval.server.store.engine import unit_of_work, write_transaction
-from empeval.server.store.models import (
-    Annotator,
-    Assignment,
-    AssignmentItem,
-    AssignmentPair,
-    PairItem,
-    Response,
-    SeenContext,
-    Study,
-    StudyItem,
-    StudyRevocation,
-)
-from empeval.server.store.queries import assignment_counts, iso_utc, now_utc, study_by_name
+from empeval.server.store.models import Annotator, Assignment, SeenContext, Study, StudyRevocation
+from empeval.server.store.queries import assignment_counts, now_utc, study_by_name
 from empeval.server.store.statuses import AssignmentStatus, StudyStatus
-from empeval.server.store.study_config import Criterion, Scale
-
-# Made once: an alias made per call costs SQLAlchemy more than running the query it is used in.
-_COPY = aliased(Assignment, name="copy")
 
 # Each failed attempt means another claim committed (another annotator took the candidate, or this annotator's
 # other tab claimed first), so the loop always makes progress; the bound only turns a bug into an error.
@@ -117,34 +102,49 @@ def ensure_may_work(session: Session, study: Study, annotator_id: int) -> None:
     refuse_unless_may_work(study, bool(session.scalar(select(revoked_clause(study.id, annotator_id)))))
 
 
-def _expire_all(session: Executor, assignment_ids: list[int], now: datetime) -> set[int]:
-    """Expire those of these assignments still active and put a copy of each, with the same items (or pairs, on
-    the same sides), in the pool: four statements however many there are. Returns the ids this call expired."""
+def _copy_placements(kind: AnnotationKind) -> Any:
+    """SQL: the placements of the assignments `:replaced` (a list) copied to the open copies that replace them (each
+    pointing at its original by replaces_id), every placement column kept: a pairwise pair on the same side."""
+    return _COPIES.setdefault(kind.name, text(
+        f"INSERT INTO {kind.placement_table} (assignment_id, {', '.join(kind.placement_columns)}) "
+        f"SELECT copy.id, {', '.join(f'placed.{c}' for c in kind.placement_columns)} FROM assignment AS copy "
+        f"JOIN {kind.placement_table} AS placed ON placed.assignment_id = copy.replaces_id "
+        "WHERE copy.replaces_id IN :replaced").bindparams(bindparam("replaced", expanding=True)))
+
+
+_COPIES: dict[str, Any] = {}
+
+
+def copy_to_pool(executor: Executor, assignment_ids: list[int] | set[int], now: datetime,
+                 kinds: tuple[AnnotationKind, ...] | None = None) -> None:
+    """An open copy of each assignment, with the same placements, pointing at it by `replaces_id`: one INSERT ...
+    SELECT for the copies, one per kind (`kinds`; default: every registered kind) for their placements, however
+    many there are."""
     if not assignment_ids:
-        return set()
-    expired = set(session.scalars(
-        update(Assignment).where(Assignment.id.in_(assignment_ids), Assignment.status == AssignmentStatus.ASSIGNED)
-        .values(status=AssignmentStatus.EXPIRED).returning(Assignment.id).execution_options(synchronize_session=False)
-    ).all())
-    if not expired:
-        return expired
-    session.execute(insert(Assignment).from_select(
+        return
+    executor.execute(insert(Assignment).from_select(
         ["study_id", "status", "created_at", "round", "design_index", "replaces_id", "late"],
         select(Assignment.study_id, literal(AssignmentStatus.OPEN.value, String), literal(now, DateTime(timezone=True)),
-               Assignment.round,
-               Assignment.design_index, Assignment.id, false()).where(Assignment.id.in_(expired))))
+               Assignment.round, Assignment.design_index, Assignment.id, false())
+        .where(Assignment.id.in_(assignment_ids))))
+    for kind in kinds if kinds is not None else annotation_kinds():
+        executor.execute(_copy_placements(kind), {"replaced": sorted(assignment_ids)})
+
+
+def _expire_all(executor: Executor, assignment_ids: list[int], now: datetime,
+                kinds: tuple[AnnotationKind, ...] | None = None) -> set[int]:
+    """Expire those of these assignments still active and put a copy of each, with the same placements, in the pool
+    (copy_to_pool; `kinds`: of these kinds' studies, default any): three statements and one per kind however many
+    there are. Returns the ids this call expired."""
+    if not assignment_ids:
+        return set()
+    expired = set(executor.scalars(
+        update(Assignment).where(Assignment.id.in_(assignment_ids), Assignment.status == AssignmentStatus.ASSIGNED)
+        .values(status=AssignmentStatus.EXPIRED).returning(Assignment.id)
+        .execution_options(synchronize_session=False)
+    ).all())
     # An assignment expires once (only an active one does), so its copy is the one assignment replacing it.
-    copy = _COPY
-    session.execute(insert(AssignmentItem).from_select(
-        ["assignment_id", "item_id", "position"],
-        select(copy.id, AssignmentItem.item_id, AssignmentItem.position)
-        .join(AssignmentItem, AssignmentItem.assignment_id == copy.replaces_id)
-        .where(copy.replaces_id.in_(expired))))
-    session.execute(insert(AssignmentPair).from_select(  # a pairwise assignment's pairs, each on the same side
-        ["assignment_id", "pair_item_id", "position", "shown_left"],
-        select(copy.id, AssignmentPair.pair_item_id, AssignmentPair.position, AssignmentPair.shown_left)
-        .join(AssignmentPair, AssignmentPair.assignment_id == copy.replaces_id)
-        .where(copy.replaces_id.in_(expired))))
+    copy_to_pool(executor, expired, now, kinds)
     return expired
 
 
@@ -205,12 +205,13 @@ def _take_turn(connection: Executor, annotator_id: int) -> None:
         hot_sql.run(connection, hot_sql.TAKE_TURN, {"annotator": annotator_id})
 
 
-def _active_after_expiry(connection: Executor, study_id: int, annotator_id: int, now: datetime) -> Handed | None:
+def _active_after_expiry(connection: Executor, kind: AnnotationKind, study_id: int, annotator_id: int,
+                         now: datetime) -> Handed | None:
     """Expire the study's overdue assignments (hers among them) and return her active assignment, if any: one read
     of the study's active assignments that are hers or overdue (as many as raters at work, not as the study)."""
     rows = hot_sql.run(connection, hot_sql.ACTIVE_OR_OVERDUE, {"study": study_id, "annotator": annotator_id,
                                                                "now": hot_sql.moment(connection, now)}).all()
-    expired = _expire_all(connection, [row.id for row in rows if row.overdue], now)
+    expired = _expire_all(connection, [row.id for row in rows if row.overdue], now, (kind,))
     mine = [Handed(row.id, hot_sql.read_moment(row.expires_at)) for row in rows if row.annotator_id == annotator_id
             and row.id not in expired]
     return mine[0] if mine else None
@@ -229,8 +230,8 @@ def _forget_walk_hints(executor: Executor, annotator_id: int) -> None:
     _walk_hints.pop((hot_sql.store_of(executor), annotator_id), None)
 
 
-def _claim_first_fitting(connection: Executor, study_id: int, annotator_id: int, *, now: datetime,
-                         minutes: int | None, pairwise: bool = False) -> Handed | None:
+def _claim_first_fitting(connection: Executor, kind: AnnotationKind, study_id: int, annotator_id: int, *,
+                         now: datetime, minutes: int | None) -> Handed | None:
     """Claim the first open assignment of the study, in design order, holding no context this annotator has seen
     (in this study or in the one its compare_with names), in one UPDATE whose WHERE chooses it (walked by index,
     stopping at the first that fits), and write its seen rows (under the linked study too); None when none
@@ -248,7 +249,7 @@ def _claim_first_fitting(connection: Executor, study_id: int, annotator_id: int,
     promises do not depend on the hint: it changes which fitting assignment she gets first, not whether she
     gets one."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
-    statement = hot_sql.CLAIM_FIRST_FITTING_PAIR if pairwise else hot_sql.CLAIM_FIRST_FITTING
+    statement = hot_sql.kind_statements(kind).claim
     hint_key = (hot_sql.store_of(connection), annotator_id)
     hints = _walk_hints.get(hint_key)
     from_index, from_id = hints.get(study_id, _NO_HINT) if hints is not None else _NO_HINT
@@ -263,12 +264,12 @@ def _claim_first_fitting(connection: Executor, study_id: int, annotator_id: int,
         hints = _walk_hints.setdefault(hint_key, {})
     # Remembered before the commit: a claim rolled back leaves a hint one claim ahead, which costs nothing (see above).
     hints[study_id] = (claimed.design_index, claimed.id)
-    _record_seen(connection, claimed.id, annotator_id, now)
+    _record_seen(connection, kind, claimed.id, annotator_id, now)
     return Handed(claimed.id, expires_at)
 
 
 def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: datetime
-              ) -> tuple[StudyView, Handed] | None:
+              ) -> tuple[StudyView, AnnotationKind, Handed] | None:
     """The study and the assignment this annotator works on now (resumed or newly claimed), or None when nothing
     suitable is left. One read says whether she may work and what she holds; only a claim writes (in a write
     transaction of its own on the same connection)."""
@@ -279,19 +280,20 @@ def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: d
         raise NotFound(f"no study named {study_name!r}")
     study = hot_sql.study_view(row.id, study_name, row.status, row.config)
     refuse_unless_may_work(study, bool(row.revoked))
+    kind = annotation_kind(study.config.kind)
     if row.resumable_id is not None:  # resuming work that is not overdue needs no turn
-        return study, Handed(row.resumable_id, hot_sql.read_moment(row.expires_at))
-    minutes, pairwise = study.config.design.assignment_minutes, study.config.is_pairwise
+        return study, kind, Handed(row.resumable_id, hot_sql.read_moment(row.expires_at))
+    minutes = study.config.design.assignment_minutes
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:
             with write_transaction(connection):
                 _take_turn(connection, annotator_id)
                 # Expiry, the active check and the claim in one turn: another tab cannot be expiring her
                 # assignment (and claiming the next) while this one reads it as still hers.
-                handed = (_active_after_expiry(connection, study.id, annotator_id, now)
-                          or _claim_first_fitting(connection, study.id, annotator_id, now=now, minutes=minutes,
-                                                  pairwise=pairwise))
-                return None if handed is None else (study, handed)
+                handed = (_active_after_expiry(connection, kind, study.id, annotator_id, now)
+                          or _claim_first_fitting(connection, kind, study.id, annotator_id, now=now,
+                                                  minutes=minutes))
+                return None if handed is None else (study, kind, handed)
         except IntegrityError:
             # This annotator's concurrent claim committed first (one active assignment per study, one seen row
             # per context): the next attempt reads it back.
@@ -305,7 +307,7 @@ def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: 
     nothing suitable is left. StudyClosed or AccessRevoked when she may not work on this study."""
     with engine.connect() as connection:
         handed = _hand_out(connection, study_name, annotator_id, now or now_utc())
-    return None if handed is None else handed[1].id
+    return None if handed is None else handed[2].id
 
 
 def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, *,
@@ -316,36 +318,22 @@ def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, 
         handed = _hand_out(connection, study_name, annotator_id, now or now_utc())
         if handed is None:
             return None
-        study, (assignment_id, expires_at) = handed
-        if study.config.is_pairwise:
-            return pairwise_payload(study, assignment_id, AssignmentStatus.ASSIGNED, expires_at,
-                                    pairwise_items(connection, assignment_id))
-        return _payload(study, assignment_id, AssignmentStatus.ASSIGNED, expires_at, _items(connection, assignment_id))
+        study, kind, (assignment_id, expires_at) = handed
+        return kind.payload(connection, study, assignment_id, AssignmentStatus.ASSIGNED, expires_at)
 
 
-def _contexts_of(assignment_id: int) -> Any:
-    """SQL: the distinct contexts of an assignment, of its items (Likert) and of its pairs (pairwise)."""
-    return union(
-        select(Response.context_id.label("context_id"))
-        .join(StudyItem, StudyItem.response_id == Response.id)
-        .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
-        .where(AssignmentItem.assignment_id == assignment_id),
-        select(PairItem.context_id)
-        .join(AssignmentPair, AssignmentPair.pair_item_id == PairItem.id)
-        .where(AssignmentPair.assignment_id == assignment_id),
-    ).subquery("contexts")
-
-
-def _record_seen(connection: Executor, assignment_id: int, annotator_id: int, now: datetime) -> None:
+def _record_seen(connection: Executor, kind: AnnotationKind, assignment_id: int, annotator_id: int,
+                 now: datetime) -> None:
     """One seen_context row per context of the assignment, for this annotator, under its study and under the study
     its compare_with names, if any: one INSERT ... SELECT.
 
     Raises IntegrityError when she has already seen one of its contexts in the study or in the linked one."""
-    hot_sql.run(connection, hot_sql.RECORD_SEEN,
+    hot_sql.run(connection, hot_sql.kind_statements(kind).record_seen,
                 {"assignment": assignment_id, "annotator": annotator_id, "now": hot_sql.moment(connection, now)})
 
 
-def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datetime, minutes: int | None) -> bool:
+def claim(session: Session, kind: AnnotationKind, assignment_id: int, annotator_id: int, *, now: datetime,
+          minutes: int | None) -> bool:
     """Give an open assignment to the annotator: one `UPDATE` whose WHERE wants it still open, so of two claims at
     once exactly one wins, and in the same transaction one seen_context row per context of the assignment (under
     its study and under the study its `compare_with` names).
@@ -361,19 +349,21 @@ def claim(session: Session, assignment_id: int, annotator_id: int, *, now: datet
     )
     if not cast("CursorResult[Any]", claimed).rowcount:
         return False
-    _record_seen(session, assignment_id, annotator_id, now)
+    _record_seen(session, kind, assignment_id, annotator_id, now)
     return True
 
 
-def contexts_seen_before(session: Session, assignment_id: int, annotator_id: int) -> list[tuple[int, int]]:
+def contexts_seen_before(session: Session, kind: AnnotationKind, assignment_id: int,
+                         annotator_id: int) -> list[tuple[int, int]]:
     """(context id, assignment id) for each context of this assignment (of its items or of its pairs) that the
     annotator was shown in another assignment of its study or of the study linked to it (by either's
     compare_with): claiming it would fail on the seen key. Empty when she may take it."""
     own_study = select(Assignment.study_id).where(Assignment.id == assignment_id).scalar_subquery()
-    contexts = _contexts_of(assignment_id)
+    contexts = text(f"SELECT {kind.context_column} AS context_id FROM {kind.contexts_from} "
+                    f"WHERE {kind.contexts_assignment} = :held").bindparams(held=assignment_id)
     return [(context_id, seen_in) for context_id, seen_in in session.execute(
         select(SeenContext.context_id, SeenContext.assignment_id).distinct()
-        .where(SeenContext.context_id.in_(select(contexts.c.context_id)),
+        .where(SeenContext.context_id.in_(contexts.columns(column("context_id", Integer))),
                SeenContext.study_id.in_(_studies_seen_in(own_study)),
                SeenContext.annotator_id == annotator_id, SeenContext.assignment_id != assignment_id)
         .order_by(SeenContext.context_id, SeenContext.assignment_id)
@@ -412,43 +402,14 @@ def close_study(engine: Engine, name: str) -> Closing:
         return Closing(was_open, assignment_counts(session, study.id))
 
 
-def _items(connection: Executor, assignment_id: int) -> list[dict[str, Any]]:
-    """The assignment's items in stored order, each with its response and the context's turns: one statement (a
-    row per turn), however many items."""
-    items: list[dict[str, Any]] = []
-    for row in hot_sql.run(connection, hot_sql.ITEMS, {"assignment": assignment_id}):
-        position, item_id, response, role, text = tuple(row)
-        if not items or items[-1]["position"] != position:
-            items.append({"item_id": item_id, "position": position, "response": response, "context": []})
-        if role is not None:
-            items[-1]["context"].append({"role": role, "text": text})
-    return items
-
-
-@lru_cache(maxsize=256)
-def _criteria_json(criteria: tuple[Criterion, ...]) -> tuple[dict[str, Any], ...]:
-    return tuple(asdict(c) for c in criteria)
-
-
-@lru_cache(maxsize=256)
-def _scale_json(scale: Scale) -> dict[str, Any]:
-    return {**asdict(scale), "labels": list(scale.labels)}
-
-
-def _payload(study: Study | StudyView, assignment_id: int, status: str, expires_at: datetime | None,
-             items: list[dict[str, Any]]) -> dict[str, Any]:
-    config = study.config
-    scale = _scale_json(config.scale)
-    return {
-        "assignment_id": assignment_id,
-        "status": status,
-        "expires_at": iso_utc(expires_at),
-        "study": {"name": study.name, "title": config.title or "Rate responses in conversations",
-                  "instructions": config.instructions},
-        "criteria": [dict(c) for c in _criteria_json(config.criteria)],  # copies: the caller may change them
-        "scale": {**scale, "labels": list(scale["labels"])},
-        "items": items,
-    }
+def assignment_kind(session: Session, assignment_id: int) -> AnnotationKind:
+    """The annotation part of the kind of the study the assignment belongs to (for callers of `claim` and
+    `contexts_seen_before` that hold an assignment id only); NotFound when there is no such assignment."""
+    study = session.scalar(select(Study).join(Assignment, Assignment.study_id == Study.id)
+                           .where(Assignment.id == assignment_id))
+    if study is None:
+        raise NotFound(f"no assignment {assignment_id}")
+    return annotation_kind(study.config.kind)
 
 
 def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
@@ -460,6 +421,4 @@ def assignment_payload(engine: Engine, assignment_id: int) -> dict[str, Any]:
         if row is None:
             raise NotFound(f"no assignment {assignment_id}")
         status, expires_at, study = row
-        if study.config.is_pairwise:
-            return pairwise_payload(study, assignment_id, status, expires_at, pairwise_items(session, assignment_id))
-        return _payload(study, assignment_id, status, expires_at, _items(session, assignment_id))
+        return annotation_kind(study.config.kind).payload(session, study, assignment_id, status, expires_at)

@@ -3,12 +3,13 @@
 Building a statement with SQLAlchemy's expression language costs more CPU per call than SQLite takes to run it
 (coercions, cache keys, ORM compile and result processing: about 10 ms of a `next` and a `submit` together,
 against about 1 ms in the database), and on SQLite that CPU is spent while holding the one write lock. So the
-statements `next` and `submit` run every time are module-level SQL strings, one per database where SQLite and
+statements `next` and `submit` run every time are SQL strings built once (at import, or once per study kind
+from the table names of its annotation part: `kind_statements`), one per database where SQLite and
 PostgreSQL differ (reading the study's `compare_with` from its JSON configuration; PostgreSQL's FOR UPDATE SKIP
 LOCKED; the driver's parameter style), sent as they are with `Connection.exec_driver_sql` (no compilation, no
 bind or result processing: datetimes are passed and read as each database stores them, see `moment`); still
 through the engine, so its events (and tests/annotation/test_statement_counts.py) see every one.
-The rules they keep are the ones handout.py and submit.py describe; the tests under tests/annotation run them on
+The rules they keep are the ones handout.py and submission.py describe; the tests under tests/annotation run them on
 both databases.
 
 A study's stored configuration is read as text and parsed once per distinct text (`study_view`): a changed
@@ -20,13 +21,16 @@ import functools
 import json
 import re
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, CursorResult
 from sqlalchemy.orm import Session
 
 from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.study_config import StudyConfig
+
+if TYPE_CHECKING:
+    from empeval.server.annotation.kinds import AnnotationKind
 
 # The statuses as the SQL text below spells them.
 OPEN, ASSIGNED = AssignmentStatus.OPEN, AssignmentStatus.ASSIGNED
@@ -90,7 +94,7 @@ def _pyformat(sql: str) -> str:
     return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", sql)
 
 
-def _statement(sql: str) -> ByDialect:
+def statement(sql: str) -> ByDialect:
     """The same statement for both databases."""
     return ByDialect(sql, _pyformat(sql))
 
@@ -152,7 +156,7 @@ STUDY_AND_RESUMABLE = _both(
     "WHERE study.name = :study")
 
 # Her claims take turns (see handout._take_turn): a no-op UPDATE of her row, first in the claim's transaction.
-TAKE_TURN = _statement("UPDATE annotator SET display_name = annotator.display_name WHERE annotator.id = :annotator")
+TAKE_TURN = statement("UPDATE annotator SET display_name = annotator.display_name WHERE annotator.id = :annotator")
 
 # The study's active assignments that are hers or overdue (as many as raters at work, not as the study).
 ACTIVE_OR_OVERDUE = _both(
@@ -175,14 +179,10 @@ def _seen(context: str) -> str:
             "{per_candidate})")
 
 
-# A candidate holds a context she has seen (in the study or the linked one): one per kind of study.
-_SEEN_IN_ITEMS = (
-    "SELECT 1 FROM assignment_item JOIN study_item ON study_item.id = assignment_item.item_id "
-    "JOIN response ON response.id = study_item.response_id "
-    "WHERE assignment_item.assignment_id = candidate.id AND " + _seen("response.context_id"))
-_SEEN_IN_PAIRS = (
-    "SELECT 1 FROM assignment_pair JOIN pair_item ON pair_item.id = assignment_pair.pair_item_id "
-    "WHERE assignment_pair.assignment_id = candidate.id AND " + _seen("pair_item.context_id"))
+def _seen_in(kind: AnnotationKind) -> str:
+    """SQL: the candidate assignment holds a context she has seen (in the study or the linked one)."""
+    return (f"SELECT 1 FROM {kind.contexts_from} WHERE {kind.contexts_assignment} = candidate.id AND "
+            + _seen(kind.context_column))
 
 
 def _first_fitting(seen: str, bound: str = "") -> str:
@@ -211,46 +211,53 @@ def _claim(seen: str) -> ByDialect:
                  f"AND assignment.status = '{OPEN}' RETURNING assignment.id, assignment.design_index")
 
 
-CLAIM_FIRST_FITTING = _claim(_SEEN_IN_ITEMS)  # a Likert study: the contexts of its items
-CLAIM_FIRST_FITTING_PAIR = _claim(_SEEN_IN_PAIRS)  # a pairwise one: the contexts of its pairs
-# The candidate choice on its own (SQLite, PostgreSQL), for the query plan benchmarks/annotation_load.py checks.
-FIRST_FITTING_SQL = dialect_sql(_first_fitting(_SEEN_IN_ITEMS))
-FIRST_FITTING_AFTER_SQL = dialect_sql(_first_fitting(_SEEN_IN_ITEMS, _AFTER_HER_LAST_CLAIM))  # the claim's first walk
+def first_fitting_sql(kind: AnnotationKind, *, after_her_last_claim: bool = False) -> tuple[str, str]:
+    """The candidate choice on its own (SQLite, PostgreSQL), for the query plans benchmarks/annotation_load.py
+    checks; with `after_her_last_claim`, the claim's first walk."""
+    return dialect_sql(_first_fitting(_seen_in(kind), _AFTER_HER_LAST_CLAIM if after_her_last_claim else ""))
 
-# One seen row per context of the assignment (of its items and of its pairs), under its study and under the
-# study its compare_with names: one INSERT ... SELECT.
-RECORD_SEEN = _both(
-    "INSERT INTO seen_context (study_id, annotator_id, context_id, assignment_id, seen_at) "
-    "SELECT studies.study_id, :annotator, contexts.context_id, :assignment, :now FROM ("
-    + _studies_seen_in("(SELECT assignment.study_id FROM assignment WHERE assignment.id = :assignment)")
-    + ") AS studies JOIN ("
-    "SELECT response.context_id AS context_id FROM response "
-    "JOIN study_item ON study_item.response_id = response.id "
-    "JOIN assignment_item ON assignment_item.item_id = study_item.id "
-    "WHERE assignment_item.assignment_id = :assignment "
-    "UNION SELECT pair_item.context_id FROM pair_item "
-    "JOIN assignment_pair ON assignment_pair.pair_item_id = pair_item.id "
-    "WHERE assignment_pair.assignment_id = :assignment) AS contexts ON 1 = 1")
 
-# The assignment's items in stored order, each with its response and the context's turns (a row per turn).
-ITEMS = _statement(
-    "SELECT assignment_item.position, study_item.id, response.text, turn.role, turn.text "
-    "FROM assignment_item JOIN study_item ON study_item.id = assignment_item.item_id "
-    "JOIN response ON response.id = study_item.response_id JOIN context ON context.id = response.context_id "
-    "LEFT OUTER JOIN turn ON turn.dialogue_id = context.dialogue_id AND turn.idx <= context.n_turns "
-    "WHERE assignment_item.assignment_id = :assignment ORDER BY assignment_item.position, turn.idx")
+class KindStatements(NamedTuple):
+    """The statements of `next` and `submit` that depend on the study's kind, built from its annotation part's
+    table names once per kind (kind_statements)."""
 
-# The pairs in stored order, the response shown left first, with the context's turns (a row per turn).
-PAIRS = _statement(
-    "SELECT assignment_pair.position, assignment_pair.pair_item_id, "
-    "CASE WHEN assignment_pair.shown_left = 'a' THEN response_a.text ELSE response_b.text END, "
-    "CASE WHEN assignment_pair.shown_left = 'a' THEN response_b.text ELSE response_a.text END, turn.role, turn.text "
-    "FROM assignment_pair JOIN pair_item ON pair_item.id = assignment_pair.pair_item_id "
-    "JOIN response AS response_a ON response_a.id = pair_item.response_a_id "
-    "JOIN response AS response_b ON response_b.id = pair_item.response_b_id "
-    "JOIN context ON context.id = pair_item.context_id "
-    "LEFT OUTER JOIN turn ON turn.dialogue_id = context.dialogue_id AND turn.idx <= context.n_turns "
-    "WHERE assignment_pair.assignment_id = :assignment ORDER BY assignment_pair.position, turn.idx")
+    claim: ByDialect  # the first fitting open assignment claimed, RETURNING id, design_index
+    record_seen: ByDialect  # a seen row per context of the assignment, under its study and the linked one
+    item_ids: ByDialect  # the assignment's units in position order
+    time_on_item: RowsStatement  # the seconds measured on each unit
+    count_answers: ByDialect  # the answers stored for the assignment
+    copy_placements: ByDialect  # an expiry copy's placements, from those of the assignment it replaces
+
+
+@functools.lru_cache(maxsize=64)
+def kind_statements(kind: AnnotationKind) -> KindStatements:
+    """The kind's statements, built once (a kind part is one object for the life of the process)."""
+    placements, item = kind.placement_table, kind.item_column
+    copied = ", ".join(kind.placement_columns)
+    placed = ", ".join(f"placed.{column}" for column in kind.placement_columns)
+    return KindStatements(
+        claim=_claim(_seen_in(kind)),
+        # One seen row per context of the assignment, under its study and under the study its compare_with names:
+        # one INSERT ... SELECT.
+        record_seen=_both(
+            "INSERT INTO seen_context (study_id, annotator_id, context_id, assignment_id, seen_at) "
+            "SELECT studies.study_id, :annotator, contexts.context_id, :assignment, :now FROM ("
+            + _studies_seen_in("(SELECT assignment.study_id FROM assignment WHERE assignment.id = :assignment)")
+            + f") AS studies JOIN (SELECT DISTINCT {kind.context_column} AS context_id FROM {kind.contexts_from} "
+            f"WHERE {kind.contexts_assignment} = :assignment) AS contexts ON 1 = 1"),
+        item_ids=statement(f"SELECT {item} FROM {placements} WHERE assignment_id = :assignment ORDER BY position"),
+        time_on_item=rows_statement(
+            f"UPDATE {placements} SET seconds_on_item = :seconds WHERE assignment_id = :assignment AND {item} = :item",
+            f"UPDATE {placements} SET seconds_on_item = timed.seconds "
+            "FROM unnest(:item::integer[], :seconds::double precision[]) AS timed(item, seconds) "
+            f"WHERE {placements}.assignment_id = :assignment AND {placements}.{item} = timed.item"),
+        count_answers=statement(f"SELECT count(*) FROM {kind.answer_table} WHERE assignment_id = :assignment"),
+        copy_placements=statement(
+            f"INSERT INTO {placements} (assignment_id, {copied}) SELECT copy.id, {placed} "
+            f"FROM assignment AS copy JOIN {placements} AS placed ON placed.assignment_id = copy.replaces_id "
+            "WHERE copy.replaces_id = :replaced"),
+    )
+
 
 # --- submit ------------------------------------------------------------------------------------------------
 
@@ -262,13 +269,9 @@ ASSIGNMENT_FOR_SUBMIT = _both(
     "JOIN study ON study.id = assignment.study_id "
     "LEFT OUTER JOIN annotator ON annotator.id = assignment.annotator_id WHERE assignment.id = :assignment")
 
-ITEM_IDS = _statement("SELECT item_id FROM assignment_item WHERE assignment_id = :assignment ORDER BY position")
-PAIR_ITEM_IDS = _statement(
-    "SELECT pair_item_id FROM assignment_pair WHERE assignment_id = :assignment ORDER BY position")
-
 # Marks the assignment submitted only if it still may be: hers, not submitted, study open, rater not revoked.
 # Late when it had expired or its deadline has passed (SET reads the row as it was).
-MARK_SUBMITTED = _statement(
+MARK_SUBMITTED = statement(
     f"UPDATE assignment SET status = '{SUBMITTED}', submission_id = :submission, submitted_at = :now, "
     f"comment = :comment, late = (assignment.status = '{EXPIRED}' OR "
     "(assignment.expires_at IS NOT NULL AND assignment.expires_at < :now)) "
@@ -286,7 +289,7 @@ class RowsStatement(NamedTuple):
     per_row: tuple[str, ...]
 
 
-def _rows_statement(sqlite: str, postgresql: str) -> RowsStatement:
+def rows_statement(sqlite: str, postgresql: str) -> RowsStatement:
     """`postgresql` names each per-row parameter as `:name::type[]` (an array, unnested); they are its per_row."""
     per_row = tuple(re.findall(r"(?<![:\w]):(\w+)::", postgresql))
     return RowsStatement(sqlite, _pyformat(postgresql), per_row)
@@ -306,32 +309,6 @@ def run_rows(executor: Executor, statement: RowsStatement, shared: dict[str, Any
     else:
         connection.exec_driver_sql(statement.sqlite, [{**shared, **row} for row in rows])
 
-
-TIME_ON_ITEM = _rows_statement(
-    "UPDATE assignment_item SET seconds_on_item = :seconds WHERE assignment_id = :assignment AND item_id = :item",
-    "UPDATE assignment_item SET seconds_on_item = timed.seconds "
-    "FROM unnest(:item::integer[], :seconds::double precision[]) AS timed(item, seconds) "
-    "WHERE assignment_item.assignment_id = :assignment AND assignment_item.item_id = timed.item")
-TIME_ON_PAIR = _rows_statement(
-    "UPDATE assignment_pair SET seconds_on_item = :seconds WHERE assignment_id = :assignment AND pair_item_id = :item",
-    "UPDATE assignment_pair SET seconds_on_item = timed.seconds "
-    "FROM unnest(:item::integer[], :seconds::double precision[]) AS timed(item, seconds) "
-    "WHERE assignment_pair.assignment_id = :assignment AND assignment_pair.pair_item_id = timed.item")
-INSERT_RATINGS = _rows_statement(
-    "INSERT INTO rating (assignment_id, item_id, annotator_id, criterion, score, submitted_at, submission_id) "
-    "VALUES (:assignment, :item, :annotator, :criterion, :score, :now, :submission)",
-    "INSERT INTO rating (assignment_id, item_id, annotator_id, criterion, score, submitted_at, submission_id) "
-    "SELECT :assignment, given.item, :annotator, given.criterion, given.score, :now, :submission "
-    "FROM unnest(:item::integer[], :criterion::varchar[], :score::integer[]) AS given(item, criterion, score)")
-INSERT_CHOICES = _rows_statement(
-    "INSERT INTO choice (assignment_id, pair_item_id, annotator_id, criterion, choice, submitted_at, submission_id) "
-    "VALUES (:assignment, :item, :annotator, :criterion, :choice, :now, :submission)",
-    "INSERT INTO choice (assignment_id, pair_item_id, annotator_id, criterion, choice, submitted_at, submission_id) "
-    "SELECT :assignment, given.item, :annotator, given.criterion, given.choice, :now, :submission "
-    "FROM unnest(:item::integer[], :criterion::varchar[], :choice::varchar[]) AS given(item, criterion, choice)")
-
-COUNT_RATINGS = _statement("SELECT count(*) FROM rating WHERE assignment_id = :assignment")
-COUNT_CHOICES = _statement("SELECT count(*) FROM choice WHERE assignment_id = :assignment")
 
 
 # --- the study as the hot path sees it ---------------------------------------------------------------------

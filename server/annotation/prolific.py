@@ -36,7 +36,7 @@ from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Annotator, Assignment
 from empeval.server.store.queries import study_by_name
 from empeval.server.store.statuses import AssignmentStatus
-from empeval.server.store.study_config import Recruitment
+from empeval.server.store.study_parts import Recruitment
 
 PROVIDER = "prolific"
 PARAMETERS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")

@@ -7,10 +7,11 @@ from datetime import datetime
 from statistics import median
 from typing import NamedTuple
 
-from sqlalchemy import Engine, or_, select
+from sqlalchemy import Engine, column, or_, select, table
 from sqlalchemy.orm import Session
 
-from empeval.server.store.models import Annotator, Assignment, AssignmentItem, AssignmentPair, StudyRevocation
+from empeval.server.annotation.kinds import annotation_kind
+from empeval.server.store.models import Annotator, Assignment, StudyRevocation
 from empeval.server.store.queries import as_utc, study_by_name
 from empeval.server.store.statuses import AssignmentStatus
 
@@ -18,7 +19,7 @@ from empeval.server.store.statuses import AssignmentStatus
 class RaterRow(NamedTuple):
     pseudonym: str
     assignments: int  # submitted
-    items: int  # items (pairs, in an A/B study) of her submitted assignments
+    items: int  # units (items, pairs, tuples: as the kind hands out) of her submitted assignments
     median_seconds: float | None  # median seconds per item, where the page measured them
     hours: float  # measured: from being handed each submitted assignment to submitting it, summed
     hourly_pay: float | None  # pay per assignment x assignments / hours; None unpaid, or nothing measured
@@ -47,10 +48,11 @@ def rater_table(engine: Engine, study: str) -> RaterTable:
                    or_(Annotator.revoked_at.is_not(None), Annotator.id.in_(revoked_here)))
             .join(Annotator, Annotator.id == Assignment.annotator_id)
             .where(Assignment.study_id == study_row.id, Assignment.status == AssignmentStatus.SUBMITTED)).all()
-        placement = AssignmentPair if config.is_pairwise else AssignmentItem
+        kind = annotation_kind(config.kind)
+        placement = table(kind.placement_table, column("assignment_id"), column("seconds_on_item"))
         seconds = session.execute(
-            select(Annotator.pseudonym, placement.seconds_on_item)
-            .join(Assignment, Assignment.id == placement.assignment_id)
+            select(Annotator.pseudonym, placement.c.seconds_on_item)
+            .join(Assignment, Assignment.id == placement.c.assignment_id)
             .join(Annotator, Annotator.id == Assignment.annotator_id)
             .where(Assignment.study_id == study_row.id, Assignment.status == AssignmentStatus.SUBMITTED)).all()
     pay = config.pay.per_assignment

@@ -14,7 +14,7 @@ from empeval.server.store.statuses import AssignmentStatus
 
 class StudySummary(NamedTuple):
     name: str
-    kind: str  # likert or pairwise
+    kind: str  # the study's kind: likert, pairwise, ...
     status: str  # open or closed
     done: int  # assignments submitted
     total: int  # assignments of the design: an expired one is counted once, by the copy that replaced it
@@ -37,7 +37,7 @@ def study_summaries(engine: Engine) -> list[StudySummary]:
         for study in studies:
             row = counts.get(study.id)
             summaries.append(StudySummary(
-                study.name, "pairwise" if study.config.is_pairwise else "likert", study.status,
+                study.name, study.config.kind, study.status,
                 row.done if row else 0, row.total if row else 0, row.annotators if row else 0,
                 as_utc(study.created_at)))
         return summaries

@@ -1,11 +1,11 @@
 """Withdrawing a participant from a study (`empeval annotators forget NAME --study S`).
 
 What leaves, in one transaction:
-- her ratings and A/B choices in the study (so they leave every export and every analysis) and the comments she
-  left on its assignments (free text may name her);
+- her answers in the study (ratings, A/B choices, ...: whatever its kind stores; so they leave every export and
+  every analysis) and the comments she left on its assignments (free text may name her);
 - her work in progress there (expired, as revoking does); each assignment she had submitted becomes 'expired' and,
-  unless a copy already replaced it (a late submission), a copy with the same items (or pairs, on the same sides)
-  goes back to the pool, so another rater restores the design's k ratings per response;
+  unless a copy already replaced it (a late submission), a copy with the same placements (pairs on the same
+  sides) goes back to the pool, so another rater restores the design's k answers per unit;
 - her identifying data, once she takes part in no other study: the name she was invited under is deleted and her
   pseudonym (a keyed hash of that name or worker id, the one the exports carried) is replaced by a tombstone, a
   keyed hash under another salt, so that nothing stored or exported before matches her row any more. Her row is
@@ -24,26 +24,17 @@ import hashlib
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import CursorResult, DateTime, String, delete, false, insert, literal, select, update
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import CursorResult, column, delete, select, table, update
+from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import pseudonym_for
-from empeval.server.annotation.handout import expire_active_of
+from empeval.server.annotation.handout import copy_to_pool, expire_active_of
+from empeval.server.annotation.kinds import AnnotationKind, annotation_kind
 from empeval.server.annotation.secrets import secret_key
 from empeval.server.annotation.study_log import WITHDRAWAL, add_entry
 from empeval.server.errors import NotFound
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import (
-    Annotator,
-    Assignment,
-    AssignmentItem,
-    AssignmentPair,
-    Choice,
-    Rating,
-    Study,
-    StudyLogEntry,
-    StudyRevocation,
-)
+from empeval.server.store.models import Annotator, Assignment, Study, StudyLogEntry, StudyRevocation
 from empeval.server.store.queries import now_utc, study_by_name
 from empeval.server.store.statuses import AssignmentStatus
 
@@ -60,8 +51,8 @@ def tombstone_for(secret: str, provider: str, external_id: str) -> str:
 class Withdrawal(NamedTuple):
     annotator_id: int
     already: bool  # withdrawn from this study before, and nothing was left to remove
-    ratings_removed: int
-    choices_removed: int
+    answers_removed: int
+    answers: str  # what they are, in the study kind's words: "ratings", "choices", ...
     comments_removed: int
     reopened: int  # submitted assignments whose copy went back to the pool
     in_progress_expired: int
@@ -88,31 +79,35 @@ def forget(engine, name: str, *, study: str, provider: str = "local", now: datet
         if session.get(StudyRevocation, (study_row.id, annotator.id)) is None:
             session.add(StudyRevocation(study_id=study_row.id, annotator_id=annotator.id, revoked_at=now))
         in_progress = expire_active_of(session, annotator.id, study_id=study_row.id)
-        removed = _remove_work(session, study_row.id, annotator.id, now)
+        kind = annotation_kind(study_row.config.kind)
+        removed = _remove_work(session, kind, study_row.id, annotator.id, now)
         kept_for = _other_studies(session, study_row.id, annotator.id)
         name_removed = False
         if not kept_for and annotator.pseudonym != pseudonyms[1]:
             annotator.display_name, annotator.pseudonym = None, pseudonyms[1]
             annotator.revoked_at = annotator.revoked_at or now
             name_removed = True
-        withdrawal = Withdrawal(annotator.id, False, *removed, in_progress, name_removed, tuple(kept_for))
+        answers, comments, reopened = removed
+        withdrawal = Withdrawal(annotator.id, False, answers, kind.counted, comments, reopened, in_progress,
+                                name_removed, tuple(kept_for))
         if withdrawn_before and not (any(removed) or in_progress or name_removed):
             return withdrawal._replace(already=True)
         add_entry(session, study_row.id, WITHDRAWAL, annotator_id=annotator.id, at=now, detail={
-            "ratings_removed": withdrawal.ratings_removed, "choices_removed": withdrawal.choices_removed,
-            "comments_removed": withdrawal.comments_removed, "assignments_reopened": withdrawal.reopened,
+            f"{kind.counted}_removed": withdrawal.answers_removed, "comments_removed": withdrawal.comments_removed,
+            "assignments_reopened": withdrawal.reopened,
             "in_progress_expired": in_progress, "name_removed": name_removed, "name_kept_for": list(kept_for)})
         return withdrawal
 
 
-def _remove_work(session: Session, study_id: int, annotator_id: int, now: datetime) -> tuple[int, int, int, int]:
-    """Delete her ratings, choices and comments in the study; expire her submitted assignments and put a copy of
-    each not yet replaced back in the pool. Returns (ratings, choices, comments, assignments reopened)."""
+def _remove_work(session: Session, kind: AnnotationKind, study_id: int, annotator_id: int,
+                 now: datetime) -> tuple[int, int, int]:
+    """Delete her answers (rows of the kind's answer table) and comments in the study; expire her submitted
+    assignments and put a copy of each not yet replaced back in the pool. Returns (answers, comments, assignments
+    reopened)."""
     hers = select(Assignment.id).where(Assignment.study_id == study_id, Assignment.annotator_id == annotator_id)
-    ratings = _count(session.execute(delete(Rating).where(Rating.annotator_id == annotator_id,
-                                                          Rating.assignment_id.in_(hers))))
-    choices = _count(session.execute(delete(Choice).where(Choice.annotator_id == annotator_id,
-                                                          Choice.assignment_id.in_(hers))))
+    answer = table(kind.answer_table, column("annotator_id"), column("assignment_id"))
+    answers = _count(session.execute(delete(answer).where(answer.c.annotator_id == annotator_id,
+                                                          answer.c.assignment_id.in_(hers))))
     comments = _count(session.execute(update(Assignment).where(Assignment.id.in_(hers), Assignment.comment.is_not(None))
                                       .values(comment=None).execution_options(synchronize_session=False)))
     submitted = session.scalars(select(Assignment.id).where(Assignment.id.in_(hers),
@@ -122,38 +117,13 @@ def _remove_work(session: Session, study_id: int, annotator_id: int, now: dateti
     if submitted:
         session.execute(update(Assignment).where(Assignment.id.in_(submitted)).values(status=AssignmentStatus.EXPIRED)
                         .execution_options(synchronize_session=False))
-    _copy_to_pool(session, reopen, now)
-    return ratings, choices, comments, len(reopen)
+    copy_to_pool(session, reopen, now, (kind,))
+    return answers, comments, len(reopen)
 
 
 def _count(result: Any) -> int:
     """The rows a DELETE or UPDATE touched."""
     return cast("CursorResult[Any]", result).rowcount
-
-
-_COPY = aliased(Assignment, name="copy")
-
-
-def _copy_to_pool(session: Session, assignment_ids: list[int], now: datetime) -> None:
-    """An open copy of each assignment, with the same items (or pairs, on the same sides), pointing at it by
-    `replaces_id`, as the hand-out's expiry makes them: three INSERT ... SELECTs however many there are."""
-    if not assignment_ids:
-        return
-    session.execute(insert(Assignment).from_select(
-        ["study_id", "status", "created_at", "round", "design_index", "replaces_id", "late"],
-        select(Assignment.study_id, literal(AssignmentStatus.OPEN.value, String), literal(now, DateTime(timezone=True)),
-               Assignment.round,
-               Assignment.design_index, Assignment.id, false()).where(Assignment.id.in_(assignment_ids))))
-    session.execute(insert(AssignmentItem).from_select(
-        ["assignment_id", "item_id", "position"],
-        select(_COPY.id, AssignmentItem.item_id, AssignmentItem.position)
-        .join(AssignmentItem, AssignmentItem.assignment_id == _COPY.replaces_id)
-        .where(_COPY.replaces_id.in_(assignment_ids))))
-    session.execute(insert(AssignmentPair).from_select(
-        ["assignment_id", "pair_item_id", "position", "shown_left"],
-        select(_COPY.id, AssignmentPair.pair_item_id, AssignmentPair.position, AssignmentPair.shown_left)
-        .join(AssignmentPair, AssignmentPair.assignment_id == _COPY.replaces_id)
-        .where(_COPY.replaces_id.in_(assignment_ids))))
 
 
 def _other_studies(session: Session, study_id: int, annotator_id: int) -> list[str]:

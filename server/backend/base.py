@@ -48,6 +48,9 @@ class DialogueContext:
         return "raw:" + hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
+UPSTREAM = "upstream"  # Outcome.error_kind of a remote model's failure
+
+
 @dataclass
 class Outcome:
     """What a system produced for one context: `text` on success, else `error` (never both)."""
@@ -63,6 +66,11 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def upstream_failed(self) -> bool:
+        """The error is a remote model's failure (a 502 to the API's caller), not this system's refusal."""
+        return self.error_kind == UPSTREAM
 
 
 class ResponseUnavailable(EmpevalError):

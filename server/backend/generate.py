@@ -80,7 +80,7 @@ def generate_responses(
                     report.stored += 1
                 else:
                     report.errors.append((outcome.context_key, outcome.error))
-                    report.upstream_errors += outcome.error_kind == "upstream"
+                    report.upstream_errors += outcome.upstream_failed
         if on_batch:
             on_batch(len(batch))
     return report

@@ -56,6 +56,8 @@ JUDGE_KINDS: dict[str, str] = {
     "learned-judge": "empeval.server.backend.judges.learned_judge:LearnedJudge",
     "length-judge": "empeval.server.backend.judges.length_judge:LengthJudge",
 }
+# System kinds whose answers depend on the emotion classifier (empeval metrics reports its accuracy for them).
+EMOTION_CONDITIONED = frozenset({"retrieval-emoprepend"})
 
 
 # What an annotation-only install lacks (the `backend` extra in pyproject.toml).

@@ -1,6 +1,8 @@
-"""The SQL store: schema (models), connection (engine) and migrations (migrate)."""
+"""The SQL store: schema (models, and each study kind's tables under kinds/), connection (engine) and migrations
+(migrate). Importing it registers every study kind's store part (kinds/registered.py)."""
 from sqlalchemy import Engine
 
+import empeval.server.store.kinds.registered  # noqa: F401 (every kind's setup and tables, registered)
 from empeval.server.store.engine import database_url, make_engine, unit_of_work
 from empeval.server.store.migrate import downgrade, ensure_schema, upgrade
 

@@ -1,12 +1,11 @@
-"""The SQL schema: what empeval stores, with the constraints that keep it honest.
+"""The SQL schema every kind of study shares: what empeval stores, with the constraints that keep it honest.
 
-Every uniqueness rule that prevents double counting lives in the schema, not only in Python:
-a dialogue is imported once per dataset, a system produces one response per context, an annotator
-rates an item once per criterion, a submission id is stored once, an annotator holds at most one active
-assignment per study, and is shown a context at most once per study. In a pairwise (A/B) study a pair item
-compares two responses to the same context, stored once whatever the sides; each placement logs which side
-is shown on the left, and a choice is one per (assignment, pair item, criterion) and per (pair item,
-annotator, criterion), made about a placement of that very assignment.
+Every uniqueness rule that prevents double counting lives in the schema, not only in Python: a dialogue is
+imported once per dataset, a system produces one response per context, a submission id is stored once, an
+annotator holds at most one active assignment per study, and is shown a context at most once per study. What a
+study of one kind shows and stores (a Likert study's items and ratings, an A/B study's pairs and choices, ...)
+lives in that kind's own tables, declared on the same `Base` in server/store/kinds/ with the rules of that kind
+(one answer per unit, annotator and criterion, made about a placement of that very assignment).
 """
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from sqlalchemy import (
     DateTime,
     Enum,
     ForeignKey,
-    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -199,7 +197,6 @@ class Study(Base):
     status: Mapped[StudyStatus] = mapped_column(status_type(StudyStatus), default=StudyStatus.DRAFT)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
-    items: Mapped[list[StudyItem]] = relationship(back_populates="study", cascade="all, delete-orphan")
 
     @property
     def config(self) -> StudyConfig:
@@ -209,41 +206,6 @@ class Study(Base):
     @config.setter
     def config(self, value: StudyConfig) -> None:
         self._config_json = value.to_json()
-
-
-class StudyItem(Base):
-    """A response as a rater sees it in one study; controls are flagged with the criterion they target."""
-
-    __tablename__ = "study_item"
-    __table_args__ = (
-        UniqueConstraint("study_id", "response_id"),
-        CheckConstraint("NOT is_control OR control_target IS NOT NULL", name="control_has_target"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"))
-    response_id: Mapped[int] = mapped_column(ForeignKey("response.id", ondelete="RESTRICT"))
-    is_control: Mapped[bool] = mapped_column(Boolean, default=False)
-    control_target: Mapped[str | None] = mapped_column(String(32))
-    design: Mapped[dict[str, Any]] = mapped_column(default=dict)
-
-    study: Mapped[Study] = relationship(back_populates="items")
-    response: Mapped[Response] = relationship()
-
-
-class StudyContext(Base):
-    """A context of a Likert study, and whether people rate it: `human_rated` is false for a context of the
-    model-assisted design (design.human_share) that only the judges score, so the analysis can tell the
-    human-rated-by-design contexts from the judge-only ones (whether or not ratings came in) and a reviewer can
-    check the seeded draw (the share and its seed are in the study's configuration). Written with the study
-    (migration 0008); studies created before have no rows."""
-
-    __tablename__ = "study_context"
-
-    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), primary_key=True)
-    context_id: Mapped[int] = mapped_column(ForeignKey("context.id", ondelete="RESTRICT"), primary_key=True,
-                                            index=True)
-    human_rated: Mapped[bool] = mapped_column(Boolean)
 
 
 class Annotator(Base):
@@ -322,9 +284,6 @@ class Assignment(Base):
     late: Mapped[bool] = mapped_column(Boolean, default=False)
     comment: Mapped[str | None] = mapped_column(Text)
 
-    items: Mapped[list[AssignmentItem]] = relationship(
-        back_populates="assignment", order_by="AssignmentItem.position", cascade="all, delete-orphan"
-    )
     annotator: Mapped[Annotator | None] = relationship()
 
 
@@ -344,153 +303,6 @@ class SeenContext(Base):
     # The assignment whose claim showed the context.
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"), index=True)
     seen_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class AssignmentItem(Base):
-    """Which item sits at which position of an assignment (kept for order-effect analysis)."""
-
-    __tablename__ = "assignment_item"
-    __table_args__ = (
-        UniqueConstraint("assignment_id", "item_id"),
-        UniqueConstraint("assignment_id", "position"),
-        CheckConstraint("position >= 0", name="position_nonnegative"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
-    item_id: Mapped[int] = mapped_column(ForeignKey("study_item.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int]
-    seconds_on_item: Mapped[float | None]
-
-    assignment: Mapped[Assignment] = relationship(back_populates="items")
-    item: Mapped[StudyItem] = relationship()
-
-
-class Rating(Base):
-    """One score on one criterion for one item by one annotator.
-
-    Two constraints make double counting impossible: one rating per (assignment, item, criterion), and
-    one per (item, annotator, criterion) even across assignments.
-    """
-
-    __tablename__ = "rating"
-    __table_args__ = (
-        UniqueConstraint("assignment_id", "item_id", "criterion"),
-        UniqueConstraint("item_id", "annotator_id", "criterion"),
-        CheckConstraint("score >= 0", name="score_nonnegative"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
-    # item_id and submission_id have no index of their own: the unique key (item_id, annotator_id, criterion)
-    # serves lookups by item, no query looks a rating up by submission id, and every index is written 30 times
-    # per submission (migration 0009).
-    item_id: Mapped[int] = mapped_column(ForeignKey("study_item.id", ondelete="CASCADE"))
-    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotator.id"), index=True)
-    criterion: Mapped[str] = mapped_column(String(32))
-    score: Mapped[int]
-    submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
-    submission_id: Mapped[str] = mapped_column(String(100))
-
-    assignment: Mapped[Assignment] = relationship()
-    item: Mapped[StudyItem] = relationship()
-    annotator: Mapped[Annotator] = relationship()
-
-
-class PairItem(Base):
-    """Two systems' responses to one context, compared in a pairwise (A/B) study.
-
-    The pair is stored once, whatever the sides: `response_a_id` < `response_b_id`; which of the two a rater
-    sees on the left is logged per placement (AssignmentPair.shown_left). Both composite foreign keys go
-    through `context_id`, so both responses answer this context (the context the hand-out records as seen).
-    A control pair holds a control system's response on `control_side`, built to lose on `control_target`
-    (the one criterion it is scored on).
-    """
-
-    __tablename__ = "pair_item"
-    __table_args__ = (
-        UniqueConstraint("study_id", "response_a_id", "response_b_id"),
-        CheckConstraint("response_a_id < response_b_id", name="responses_ordered"),
-        CheckConstraint("control_side IN ('a', 'b')", name="control_side_known"),
-        CheckConstraint("(is_control AND control_target IS NOT NULL AND control_side IS NOT NULL) OR "
-                        "(NOT is_control AND control_target IS NULL AND control_side IS NULL)",
-                        name="control_has_target_and_side"),
-        ForeignKeyConstraint(["response_a_id", "context_id"], ["response.id", "response.context_id"],
-                             ondelete="RESTRICT"),
-        ForeignKeyConstraint(["response_b_id", "context_id"], ["response.id", "response.context_id"],
-                             ondelete="RESTRICT"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    study_id: Mapped[int] = mapped_column(ForeignKey("study.id", ondelete="CASCADE"), index=True)
-    context_id: Mapped[int] = mapped_column(ForeignKey("context.id", ondelete="RESTRICT"), index=True)
-    response_a_id: Mapped[int]
-    response_b_id: Mapped[int]
-    is_control: Mapped[bool] = mapped_column(Boolean, default=False)
-    control_target: Mapped[str | None] = mapped_column(String(32))
-    control_side: Mapped[str | None] = mapped_column(String(1))
-    design: Mapped[dict[str, Any]] = mapped_column(default=dict)
-
-    study: Mapped[Study] = relationship()
-    context: Mapped[Context] = relationship()
-    response_a: Mapped[Response] = relationship(
-        primaryjoin="Response.id == PairItem.response_a_id", foreign_keys="PairItem.response_a_id", viewonly=True)
-    response_b: Mapped[Response] = relationship(
-        primaryjoin="Response.id == PairItem.response_b_id", foreign_keys="PairItem.response_b_id", viewonly=True)
-
-
-class AssignmentPair(Base):
-    """Which pair item sits at which position of an assignment, and which of its responses is shown on the left
-    (as A): 'a' or 'b', as the design counterbalanced it. An expiry copy must copy `shown_left` too."""
-
-    __tablename__ = "assignment_pair"
-    __table_args__ = (
-        UniqueConstraint("assignment_id", "pair_item_id"),
-        UniqueConstraint("assignment_id", "position"),
-        CheckConstraint("position >= 0", name="position_nonnegative"),
-        CheckConstraint("shown_left IN ('a', 'b')", name="shown_left_known"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
-    pair_item_id: Mapped[int] = mapped_column(ForeignKey("pair_item.id", ondelete="CASCADE"), index=True)
-    position: Mapped[int]
-    shown_left: Mapped[str] = mapped_column(String(1))
-    seconds_on_item: Mapped[float | None]
-
-    assignment: Mapped[Assignment] = relationship()
-    pair_item: Mapped[PairItem] = relationship()
-
-
-class Choice(Base):
-    """One answer on one criterion about one pair item by one annotator: the side chosen as it was shown to
-    her ('left' or 'right') or 'tie'. The system it means follows from the placement's `shown_left`; the
-    composite foreign key makes sure that placement is in this very assignment. As for ratings, two keys make
-    double counting impossible: one choice per (assignment, pair item, criterion) and one per (pair item,
-    annotator, criterion) even across assignments. Whether the study allows ties is checked on submission."""
-
-    __tablename__ = "choice"
-    __table_args__ = (
-        UniqueConstraint("assignment_id", "pair_item_id", "criterion"),
-        UniqueConstraint("pair_item_id", "annotator_id", "criterion"),
-        CheckConstraint("choice IN ('left', 'right', 'tie')", name="choice_known"),
-        ForeignKeyConstraint(["assignment_id", "pair_item_id"],
-                             ["assignment_pair.assignment_id", "assignment_pair.pair_item_id"], ondelete="CASCADE"),
-    )
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    assignment_id: Mapped[int] = mapped_column(ForeignKey("assignment.id", ondelete="CASCADE"))
-    # No index of their own, as for Rating (migration 0009).
-    pair_item_id: Mapped[int] = mapped_column(ForeignKey("pair_item.id", ondelete="CASCADE"))
-    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotator.id"), index=True)
-    criterion: Mapped[str] = mapped_column(String(32))
-    choice: Mapped[str] = mapped_column(String(5))
-    submitted_at: Mapped[datetime] = mapped_column(default=utcnow)
-    submission_id: Mapped[str] = mapped_column(String(100))
-
-    assignment: Mapped[Assignment] = relationship()
-    pair_item: Mapped[PairItem] = relationship()
-    annotator: Mapped[Annotator] = relationship()
 
 
 class JudgeScore(Base):

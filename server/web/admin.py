@@ -9,20 +9,16 @@ signs in, then redirects to /admin; scripts send `Authorization: Bearer <admin t
 from __future__ import annotations
 
 from pathlib import Path
-from statistics import median
 
-import numpy as np
-import pandas as pd
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, send_from_directory
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, Forbidden, NotFound, TooManyRequests
 
-from empeval.server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
+from empeval.server.annotation.export import export_text
 from empeval.server.annotation.item_browser import item_page
-from empeval.server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
+from empeval.server.annotation.kinds import annotation_kind
 from empeval.server.annotation.preview import preview_payload
-from empeval.server.annotation.progress_counts import likert_counts, likert_scores, pairwise_counts
 from empeval.server.annotation.rater_table import rater_table, study_comments
 from empeval.server.annotation.study_log import study_log
 from empeval.server.store.models import Study
@@ -45,46 +41,18 @@ def _engine():
     return current_app.extensions["empeval.engine"]
 
 
-def alpha_so_far(scores: list[tuple[int, str, int]], criterion: str,
-                 scale: tuple[int, int] = (1, 5)) -> float | None:
-    """Krippendorff's alpha (ordinal) over the (item, criterion, score) ratings of non-control items so far, computed
-    by analysis/ (the same code the report uses); None while it is undefined (no pairable item, no variation)."""
-    from empeval.analysis.agreement import reliability_counts
-    from empeval.analysis.coefficients import krippendorff_alpha
-
-    table = pd.DataFrame([{"item": item, "score": score} for item, rated, score in scores if rated == criterion],
-                         columns=["item", "score"])
-    if table.empty:
-        return None
-    counts, values = reliability_counts(table, scale=scale)
-    alpha = float(krippendorff_alpha(counts, values, level="ordinal"))
-    return None if np.isnan(alpha) else alpha
-
-
 def study_progress(name: str) -> dict:
-    """Whether it is open or closed, items done, assignments by status, ratings per annotator, seconds per item,
-    alpha so far (an A/B study: its judgments, see _pairwise_progress). Counted in SQL, not from the export."""
+    """Whether it is open or closed, assignments by status, and what the study's kind counts (its annotation part's
+    progress: answers in all and per annotator, units covered, k, alpha so far for a Likert study), with the words
+    the pages use for its units. Counted in SQL, not from the export."""
     with Session(_engine()) as session:
         study = study_by_name(session, name)
-        statuses = assignment_counts(session, study.id)
-        config = study.config
-        if config.is_pairwise:
-            return {"study": name, "kind": "pairwise", "status": study.status,
-                    "is_closed": study.status == StudyStatus.CLOSED, "assignments": statuses,
-                    **pairwise_counts(session, study.id),
-                    "judgments_per_pair": config.pairwise.judgments_per_pair if config.pairwise else None}
-        criteria = config.criterion_keys
-        counts = likert_counts(session, study.id, criteria[0])
-        scores = likert_scores(session, study.id)
-    seconds = counts.pop("seconds")
-    scale = (config.scale.min, config.scale.max)
-    return {
-        "study": name, "kind": "likert", "status": study.status, "is_closed": study.status == StudyStatus.CLOSED,
-        "assignments": statuses, **counts,
-        "ratings_per_response": config.design.ratings_per_response,
-        "median_seconds_per_item": median(seconds) if seconds else None,
-        "alpha_ordinal": {c: alpha_so_far(scores, c, scale) for c in criteria},
-    }
+        kind = annotation_kind(study.config.kind)
+        return {"study": name, "kind": kind.name, "status": study.status,
+                "is_closed": study.status == StudyStatus.CLOSED, "assignments": assignment_counts(session, study.id),
+                **kind.progress(session, study),
+                "words": {"unit": kind.unit, "units": kind.units, "answered": kind.answered,
+                          "per_annotator": kind.per_annotator}}
 
 
 @blueprint.get("/admin")
@@ -198,19 +166,11 @@ def export(name: str):
     fmt = request.args.get("format", "csv")
     if fmt not in ("csv", "jsonl"):
         raise BadRequest(f"format must be csv or jsonl, got {fmt!r}")
-    with Session(_engine()) as session:
-        pairwise = study_by_name(session, name).config.is_pairwise
-    if pairwise:  # the judgment table (analysis.pairwise_schema), one row per choice and criterion
-        judgments = pairwise_export_rows(_engine(), name)
-        if fmt == "csv":
-            return Response(judgments_to_csv(judgments), mimetype="text/csv",
-                            headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
-        return Response(rows_to_jsonl(judgments), mimetype="application/x-ndjson")
-    rows = export_rows(_engine(), name)
+    text, _, _ = export_text(_engine(), name, fmt)
     if fmt == "csv":
-        return Response(rows_to_csv(rows), mimetype="text/csv",
+        return Response(text, mimetype="text/csv",
                         headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
-    return Response(rows_to_jsonl(rows), mimetype="application/x-ndjson")
+    return Response(text, mimetype="application/x-ndjson")
 
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}

@@ -14,9 +14,9 @@ from flask import Blueprint, current_app, jsonify, request, send_from_directory
 from werkzeug.exceptions import BadRequest, NotFound, Unauthorized, UnsupportedMediaType
 
 from empeval.server.annotation.handout import next_assignment_payload
-from empeval.server.annotation.pairwise_submit import pairwise_submission_schema
+from empeval.server.annotation.kinds import annotation_kinds
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.annotation.submission_schema import submission_schema
-from empeval.server.annotation.submit import submit_assignment
 from empeval.server.web import openapi
 from empeval.server.web.auth import INVITE_COOKIE, bearer_token, check_invite, current_annotator, set_invite_cookie
 
@@ -86,6 +86,13 @@ def submit(assignment_id: int):
 
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+
+
+def _schema_name(kind) -> str:
+    """The OpenAPI schema name of a kind's submission body: LikertSubmission, PairwiseSubmission, ..."""
+    return "".join(part.capitalize() for part in kind.name.replace("-", "_").split("_")) + "Submission"
+
+
 _BEARER: list[dict[str, list[str]]] = [{"inviteToken": []}, {"inviteCookie": []}]
 _LIMITED = {"429": {"description": "too many failed token checks from this address (see Retry-After)", **_ERR}}
 
@@ -104,8 +111,8 @@ openapi.register_paths(
                           "401": {"description": "no token", **_ERR}, "403": {"description": "invalid token", **_ERR},
                           "404": {"description": "study gone", **_ERR}, **_LIMITED}}},
         "/api/assignments/{assignment_id}/submit": {"post": {
-            "summary": "Submit every rating (Likert) or every A/B choice (pairwise) of an assignment (idempotent per "
-                       "submission_id)",
+            "summary": "Submit every answer of an assignment (ratings of a Likert study, choices of an A/B one, ...; "
+                       "idempotent per submission_id)",
             "security": _BEARER,
             "parameters": [{"name": "assignment_id", "in": "path", "required": True, "schema": {"type": "integer"}}],
             "requestBody": {"required": True, **_json({"$ref": "#/components/schemas/Submission"})},
@@ -129,16 +136,15 @@ openapi.register_paths(
     {
         "NextAssignment": {"type": "object", "properties": {"assignment": {"type": ["object", "null"]},
                                                              "message": {"type": "string"}}},
-        # Generated from the rules the submits validate with (server.annotation.submission_schema for a Likert
-        # study, pairwise_submit for an A/B one), not copied; the assignment's study decides which applies.
-        "Submission": {"oneOf": [{"$ref": "#/components/schemas/LikertSubmission"},
-                                 {"$ref": "#/components/schemas/PairwiseSubmission"}]},
-        "LikertSubmission": submission_schema(),
-        "PairwiseSubmission": pairwise_submission_schema(),
+        # Generated from the rules the submission validates with (the envelope, server.annotation.submission_schema,
+        # and each kind's entries, its annotation part), not copied; the assignment's study decides which applies.
+        "Submission": {"oneOf": [{"$ref": f"#/components/schemas/{_schema_name(kind)}"}
+                                 for kind in annotation_kinds()]},
+        **{_schema_name(kind): submission_schema(kind) for kind in annotation_kinds()},
         "Receipt": {"type": "object", "properties": {
             "status": {"type": "string"}, "assignment_id": {"type": "integer"}, "submission_id": {"type": "string"},
-            "ratings": {"type": "integer", "description": "ratings stored (a Likert study)"},
-            "choices": {"type": "integer", "description": "A/B choices stored (a pairwise study)"},
+            **{kind.counted: {"type": "integer", "description": f"{kind.counted} stored (a {kind.name} study)"}
+               for kind in annotation_kinds()},
             "late": {"type": "boolean"}, "submitted_at": {"type": "string"},
             "completion": {"type": "object", "description": "a Prolific participant's completion code and the URL "
                            "that reports it to Prolific; only in the receipt of an accepted submit of a Prolific "

@@ -119,7 +119,7 @@ def respond():
     result = {"system": name, "kind": model.kind, "version": model.version, **_outcome_json(model, outcome)}
     if outcome.ok:
         return result
-    status = 502 if outcome.error_kind == "upstream" else 422
+    status = 502 if outcome.upstream_failed else 422
     return jsonify(error="Bad Gateway" if status == 502 else "Unprocessable Content", message=outcome.error,
                    provenance=outcome.provenance), status
 

@@ -1,7 +1,7 @@
 """The crowd job files, defined once: what the app hands the crowd runner and what the runner hands back.
 
 Standard library only and Python 3.10 compatible: the app (Python 3.11) imports it as
-`empeval.tasks.crowd.contract`; the runner (tasks/likert/runner.py, in .venv-crowd on Python 3.10) loads this file
+`empeval.tasks.crowd.contract`; the runner (tasks/crowd/runner.py, in .venv-crowd on Python 3.10) loads this file
 by path. One job directory holds:
 
   in   job.json       a CrowdJob: what to run, with every default here (written once by the app)
@@ -16,12 +16,11 @@ cut short by a crash and is ignored (the runner truncates it before appending ag
 is not valid JSON or not a valid record is a problem reported as `file:line: reason`, never skipped in
 silence.
 
-Controls are scored with the rule of analysis.quality.control_results: a control passes when its score on
-the criterion it targets is below the worker's mean on that criterion over the real items of the same
-assignment (tests/crowd/test_contract.py checks the two agree). A pairwise (A/B) unit's control pair is scored
-with the rule of analysis.pairwise.control_scores: it passes when the worker chose the real response on the
-criterion the control targets (a tie or the control fails); `shown_as` says under which label, A or B, the
-control response was shown.
+Controls are scored by the rule each carries (Control), which the study's kind declares: a Likert control passes
+when its score on the criterion it targets is below the worker's mean on that criterion over the real items of
+the same assignment (analysis.kinds.likert.quality.control_results; tests/crowd/test_contract.py checks the two
+agree); an A/B control pair when the worker chose the real response (analysis/kinds/pairwise/tables.py,
+control_scores), whichever side it was shown on; and so on for every kind.
 
 Self-checks (run `python tasks/crowd/contract.py` under either interpreter):
 
@@ -46,9 +45,9 @@ Self-checks (run `python tasks/crowd/contract.py` under either interpreter):
 (ControlScore(n=1, passed=1), True)
 >>> judged = {"judgments": [{"item_id": 5, "choices": {"empathy": "A"}}, {"item_id": 6, "choices": {"empathy": "T"}},
 ...                         {"item_id": 7, "choices": {"empathy": "A"}}]}
->>> score_controls(judged, [Control(item_id=5, target="empathy", shown_as="B"),
-...                         Control(item_id=6, target="empathy", shown_as="B"),
-...                         Control(item_id=7, target="empathy", shown_as="A")])
+>>> pair = {"rule": "one-of", "entries": "judgments", "field": "choices", "target": "empathy"}
+>>> score_controls(judged, [Control(item_id=5, passing=("A",), **pair), Control(item_id=6, passing=("A",), **pair),
+...                         Control(item_id=7, passing=("B",), **pair)])
 ControlScore(n=3, passed=1)
 """
 import dataclasses
@@ -88,11 +87,6 @@ STATES = LIVE_STATES + FINAL_STATES
 DEFAULT_TAGS = ("empathy", "dialogue", "rating", "conversation", "research")
 DEFAULT_DESCRIPTION = ("Read short conversations in which someone shares an experience, and rate one reply in "
                        "each for empathy, relevance and fluency (1-5).")
-# A pairwise (A/B) job's title and description: what the HIT listing and the preview page say instead.
-PAIRWISE_TITLE = "Compare two replies in conversations about feelings"
-PAIRWISE_DESCRIPTION = ("Read short conversations in which someone shares an experience, and choose the better of "
-                        "two replies in each for empathy, relevance and fluency (A, B or a tie).")
-PAIRWISE_TAGS = ("empathy", "dialogue", "comparison", "conversation", "research")
 
 
 class ContractError(ValueError):
@@ -101,18 +95,30 @@ class ContractError(ValueError):
 
 # ---------------------------------------------------------------- the records
 
+CONTROL_RULES = ("below-mean", "one-of")
+
+
 @dataclass
 class Control:
-    """A control item of a unit and the criterion it is built to fail; for a pairwise unit's control pair,
-    `shown_as` is the label ("A" or "B") under which the control response is shown (None: a Likert control)."""
+    """A control unit of a crowd unit, the criterion it is built to fail, and how a careful worker's answer to it
+    reads, declared by the study's kind (its tasks part) so that the runner scores every kind alike. The answer is
+    `outputs[entries][i][field][target]` of the entry whose item_id is `item_id`; `rule` is
+    - "below-mean": a number below the worker's mean on `target` over the unit's other units (a Likert control);
+    - "one-of": an answer among `passing` (an A/B control pair passes when the real response is chosen, a
+      best-worst control tuple when the control response is marked worst)."""
 
     item_id: int
     target: str
-    shown_as: str | None = None
+    rule: str = "below-mean"
+    entries: str = "ratings"
+    field: str = "scores"
+    passing: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.shown_as not in (None, "A", "B"):
-            raise ContractError(f"shown_as: {self.shown_as!r} is not A or B")
+        if self.rule not in CONTROL_RULES:
+            raise ContractError(f"rule: {self.rule!r} is not one of {', '.join(CONTROL_RULES)}")
+        if (self.rule == "one-of") != bool(self.passing):
+            raise ContractError("passing: a one-of control names the answers that pass, a below-mean one none")
 
 
 @dataclass
@@ -154,7 +160,7 @@ class CrowdJob:
     timeout_seconds: int = 3600
     bundle: str = ""  # the Mephisto task bundle (task.js)
     aws_profile: str | None = None
-    onboarding: dict[str, Any] | None = None  # tasks/likert/onboarding.json, or None for no test
+    onboarding: dict[str, Any] | None = None  # tasks/crowd/onboarding.json, or None for no test
     onboarding_qualification: str = "empeval-likert-onboarding"
     min_control_pass_rate: float = 0.5
     seen_contexts: dict[str, list[int]] = field(default_factory=dict)  # by Mephisto worker name
@@ -379,49 +385,43 @@ def write_json_atomic(path: Path, value: Any) -> None:
 # ---------------------------------------------------------------- control scoring
 
 def control_outcomes(outputs: dict[str, Any], controls: list[Control]) -> dict[int, bool]:
-    """For each control that can be scored: did the worker score it below their own mean, on the criterion
-    the control targets, over the real (non-control) items of this unit? The rule of
-    analysis.quality.control_results; a control with no real item scored on its criterion is left out (the
-    analysis would fall back to the worker's other assignments, which a unit does not know)."""
-    ratings = outputs.get("ratings") if isinstance(outputs, dict) else None
-    scores_by_item: dict[Any, dict[str, Any]] = {}
-    for rating in ratings if isinstance(ratings, list) else []:
-        if isinstance(rating, dict) and isinstance(rating.get("scores"), dict):
-            scores_by_item[rating.get("item_id")] = rating["scores"]
+    """For each control that can be scored, did the worker answer it as a careful rater would (see Control)?
+
+    - "below-mean": did she score it below her own mean, on the criterion the control targets, over the other
+      (non-control) units of this unit that she scored there? The rule of analysis.kinds.likert.quality.
+      control_results; a control with no other unit scored on its criterion is left out (the analysis would fall
+      back to the worker's other assignments, which a unit does not know).
+    - "one-of": is her answer on the target among those that pass? A tie or the control fails an A/B control pair
+      (the rule of control_scores in analysis/kinds/pairwise/tables.py). A control without an answer on its target is
+      left out."""
+    answers: dict[tuple[str, str], dict[Any, dict[str, Any]]] = {}
+    for control in controls:
+        where = (control.entries, control.field)
+        if where in answers:
+            continue
+        entries = outputs.get(control.entries) if isinstance(outputs, dict) else None
+        answers[where] = {entry.get("item_id"): entry[control.field]
+                          for entry in (entries if isinstance(entries, list) else [])
+                          if isinstance(entry, dict) and isinstance(entry.get(control.field), dict)}
     control_ids = {c.item_id for c in controls}
     outcomes: dict[int, bool] = {}
     for control in controls:
-        score = scores_by_item.get(control.item_id, {}).get(control.target)
-        real = [s[control.target] for item, s in scores_by_item.items()
-                if item not in control_ids and _is_score(s.get(control.target))]
-        if not real or not _is_score(score):
+        by_item = answers[(control.entries, control.field)]
+        answer = by_item.get(control.item_id, {}).get(control.target)
+        if control.rule == "one-of":
+            if isinstance(answer, (str, int)) and not isinstance(answer, bool):
+                outcomes[control.item_id] = str(answer) in control.passing
             continue
-        outcomes[control.item_id] = score < sum(real) / len(real)
-    return outcomes
-
-
-def pairwise_control_outcomes(outputs: dict[str, Any], controls: list[Control]) -> dict[int, bool]:
-    """For each control pair the worker judged on its target criterion: did she choose the real response (the
-    label the control is not shown under)? A tie or the control fails: the rule of
-    analysis.pairwise.control_scores. A control pair without an A / B / T choice on its target is left out."""
-    judgments = outputs.get("judgments") if isinstance(outputs, dict) else None
-    choices_by_item: dict[Any, dict[str, Any]] = {}
-    for judgment in judgments if isinstance(judgments, list) else []:
-        if isinstance(judgment, dict) and isinstance(judgment.get("choices"), dict):
-            choices_by_item[judgment.get("item_id")] = judgment["choices"]
-    outcomes: dict[int, bool] = {}
-    for control in controls:
-        choice = choices_by_item.get(control.item_id, {}).get(control.target)
-        if choice in ("A", "B", "T"):
-            outcomes[control.item_id] = choice == ("B" if control.shown_as == "A" else "A")
+        real = [scores[control.target] for item, scores in by_item.items()
+                if item not in control_ids and _is_score(scores.get(control.target))]
+        if real and _is_score(answer):
+            outcomes[control.item_id] = answer < sum(real) / len(real)
     return outcomes
 
 
 def score_controls(outputs: dict[str, Any], controls: list[Control]) -> ControlScore:
-    """The unit's controls scored (see control_outcomes, and pairwise_control_outcomes for control pairs)."""
-    pairwise = [c for c in controls if c.shown_as is not None]
-    outcomes = {**control_outcomes(outputs, [c for c in controls if c.shown_as is None]),
-                **pairwise_control_outcomes(outputs, pairwise)}
+    """The unit's controls scored (control_outcomes): how many could be scored and how many passed."""
+    outcomes = control_outcomes(outputs, controls)
     return ControlScore(n=len(outcomes), passed=sum(outcomes.values()))
 
 
@@ -502,6 +502,11 @@ def _typed(value: Any, hint: Any, where: str) -> Any:
         return value
     if dataclasses.is_dataclass(hint):
         return _from_json(hint, value, where)
+    if origin is tuple:  # tuple[X, ...]: a JSON list read as a tuple
+        inner = (typing.get_args(hint) or (Any,))[0]
+        if not isinstance(value, list):
+            raise ContractError(f"{where}: expected a list, got {_describe(value)}")
+        return tuple(_typed(v, inner, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is list:
         (inner,) = typing.get_args(hint) or (Any,)
         if not isinstance(value, list):

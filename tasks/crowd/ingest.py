@@ -38,13 +38,12 @@ from empeval.server.annotation.handout import (
     ensure_may_work,
     release,
 )
-from empeval.server.annotation.pairwise_submit import ExpectedChoices, validate_pairwise_submission
+from empeval.server.annotation.kinds import AnnotationKind, annotation_kind
 from empeval.server.annotation.secrets import secret_key
-from empeval.server.annotation.submission_schema import ExpectedRatings
-from empeval.server.annotation.submit import submit_assignment, validate_submission
+from empeval.server.annotation.submission import submit_assignment, validate_submission
 from empeval.server.errors import BadInput, Conflict, EmpevalError
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import Assignment, AssignmentItem, AssignmentPair, Study
+from empeval.server.store.models import Assignment, Study
 from empeval.server.store.queries import active_assignment, now_utc, study_by_name
 from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.storable import MAX_ROW_ID
@@ -130,28 +129,14 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
         if study_row.status == StudyStatus.CLOSED:
             raise LineRejected("refused", f"{where}: study {study!r} is closed and takes no more ratings")
         config = study_row.config
-        if config.is_pairwise:
-            pair_ids = session.scalars(select(AssignmentPair.pair_item_id)
-                                       .where(AssignmentPair.assignment_id == record.assignment_id)
-                                       .order_by(AssignmentPair.position)).all()
-        else:
-            item_ids = session.scalars(select(AssignmentItem.item_id)
-                                       .where(AssignmentItem.assignment_id == record.assignment_id)
-                                       .order_by(AssignmentItem.position)).all()
-    # What the task page sent (tasks/webapp: TaskApp posts ratings, PairwiseTask judgments), as the API takes it.
-    answers = "judgments" if config.is_pairwise else "ratings"
-    payload = {"submission_id": record.submission_id, answers: record.outputs.get(answers)}
+        kind = annotation_kind(config.kind)
+        expected = kind.expected(session, record.assignment_id, config)
+    # What the task page sent (tasks/webapp: the kind's page posts its entries), as the API takes it.
+    payload = {"submission_id": record.submission_id, kind.entries: record.outputs.get(kind.entries)}
     if record.outputs.get("comment"):
         payload["comment"] = record.outputs["comment"]
     try:
-        if config.is_pairwise:
-            validate_pairwise_submission(payload, ExpectedChoices(
-                item_ids=tuple(pair_ids), criteria=tuple(config.criterion_keys),
-                ties=config.pairwise is None or config.pairwise.ties))
-        else:
-            validate_submission(payload, ExpectedRatings(item_ids=tuple(item_ids),
-                                                         criteria=tuple(config.criterion_keys),
-                                                         low=config.scale.min, high=config.scale.max))
+        validate_submission(payload, kind, expected)
     except EmpevalError as error:
         raise LineRejected("invalid", f"{where}: {error.message}") from None
 
@@ -163,11 +148,11 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
             raise LineRejected("refused", f"{where}: study {study!r} is closed and takes no more ratings") from None
         except AccessRevoked:
             raise LineRejected("refused", f"{where}: the worker was revoked in study {study!r}") from None
-        _refuse_seen_contexts(session, record, where, annotator_id, study)
+        _refuse_seen_contexts(session, kind, record, where, annotator_id, study)
     try:
         with unit_of_work(engine) as session:
             # Crowd timing is the platform's business: no local expiry on a crowd-claimed assignment.
-            claimed_now = claim(session, record.assignment_id, annotator_id, now=now_utc(), minutes=None)
+            claimed_now = claim(session, kind, record.assignment_id, annotator_id, now=now_utc(), minutes=None)
             if not claimed_now:
                 holder = session.get_one(Assignment, record.assignment_id)
                 if holder.annotator_id != annotator_id:
@@ -178,7 +163,7 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
         # Another ingest claimed for this worker meanwhile: a context she has now seen, or another assignment
         # she holds unsubmitted in this study (one active assignment per rater and study).
         with Session(engine) as session:
-            _refuse_seen_contexts(session, record, where, annotator_id, study)
+            _refuse_seen_contexts(session, kind, record, where, annotator_id, study)
             held = active_assignment(session, study_id, annotator_id)
         raise LineRejected("conflict", f"{where}: the worker holds assignment {held} unsubmitted in study {study!r} "
                                        f"(being stored by another ingest, or left by an interrupted one); ingest "
@@ -194,11 +179,12 @@ def _ingest_line(engine: Engine, record: CrowdResult, study: str, study_id: int,
     return "stored"
 
 
-def _refuse_seen_contexts(session: Session, record: CrowdResult, where: str, annotator_id: int, study: str) -> None:
+def _refuse_seen_contexts(session: Session, kind: AnnotationKind, record: CrowdResult, where: str, annotator_id: int,
+                          study: str) -> None:
     """LineRejected("seen context") when the worker was shown a context of this line's assignment in another
     assignment of the study (or of the study linked to it): a rater rates a context once per study, on the crowd
     as locally."""
-    seen = contexts_seen_before(session, record.assignment_id, annotator_id)
+    seen = contexts_seen_before(session, kind, record.assignment_id, annotator_id)
     if seen:
         listed = ", ".join(f"context {context} (in assignment {shown_in})" for context, shown_in in seen)
         raise LineRejected("seen context", f"{where}: the worker was already shown {listed} in study {study!r}; a "

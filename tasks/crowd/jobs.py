@@ -2,7 +2,7 @@
 
 A job directory (under $EMPEVAL_CROWD_DIR, default ./crowd-runs/<study>/<job_id>/) holds the files that
 tasks.crowd.contract defines: job.json and items.jsonl written here, results.jsonl, status.json and
-review.jsonl written by the runner (tasks/likert/runner.py), runner.log with its output, and `stop` to end
+review.jsonl written by the runner (tasks/crowd/runner.py), runner.log with its output, and `stop` to end
 the run; `launch-failed` (this side's own bookkeeping) marks a job whose run never went live.
 
 A study's current job, the one `crowd status`, `stop`, `ingest` and `review` act on without --job, is its newest
@@ -26,17 +26,19 @@ from sqlalchemy.orm import Session
 
 from empeval.server.annotation.handout import assignment_payload
 from empeval.server.errors import BadInput
-from empeval.server.store.models import Assignment, AssignmentItem, AssignmentPair, PairItem, Response, Study, StudyItem
+from empeval.server.store.models import Assignment, Study
 from empeval.server.store.queries import study_by_name
 from empeval.server.store.statuses import AssignmentStatus, StudyStatus
-from empeval.server.store.study_config import Pay, StudyConfig
+from empeval.server.store.study_config import StudyConfig
+from empeval.server.store.study_parts import Pay
 from empeval.tasks.crowd import contract
-from empeval.tasks.crowd.contract import Control, CrowdJob, CrowdUnit, JobStatus
+from empeval.tasks.crowd.contract import CrowdJob, CrowdUnit, JobStatus
+from empeval.tasks.kinds import TaskKind, task_kind
 from empeval.tasks.ui import MEPHISTO_BUNDLE
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER = REPO / "tasks" / "likert" / "runner.py"
-ONBOARDING = REPO / "tasks" / "likert" / "onboarding.json"
+RUNNER = REPO / "tasks" / "crowd" / "runner.py"
+ONBOARDING = REPO / "tasks" / "crowd" / "onboarding.json"
 BUNDLE = MEPHISTO_BUNDLE
 PROVIDERS = contract.PROVIDERS
 ENDED = set(contract.FINAL_STATES)
@@ -88,30 +90,11 @@ def open_assignments(session: Session, study_id: int) -> list[int]:
                                 .order_by(Assignment.design_index, Assignment.id)))
 
 
-def unit_line(engine: Engine, session: Session, assignment_id: int) -> CrowdUnit:
-    """The assignment as one crowd unit: its contexts, its controls and what the task page shows."""
-    pairs = session.execute(
-        select(PairItem.id, PairItem.context_id, PairItem.is_control, PairItem.control_target, PairItem.control_side,
-               AssignmentPair.shown_left)
-        .join(AssignmentPair, AssignmentPair.pair_item_id == PairItem.id)
-        .where(AssignmentPair.assignment_id == assignment_id)
-    ).all()
-    if pairs:  # a pairwise assignment: the control response is shown as A when its side is the one shown left
-        return CrowdUnit(assignment_id=assignment_id,
-                         context_ids=sorted({context_id for _, context_id, *_ in pairs}),
-                         controls=[Control(item_id=item_id, target=target, shown_as="A" if side == left else "B")
-                                   for item_id, _, is_control, target, side, left in pairs if is_control],
-                         payload=assignment_payload(engine, assignment_id))
-    rows = session.execute(
-        select(StudyItem.id, StudyItem.is_control, StudyItem.control_target, Response.context_id)
-        .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
-        .join(Response, Response.id == StudyItem.response_id)
-        .where(AssignmentItem.assignment_id == assignment_id)
-    ).all()
-    return CrowdUnit(assignment_id=assignment_id,
-                     context_ids=sorted({context_id for *_, context_id in rows}),
-                     controls=[Control(item_id=item_id, target=target)
-                               for item_id, is_control, target, _ in rows if is_control],
+def unit_line(engine: Engine, session: Session, assignment_id: int, kind: TaskKind) -> CrowdUnit:
+    """The assignment as one crowd unit: its contexts, its controls (as the study's kind scores them) and what the
+    task page shows."""
+    context_ids, controls = kind.crowd_controls(session, assignment_id)
+    return CrowdUnit(assignment_id=assignment_id, context_ids=context_ids, controls=controls,
                      payload=assignment_payload(engine, assignment_id))
 
 
@@ -183,7 +166,8 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
             assignment_ids = assignment_ids[:units]
         if not assignment_ids:
             raise CrowdError(f"study {study_name!r} has no open assignments left to put on the crowd")
-        lines = [unit_line(engine, session, a) for a in assignment_ids]
+        kind = task_kind(study.config.kind)
+        lines = [unit_line(engine, session, a, kind) for a in assignment_ids]
     pay = config.pay
     unit_reward = reward if reward is not None else pay.per_assignment
     if unit_reward is None:
@@ -209,10 +193,9 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
 
 
 def _listing(config: StudyConfig) -> dict[str, Any]:
-    """What the HIT listing and the preview page say, where it differs from the contract's Likert defaults: a
-    pairwise study asks for A/B choices, not ratings; the study's own title comes first."""
-    listing: dict[str, Any] = ({"title": contract.PAIRWISE_TITLE, "description": contract.PAIRWISE_DESCRIPTION,
-                                "tags": list(contract.PAIRWISE_TAGS)} if config.is_pairwise else {})
+    """What the HIT listing and the preview page say: the study kind's listing (an A/B study asks for choices, not
+    ratings), the study's own title first."""
+    listing: dict[str, Any] = dict(task_kind(config.kind).listing)
     if config.title:
         listing["title"] = config.title
     return listing

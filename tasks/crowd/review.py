@@ -81,8 +81,8 @@ def check_actions(job_dir: Path, actions: list[dict], *, force: bool = False) ->
         unit = by_unit.get(str(action["unit_id"]))
         if unit is None:
             raise CrowdError(f"unit {action['unit_id']} has no submission in {job_dir / contract.RESULTS_FILE}")
-        kind = action["action"]
-        if kind == "reject":
+        verb = action["action"]
+        if verb == "reject":
             reason = (action.get("reason") or "").strip()
             if len(reason) < MIN_REJECT_REASON:
                 raise CrowdError(f"unit {unit.unit_id}: a rejection needs a reason the worker can read "
@@ -91,16 +91,16 @@ def check_actions(job_dir: Path, actions: list[dict], *, force: bool = False) ->
                 raise CrowdError(f"unit {unit.unit_id} is approved already; approved work cannot be rejected")
             if unit.passed_controls and not force:
                 raise CrowdError(f"unit {unit.unit_id} passed its controls; rejecting it needs --force")
-        elif kind == "bonus":
+        elif verb == "bonus":
             if not action.get("amount") or float(action["amount"]) <= 0:
                 raise CrowdError(f"unit {unit.unit_id}: a bonus needs a positive --amount")
             if not (action.get("reason") or "").strip():
                 raise CrowdError(f"unit {unit.unit_id}: a bonus needs a --reason (the worker sees it)")
-        elif kind == "block":
+        elif verb == "block":
             if not (action.get("reason") or "").strip():
                 raise CrowdError(f"unit {unit.unit_id}: blocking needs a --reason")
-        elif kind != "approve":
-            raise CrowdError(f"unknown review action {kind!r}")
+        elif verb != "approve":
+            raise CrowdError(f"unknown review action {verb!r}")
 
 
 def carry_out(job_dir: Path, actions: list[dict]) -> list[dict]:

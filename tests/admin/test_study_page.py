@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.export import export_rows
 from empeval.server.annotation.handout import assignment_payload, next_assignment
-from empeval.server.annotation.pairwise_export import pairwise_export_rows
-from empeval.server.annotation.submit import submit_assignment
-from empeval.server.store.models import Response, Study, StudyItem
+from empeval.server.annotation.submission import submit_assignment
+from empeval.server.store.kinds.likert import StudyItem
+from empeval.server.store.models import Response, Study
 from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import new_submission_id
 from tests.annotation.researcher_helpers import work
@@ -151,7 +151,7 @@ def test_an_ab_study_page_shows_both_responses_and_each_judgment_as_the_system_p
     submit_assignment(store, assignment_id, rita.id, {"submission_id": new_submission_id(), "judgments": [
         {"item_id": p["item_id"], "choices": {"empathy": "A", "relevance": "B", "fluency": "T"}} for p in pairs]})
     preferred = {(r["context_id"], r["criterion"], r["pair"]): r["preferred"]
-                 for r in pairwise_export_rows(store, "ab")}
+                 for r in export_rows(store, "ab")}
     body = app.test_client().get("/admin/studies/ab", headers=bearer).get_data(as_text=True)
     assert "Pairs" in body and "Not judged yet." in body
     judged = 0
@@ -226,7 +226,7 @@ def test_the_study_page_shows_the_log_of_withdrawals_without_the_name(store, app
     answer = client.get("/admin/studies/pilot", headers=bearer)
     log = answer.get_data(as_text=True).split('id="log-table"', 1)[1].split("</table>", 1)[0]
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", log)).split())
-    assert "withdrawal ratings removed: 12; choices removed: 0; comments removed: 0; assignments reopened: 1" in text
+    assert "withdrawal ratings removed: 12; comments removed: 0; assignments reopened: 1" in text
     assert "name removed: True" in text and "rita" not in answer.get_data(as_text=True)
 
 

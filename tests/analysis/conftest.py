@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empeval.analysis.load import tidy_from_export
-from empeval.analysis.simulate import simulate_study
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.simulate.likert import simulate_study
 
 NAN = np.nan
 

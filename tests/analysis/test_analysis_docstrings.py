@@ -10,8 +10,9 @@ import pytest
 
 import empeval.analysis
 
-MODULES = ["agreement", "bootstrap", "coefficients", "compare", "exclusions", "load", "power", "preferences",
-           "quality", "rater_aware", "simulate"]
+MODULES = ["stats.agreement", "stats.bootstrap", "stats.coefficients", "stats.significance", "stats.exclusions",
+           "kinds.likert.load", "stats.power", "stats.preferences", "kinds.likert.quality", "stats.rater_aware",
+           "simulate.likert"]
 
 
 def _public_functions() -> list:

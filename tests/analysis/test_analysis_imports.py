@@ -13,7 +13,8 @@ import empeval.analysis
 HEAVY = ("scipy", "statsmodels", "matplotlib", "sklearn", "krippendorff")
 
 
-@pytest.mark.parametrize("module", ["empeval.analysis", "empeval.analysis.load", "empeval.analysis.export_schema"])
+@pytest.mark.parametrize("module", ["empeval.analysis", "empeval.analysis.kinds.likert.load",
+                                    "empeval.analysis.kinds.likert.schema"])
 def test_importing_the_loader_pulls_in_nothing_heavy(module):
     probe = (f"import sys, {module}; "
              f"print(' '.join(sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})))")
@@ -22,7 +23,7 @@ def test_importing_the_loader_pulls_in_nothing_heavy(module):
 
 
 def test_the_export_schema_imports_neither_pandas_nor_numpy():
-    probe = "import sys, empeval.analysis.export_schema; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
+    probe = "import sys, empeval.analysis.kinds.likert.schema; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"
 
@@ -37,3 +38,4 @@ def test_every_public_name_resolves_from_the_package(name):
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         empeval.analysis.nope  # noqa: B018
+

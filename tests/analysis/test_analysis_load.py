@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empeval.analysis.load import (
+from empeval.analysis.kinds.likert.load import (
     EXPORT_COLUMNS,
     TIDY_COLUMNS,
     ExportError,

@@ -1,4 +1,5 @@
-"""Rater quality measures, the flag list with reasons, and re-running without the flagged raters."""
+"""Rater quality measures and the flag list with reasons (re-running without the flagged raters:
+stats/test_exclusions.py)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empeval.analysis.compare import system_means
-from empeval.analysis.exclusions import (
-    ALL_RATERS,
-    EXCLUDING_FLAGGED,
-    exclude_annotators,
-    side_by_side,
-)
-from empeval.analysis.quality import (
+from empeval.analysis.kinds.likert.quality import (
     FLAG_COLUMNS,
     FLAG_RULES,
     consensus_agreement,
@@ -145,22 +139,11 @@ def test_thresholds_decide_who_is_flagged(simulated_ratings):
     assert (strict["flag_halo"] == strict["reasons"].str.contains("halo")).all()
 
 
-def test_side_by_side_reruns_without_the_flagged(simulated, simulated_ratings):
-    spammers = sorted(simulated.spammers)
-    assert not exclude_annotators(simulated_ratings, spammers)["annotator"].isin(spammers).any()
-    table = side_by_side(simulated_ratings, spammers, system_means, n_boot=50)
-    assert list(table.columns)[0] == "raters"
-    assert set(table["raters"]) == {ALL_RATERS, EXCLUDING_FLAGGED}
-    by = table.set_index(["raters", "criterion", "system"])["mean"]
-    # Random clickers and straight-liners pull the best system down towards the middle of the scale.
-    assert by[(EXCLUDING_FLAGGED, "empathy", "gold")] > by[(ALL_RATERS, "empathy", "gold")]
-
-
 def test_careful_raters_with_weak_consensus_by_chance_are_not_flagged():
     """Few items per rater and small real differences between items: careful raters' consensus r scatter
     below 0.2 by chance, which is not evidence against them."""
-    from empeval.analysis.load import tidy_from_export
-    from empeval.analysis.simulate import simulate_study
+    from empeval.analysis.kinds.likert.load import tidy_from_export
+    from empeval.analysis.simulate.likert import simulate_study
 
     study = simulate_study(n_contexts=12, n_honest=15, n_random_clickers=0, n_straight_liners=0, context_sd=0.15,
                            response_sd=0.15, noise_sd=0.9, controls_per_assignment=0, seed=3)
@@ -170,7 +153,7 @@ def test_careful_raters_with_weak_consensus_by_chance_are_not_flagged():
 
 
 def test_each_simulated_control_ranks_last_on_the_criterion_it_targets(simulated_ratings):
-    from empeval.analysis.quality import controls_beside_systems
+    from empeval.analysis.kinds.likert.quality import controls_beside_systems
 
     table = controls_beside_systems(simulated_ratings).set_index("control_kind")
     assert set(table.index) == {"control-generic", "control-mismatched", "control-scrambled"}
@@ -180,7 +163,7 @@ def test_each_simulated_control_ranks_last_on_the_criterion_it_targets(simulated
 
 
 def test_a_control_raters_did_not_see_through_is_reported_as_not_last():
-    from empeval.analysis.quality import controls_beside_systems
+    from empeval.analysis.kinds.likert.quality import controls_beside_systems
 
     rows = []
     for item, (system, score) in enumerate([("a", 2), ("b", 3), ("control-generic", 4)]):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from empeval.analysis.report import write_report
+from empeval.analysis.kinds.likert.report import write_report
 
 META = {"name": "Simulated ED study", "pay_per_assignment": 1.5, "currency": "USD", "platform_fee": 0.2,
         "items_per_assignment": 11, "k": 3}
@@ -101,8 +101,8 @@ def test_the_raw_export_is_accepted_as_it_comes(simulated, tmp_path):
 
 
 def test_a_small_two_system_study_without_controls_or_timing(tmp_path):
-    from empeval.analysis.load import tidy_from_export
-    from empeval.analysis.simulate import simulate_study
+    from empeval.analysis.kinds.likert.load import tidy_from_export
+    from empeval.analysis.simulate.likert import simulate_study
 
     study = simulate_study(seed=3, system_effects={"a": 0.8, "b": 0.0}, criteria=("empathy",), n_contexts=15,
                            controls_per_assignment=0, n_honest=6, n_random_clickers=0, n_straight_liners=0)

@@ -1,4 +1,4 @@
-"""The export contract is defined once (analysis.export_schema): what the store writes and what the loader reads
+"""The export contract is defined once (analysis.kinds.likert.schema): what the store writes and what the loader reads
 both follow it, and these tests fail the day either drifts from it."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from datetime import timedelta
 import pandas as pd
 import pytest
 
-from empeval.analysis.export_schema import EXPORT_COLUMNS, EXPORT_SCHEMA
-from empeval.analysis.load import ADDED_LATER, TIDY_COLUMNS, ExportError, read_export, tidy_from_export
+from empeval.analysis.kinds.likert.load import ADDED_LATER, TIDY_COLUMNS, ExportError, read_export, tidy_from_export
+from empeval.analysis.kinds.likert.schema import EXPORT_COLUMNS, EXPORT_SCHEMA
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.export import export_rows, rows_to_csv, rows_to_jsonl
 from empeval.server.annotation.handout import assignment_payload, next_assignment
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.store import make_engine, upgrade
@@ -67,7 +67,7 @@ def test_the_store_writes_exactly_the_export_columns(rated_study):
 def test_csv_and_jsonl_from_the_store_read_back_with_late_ratings_kept(rated_study, tmp_path):
     rows = export_rows(rated_study, "pilot")
     csv_path, jsonl_path = tmp_path / "pilot.csv", tmp_path / "pilot.jsonl"
-    csv_path.write_text(rows_to_csv(rows), encoding="utf-8")
+    csv_path.write_text(rows_to_csv(rows, EXPORT_COLUMNS), encoding="utf-8")
     jsonl_path.write_text(rows_to_jsonl(rows), encoding="utf-8")
     assert csv_path.read_text(encoding="utf-8").splitlines()[0].split(",") == list(EXPORT_COLUMNS)
     ratings = read_export(csv_path)
@@ -152,7 +152,7 @@ def test_the_comment_is_repeated_on_every_row_of_its_assignment_and_reads_back(t
     assert by_annotator == {said.pseudonym: {'Two replies were cut off, "mid-sentence",\nby the look of it.'},
                             silent.pseudonym: {None}}
     csv_path = tmp_path / "pilot.csv"
-    csv_path.write_text(rows_to_csv(rows), encoding="utf-8")
+    csv_path.write_text(rows_to_csv(rows, EXPORT_COLUMNS), encoding="utf-8")
     ratings = read_export(csv_path)
     comments = ratings.groupby("annotator")["comment"].agg(lambda c: set(c.dropna()))
     assert comments[said.pseudonym] == {'Two replies were cut off, "mid-sentence",\nby the look of it.'}

@@ -1,5 +1,5 @@
-"""The report's model-assisted tables (analysis.judged_report) on simulated studies, without a store: the
-estimates are analysis.judged's own, a judge failure is refused with its count unless missing items are
+"""The report's model-assisted tables (analysis.report.judged) on simulated studies, without a store: the
+estimates are analysis.stats.ppi's own, a judge failure is refused with its count unless missing items are
 allowed (then dropped with their ratings and counted), a learned judge's stored folds meet ratings that changed
 since it was fitted, and the calibration figure draws the identity line."""
 
@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empeval.analysis.judged.crossfit import cross_fit_judge
-from empeval.analysis.judged.estimates import ppi_paired_differences, ppi_system_means
-from empeval.analysis.judged_report import CROSS_PPI, JudgeCoverageError, calibration_plot, judged_blocks, judged_tables
-from empeval.analysis.simulate_judges import GOOD_JUDGE, simulate_judged_study
+from empeval.analysis.report.judged import CROSS_PPI, JudgeCoverageError, calibration_plot, judged_blocks, judged_tables
+from empeval.analysis.simulate.judges import GOOD_JUDGE, simulate_judged_study
+from empeval.analysis.stats.ppi.crossfit import cross_fit_judge
+from empeval.analysis.stats.ppi.estimates import ppi_paired_differences, ppi_system_means
 
 
 @pytest.fixture(scope="module")

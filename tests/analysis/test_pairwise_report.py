@@ -1,16 +1,16 @@
-"""The report's pairwise section (analysis.pairwise_report): every table of pairwise_tables appears, with its
+"""The report's pairwise section (analysis.kinds.pairwise.blocks): every table of pairwise_tables appears, with its
 caption, its figures taken from the tables, and untrusted names escaped by the document model."""
 from __future__ import annotations
 
 import pandas as pd
 
-from empeval.analysis.document import Document, Table, to_html, to_markdown
-from empeval.analysis.load import tidy_from_export
-from empeval.analysis.pairwise import pairwise_tables
-from empeval.analysis.pairwise_report import ab_display, pairwise_blocks
-from empeval.analysis.pairwise_schema import judgment_rows
-from empeval.analysis.simulate import simulate_study
-from empeval.analysis.simulate_pairwise import simulate_pairwise_study
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.kinds.pairwise.blocks import ab_display, pairwise_blocks
+from empeval.analysis.kinds.pairwise.schema import judgment_rows
+from empeval.analysis.kinds.pairwise.tables import pairwise_tables
+from empeval.analysis.report.document import Document, Table, to_html, to_markdown
+from empeval.analysis.simulate.likert import simulate_study
+from empeval.analysis.simulate.pairwise import simulate_pairwise_study
 
 
 def test_the_section_shows_every_table_with_its_caption_and_figures():

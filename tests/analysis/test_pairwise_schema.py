@@ -1,4 +1,4 @@
-"""The pairwise judgment contract (analysis.pairwise_schema): what it accepts, and errors that name the column
+"""The pairwise judgment contract (analysis.kinds.pairwise.schema): what it accepts, and errors that name the column
 and the row of what it refuses."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from empeval.analysis.pairwise_schema import JUDGMENT_COLUMNS, JudgmentError, pair_name, validate_judgments
+from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS, JudgmentError, pair_name, validate_judgments
 
 
 def _row(**changes) -> dict:
@@ -76,13 +76,14 @@ def test_control_target_is_kept_for_controls_only():
 
 
 def test_the_schema_imports_neither_pandas_nor_numpy():
-    probe = "import sys, analysis.pairwise_schema; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
+    probe = "import sys, analysis.kinds.pairwise.schema; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"
 
 
-PAIRWISE_MODULES = ["empeval.analysis.pairwise_schema", "empeval.analysis.pairwise", "empeval.analysis.bradley_terry",
-                    "empeval.analysis.simulate_pairwise", "empeval.analysis.pairwise_report"]
+PAIRWISE_MODULES = ["empeval.analysis.kinds.pairwise.schema", "empeval.analysis.kinds.pairwise.tables",
+                    "empeval.analysis.stats.bradley_terry",
+                    "empeval.analysis.simulate.pairwise", "empeval.analysis.kinds.pairwise.blocks"]
 
 
 @pytest.mark.parametrize("module_name", PAIRWISE_MODULES)
@@ -98,8 +99,8 @@ def test_every_public_pairwise_function_documents_its_return_and_runs_an_example
 
 
 def test_a_simulated_table_round_trips_through_csv_and_jsonl(tmp_path):
-    from empeval.analysis.pairwise_schema import read_judgments
-    from empeval.analysis.simulate_pairwise import simulate_pairwise_study
+    from empeval.analysis.kinds.pairwise.schema import read_judgments
+    from empeval.analysis.simulate.pairwise import simulate_pairwise_study
 
     table = validate_judgments(simulate_pairwise_study(n_contexts=5, k=2, seed=3).judgments)
     csv_path, jsonl_path = tmp_path / "ab.csv", tmp_path / "ab.jsonl"
@@ -112,7 +113,7 @@ def test_a_simulated_table_round_trips_through_csv_and_jsonl(tmp_path):
 
 
 def test_reading_names_the_file_and_line_of_bad_input(tmp_path):
-    from empeval.analysis.pairwise_schema import read_judgments
+    from empeval.analysis.kinds.pairwise.schema import read_judgments
 
     bad = tmp_path / "ab.jsonl"
     bad.write_text('{"study": "ab"}\n{not json\n')

@@ -1,4 +1,4 @@
-"""Simulated A/B raters (analysis.simulate_pairwise): the design they produce, agreement with the Likert
+"""Simulated A/B raters (analysis.simulate.pairwise): the design they produce, agreement with the Likert
 simulation's truth, and the position-bias check run on them."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from empeval.analysis.load import tidy_from_export
-from empeval.analysis.pairwise import ab_counts, control_scores, position_bias
-from empeval.analysis.pairwise_schema import validate_judgments
-from empeval.analysis.simulate import simulate_study
-from empeval.analysis.simulate_pairwise import simulate_pairwise_study, study_pairs
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.kinds.pairwise.schema import validate_judgments
+from empeval.analysis.kinds.pairwise.tables import ab_counts, control_scores, position_bias
+from empeval.analysis.simulate.likert import simulate_study
+from empeval.analysis.simulate.pairwise import simulate_pairwise_study, study_pairs
 
 
 @settings(max_examples=15, deadline=None)
@@ -115,7 +115,7 @@ def test_controls_separate_honest_raters_from_random_clickers():
 
 
 def test_linked_simulated_likert_and_ab_studies_point_the_same_way():
-    from empeval.analysis.pairwise import likert_beside_ab, pairwise_tables
+    from empeval.analysis.kinds.pairwise.tables import likert_beside_ab, pairwise_tables
 
     likert = tidy_from_export(simulate_study(n_contexts=40, seed=8, n_random_clickers=0, n_straight_liners=0).export)
     ab = simulate_pairwise_study(n_contexts=40, k=3, anchor="moel", seed=8)

@@ -1,4 +1,5 @@
-"""What analysis.pairwise promises beyond the hand-counted tables of test_pairwise_tables.py: the documented
+"""What analysis.kinds.pairwise.tables promises beyond the hand-counted tables of test_pairwise_tables.py: the
+documented
 columns of empty tables, the options reaching the tables they name, the edges of agreement (two units, a tie
 between unit sizes), the messages that name the row, and the Likert side-by-side's undecided cases."""
 from __future__ import annotations
@@ -8,7 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empeval.analysis.pairwise import (
+from empeval.analysis.kinds.pairwise.schema import judgment_rows
+from empeval.analysis.kinds.pairwise.tables import (
     ab_counts,
     ab_table,
     choice_agreement,
@@ -22,7 +24,6 @@ from empeval.analysis.pairwise import (
     sign_test,
     sign_tests,
 )
-from empeval.analysis.pairwise_schema import judgment_rows
 
 AB_COUNT_COLUMNS = ["criterion", "system_a", "system_b", "judgments", "wins", "losses", "ties", "win_pct",
                     "lose_pct", "tie_pct", "contexts", "annotators"]
@@ -260,7 +261,7 @@ def test_pairwise_tables_pass_each_option_to_the_table_it_names():
     pd.testing.assert_frame_equal(tables.agreement, choice_agreement(on_time))
     pd.testing.assert_frame_equal(tables.position, position_bias(on_time, ci_level=0.8))
     pd.testing.assert_frame_equal(tables.controls, control_scores(on_time, control_systems={"gold"}))
-    from empeval.analysis.bradley_terry import RANKING_CAPTION, ranking
+    from empeval.analysis.stats.bradley_terry import RANKING_CAPTION, ranking
 
     pd.testing.assert_frame_equal(tables.ranking, ranking(on_time, n_boot=30, ci_level=0.8, seed=5))
     assert tables.ranking_caption == RANKING_CAPTION and tables.likert is None

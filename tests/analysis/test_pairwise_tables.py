@@ -1,4 +1,5 @@
-"""The pairwise A/B tables (analysis.pairwise) on hand-made judgment tables whose every figure is counted or
+"""The pairwise A/B tables (analysis.kinds.pairwise.tables) on hand-made judgment tables whose every figure is
+counted or
 computed by hand (or by a closed form independent of the code under test)."""
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from empeval.analysis.pairwise import (
+from empeval.analysis.kinds.pairwise.schema import judgment_rows
+from empeval.analysis.kinds.pairwise.tables import (
     ab_counts,
     ab_table,
     choice_agreement,
@@ -23,7 +25,6 @@ from empeval.analysis.pairwise import (
     sign_test,
     sign_tests,
 )
-from empeval.analysis.pairwise_schema import judgment_rows
 
 
 def _frame(*groups: list[dict]) -> pd.DataFrame:
@@ -215,7 +216,7 @@ def test_empty_tables_have_their_columns():
 
 
 def test_a_linked_likert_study_sits_beside_the_ab_table_with_its_means_by_hand():
-    from empeval.analysis.pairwise import likert_beside_ab
+    from empeval.analysis.kinds.pairwise.tables import likert_beside_ab
 
     # gold item means: (5 + 3) / 2 = 4 on context 1, 4 on context 2 -> 4; moel: 3 and 2 -> 2.5; a control of
     # moel's with a 1 is left out.

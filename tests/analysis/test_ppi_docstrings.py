@@ -1,6 +1,6 @@
 """The model-assisted evaluation modules document what every public function returns and show a call that
 runs, as the rest of analysis does (tests/test_docstring_examples.py collects only analysis' top-level
-modules, so the analysis.judged package's examples run here)."""
+modules, so the analysis.stats.ppi package's examples run here)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import io
 
 import pytest
 
-MODULES = ["empeval.analysis.judged.tables", "empeval.analysis.judged.estimates", "empeval.analysis.judged.agreement",
-           "empeval.analysis.judged.crossfit", "empeval.analysis.judged.planner", "empeval.analysis.simulate_judges"]
+MODULES = ["empeval.analysis.stats.ppi.tables", "empeval.analysis.stats.ppi.estimates",
+           "empeval.analysis.stats.ppi.agreement", "empeval.analysis.stats.ppi.crossfit",
+           "empeval.analysis.stats.ppi.planner", "empeval.analysis.simulate.judges"]
 
 
 def _public_functions() -> list:

@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from empeval.analysis.comments import assignment_comments
-from empeval.analysis.load import tidy_from_export
-from empeval.analysis.recruitment_text import recruitment_sentence
-from empeval.analysis.report import write_report
-from empeval.analysis.simulate import simulate_study
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.kinds.likert.report import write_report
+from empeval.analysis.report.comments import assignment_comments
+from empeval.analysis.report.recruitment import recruitment_sentence
+from empeval.analysis.simulate.likert import simulate_study
 from empeval.cli import cli
 
 HOSTILE = "<script>alert(1)</script> **loud** [click](http://x.test) | pipe\nsecond line"

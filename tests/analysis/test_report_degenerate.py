@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from empeval.analysis.load import tidy_from_export
-from empeval.analysis.report import write_report
-from empeval.analysis.simulate import simulate_study
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.kinds.likert.report import write_report
+from empeval.analysis.simulate.likert import simulate_study
 
 
 def _gaps(markdown: str) -> list[str]:

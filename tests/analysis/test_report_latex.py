@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from empeval.analysis.latex import booktabs, cell, escape
-from empeval.analysis.load import tidy_from_export
-from empeval.analysis.report import write_report
-from empeval.analysis.simulate import simulate_study
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.kinds.likert.report import write_report
+from empeval.analysis.report.latex import booktabs, cell, escape
+from empeval.analysis.simulate.likert import simulate_study
 from empeval.cli import cli
 from tests.analysis.latex_check import latex_problems, tabular_rows
 
@@ -90,16 +90,17 @@ def test_the_report_command_writes_latex_of_an_export(tmp_path):
 
 
 def test_a_pairwise_report_with_latex_writes_the_ab_table(tmp_path):
-    from empeval.analysis.pairwise_report import ab_display
-    from empeval.analysis.simulate_pairwise import simulate_pairwise_study
-    from empeval.reporting import write_pairwise_report
+    from empeval.analysis.kinds.pairwise.blocks import ab_display
+    from empeval.analysis.kinds.pairwise.part import pairwise_report
+    from empeval.analysis.report.sections import write_report
+    from empeval.analysis.simulate.pairwise import simulate_pairwise_study
 
     judgments = simulate_pairwise_study(n_contexts=8, anchor="moel", seed=3).judgments
     renamed = {"gold": "gold_v2 & co"}  # sorts where "gold" does, so every pair label keeps its order
     judgments = judgments.assign(**{column: judgments[column].replace(renamed)
                                     for column in ("system_left", "system_right", "preferred")},
                                  pair=judgments["pair"].str.replace("gold", "gold_v2 & co", regex=False))
-    paths = write_pairwise_report(judgments, tmp_path, name="ab", focus="moel", n_boot=20, latex=True)
+    paths = write_report(pairwise_report(judgments, name="ab", focus="moel", n_boot=20), tmp_path, latex=True)
     tex = paths["latex_ab_table"].read_text(encoding="utf-8")
     assert latex_problems(tex) == []
     header, *rows = tabular_rows(tex)

@@ -10,15 +10,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empeval.analysis.agreement_reading import alpha_beside_ac2, modal_share
-from empeval.analysis.compare import compare_pairs, system_means
-from empeval.analysis.conclusions import DEFINITION, conclusion_changes
-from empeval.analysis.load import tidy_from_export
-from empeval.analysis.plots import stacked_score_shares, system_means_plot, system_order
-from empeval.analysis.rater_aware import rater_aware_check
-from empeval.analysis.report import write_report
-from empeval.analysis.report_tables import criteria_in_order, pairs_table, paper_table, wilcoxon_variants
-from empeval.analysis.simulate import simulate_study
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.kinds.likert.report import write_report
+from empeval.analysis.report.plots import stacked_score_shares, system_means_plot, system_order
+from empeval.analysis.report.tables import criteria_in_order, pairs_table, paper_table, wilcoxon_variants
+from empeval.analysis.simulate.likert import simulate_study
+from empeval.analysis.stats.agreement_reading import modal_share
+from empeval.analysis.stats.conclusions import DEFINITION, conclusion_changes
+from empeval.analysis.stats.rater_aware import rater_aware_check
+from empeval.analysis.stats.significance import compare_pairs, system_means
 
 STUDY_ORDER = ["relevance", "fluency", "empathy"]  # neither sorted nor the default: only the study file says so
 
@@ -115,18 +115,6 @@ def test_pairs_table_keeps_a_significant_pair_significant(small):
     assert (shown["sig."] == np.where(pairs["significant"], "yes", "no")).all()
 
 
-@pytest.mark.parametrize(("before", "after", "changes"), [
-    ((0.40, 0.01), (0.30, 0.02), False),   # same order, significant both times
-    ((0.40, 0.01), (0.30, 0.20), True),    # loses significance
-    ((0.10, 0.60), (0.30, 0.01), True),    # gains significance
-    ((0.10, 0.60), (-0.10, 0.70), True),   # order reverses, never significant
-    ((0.0, 0.90), (1e-12, 0.90), False),   # a difference within the tie tolerance has no order
-    ((0.20, np.nan), (0.20, 0.90), False),  # an untestable pair is not significant
-])
-def test_a_conclusion_changes_when_order_or_significance_does(before, after, changes):
-    assert conclusion_changes(*before, *after, alpha=0.05) is changes
-
-
 def test_the_rater_aware_check_flags_exactly_the_pairs_whose_conclusion_changes(small):
     _, ratings = small
     raw = compare_pairs(ratings, n_boot=0)
@@ -162,21 +150,6 @@ def test_alpha_beside_ac2_is_read_next_to_the_agreement_table(report, small):
         counts = kept.loc[~kept["is_control"] & (kept["criterion"] == criterion), "score"].value_counts()
         assert modal_share(kept, criterion) == (int(counts.index[0]), counts.iloc[0] / counts.sum())
         assert f"{criterion} {counts.index[0]} ({counts.iloc[0] / counts.sum():.0%})" in after_table
-
-
-def test_alpha_beside_ac2_is_left_out_when_ac2_is_undefined():
-    agreement = pd.DataFrame({"criterion": ["empathy", "empathy"], "system": ["(all)", "(all)"],
-                              "coefficient": ["alpha_ordinal", "ac2_ordinal"], "estimate": [0.3, np.nan]})
-    assert alpha_beside_ac2(agreement, pd.DataFrame(), ["empathy"]) is None
-
-
-def test_alpha_beside_ac2_gives_the_ranges_of_both(small):
-    _, ratings = small
-    agreement = pd.DataFrame({"criterion": ["empathy", "empathy", "fluency", "fluency"], "system": ["(all)"] * 4,
-                              "coefficient": ["alpha_ordinal", "ac2_ordinal"] * 2,
-                              "estimate": [0.31, 0.74, 0.42, 0.81]})
-    text = alpha_beside_ac2(agreement, ratings, ["empathy", "fluency"])
-    assert text.startswith("Reading α beside AC2: here ordinal α is 0.31–0.42 and AC2 0.74–0.81.")
 
 
 def _top_down(axis) -> list[str]:

@@ -1,5 +1,5 @@
-"""The report's large-study code paths give what the plain ones give: block-drawn weights, blocked weighted
-sums, the sort-free rank-biserial bootstrap, halo and consensus without a loop per annotator."""
+"""The report's large-study code paths give what the plain ones give: the sort-free rank-biserial bootstrap, halo
+and consensus without a loop per annotator (block-drawn weights and blocked weighted sums: stats/test_bootstrap.py)."""
 from __future__ import annotations
 
 import warnings
@@ -9,26 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from empeval.analysis import bootstrap, compare, quality
-
-
-def test_weights_drawn_in_row_blocks_are_the_multinomial_counts_of_one_call(monkeypatch):
-    monkeypatch.setattr(bootstrap, "_BLOCK", 40)  # 40 // 13 = 3 rows per block, the last one short
-    monkeypatch.setattr(bootstrap, "_DRAWN", {})
-    weights = bootstrap.resample_weights(13, n_boot=20, seed=5)
-    one_call = np.random.default_rng(5).multinomial(13, np.full(13, 1 / 13), size=20)
-    assert weights.dtype == np.uint8
-    assert np.array_equal(weights, one_call)
-
-
-def test_weighted_sums_in_blocks_equal_the_float_product(monkeypatch):
-    rng = np.random.default_rng(0)
-    weights = rng.integers(0, 4, size=(11, 7)).astype(np.uint8)
-    values = rng.normal(size=(7, 3))
-    monkeypatch.setattr(bootstrap, "_BLOCK", 15)  # two rows per block
-    np.testing.assert_allclose(bootstrap.weighted_sums(weights, values), weights.astype(float) @ values, rtol=1e-15)
-    np.testing.assert_allclose(bootstrap.weighted_sums(weights, values[:, 0]), weights.astype(float) @ values[:, 0],
-                               rtol=1e-15)
+from empeval.analysis.kinds.likert import quality
+from empeval.analysis.stats import significance as compare
 
 
 def _rank_biserial_of_each_resample(d: np.ndarray, drawn: np.ndarray) -> np.ndarray:

@@ -106,3 +106,11 @@ def client_factory(study_engine):
 
 def new_submission_id() -> str:
     return uuid.uuid4().hex
+
+
+def placed_items(session, assignment_id: int):
+    """The assignment's placements of a Likert study (AssignmentItem rows) in position order."""
+    from empeval.server.store.kinds.likert import AssignmentItem
+
+    return session.scalars(select(AssignmentItem).where(AssignmentItem.assignment_id == assignment_id)
+                           .order_by(AssignmentItem.position)).all()

@@ -12,7 +12,9 @@ from empeval.server.annotation.annotators import invite
 from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.store import make_engine, upgrade
-from empeval.server.store.models import Assignment, AssignmentItem, Choice, Rating
+from empeval.server.store.kinds.likert import AssignmentItem, Rating
+from empeval.server.store.kinds.pairwise import Choice
+from empeval.server.store.models import Assignment
 from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
 from tests.annotation.pairwise_fixtures import make_ab_study

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import event, select, update
 from sqlalchemy.orm import Session, aliased
 
-from empeval.server.store.models import Assignment, AssignmentPair, PairItem, Response, Study, System
+from empeval.server.store.kinds.pairwise import AssignmentPair, PairItem
+from empeval.server.store.models import Assignment, Response, Study, System
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import parse_study
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses

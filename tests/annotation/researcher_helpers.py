@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from empeval.cli import cli
 from empeval.server.annotation.handout import assignment_payload, next_assignment
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import new_submission_id
 

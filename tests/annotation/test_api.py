@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.store.models import AssignmentItem, Rating
+from empeval.server.store.kinds.likert import AssignmentItem, Rating
 from tests.annotation.conftest import CONTROLS, SYSTEMS, new_submission_id
 from tests.store.helpers import snapshot
 

@@ -14,7 +14,8 @@ from empeval.server.annotation.secrets import admin_token, secret_key
 from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.store import make_engine, upgrade
-from empeval.server.store.models import Assignment, AssignmentItem, Rating
+from empeval.server.store.kinds.likert import AssignmentItem, Rating
+from empeval.server.store.models import Assignment
 from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
 from tests.browser import chromium_page, live_server

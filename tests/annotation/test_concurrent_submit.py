@@ -20,12 +20,14 @@ from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-import empeval.server.annotation.submit as submit_module
+import empeval.server.annotation.submission as submit_module
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import assignment_payload, next_assignment
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.kinds import annotation_kind
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.errors import Conflict
-from empeval.server.store.models import Assignment, Rating
+from empeval.server.store.kinds.likert import Rating
+from empeval.server.store.models import Assignment
 from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import new_submission_id
 
@@ -100,8 +102,8 @@ def _after_validation(monkeypatch, hold):
     'already submitted' check, before the storing transaction."""
     validate = submit_module.validate_submission
 
-    def validate_then_hold(payload, expected):
-        valid = validate(payload, expected)
+    def validate_then_hold(*args):
+        valid = validate(*args)
         hold(threading.current_thread().name)
         return valid
 
@@ -111,13 +113,14 @@ def _after_validation(monkeypatch, hold):
 def _inside_the_transaction(monkeypatch, hold):
     """Run `hold(thread name)` inside the storing transaction, after the UPDATE that marked the assignment
     submitted and before the ratings are written (only a thread whose UPDATE went through gets there)."""
-    store = submit_module._store_ratings
+    likert = annotation_kind("likert")
+    store = likert.store
 
-    def hold_then_store(session, *args, **kwargs):
+    def hold_then_store(*args, **kwargs):
         hold(threading.current_thread().name)
-        return store(session, *args, **kwargs)
+        return store(*args, **kwargs)
 
-    monkeypatch.setattr(submit_module, "_store_ratings", hold_then_store)
+    monkeypatch.setattr(likert, "store", hold_then_store)
 
 
 def _one_after_the_other(monkeypatch, first_done: threading.Event):

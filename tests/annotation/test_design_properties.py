@@ -14,8 +14,9 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import assignment_payload, next_assignment
 from empeval.server.annotation.secrets import read_invite, secret_key
-from empeval.server.annotation.submit import submit_assignment
-from empeval.server.store.models import Assignment, Rating, Response, StudyItem
+from empeval.server.annotation.submission import submit_assignment
+from empeval.server.store.kinds.likert import Rating, StudyItem
+from empeval.server.store.models import Assignment, Response
 from empeval.server.store.queries import now_utc
 from empeval.tasks.design import Candidate, controls_per_assignment, plan_assignments
 from tests.annotation.conftest import (
@@ -24,6 +25,7 @@ from tests.annotation.conftest import (
     add_responses,
     make_study,
     new_submission_id,
+    placed_items,
 )
 
 designs = st.fixed_dictionaries(
@@ -149,7 +151,8 @@ def test_handout_gives_each_response_k_distinct_annotators_and_nobody_a_context_
             ).all()
             assignments = s.scalars(select(Assignment)).all()
             contexts_of = {
-                a.id: {s.get(Response, s.get(StudyItem, i.item_id).response_id).context_id for i in a.items}
+                a.id: {s.get(Response, s.get(StudyItem, i.item_id).response_id).context_id
+                       for i in placed_items(s, a.id)}
                 for a in assignments
             }
             done_by = {a.id: a.annotator_id for a in assignments if a.status == "submitted"}
@@ -201,7 +204,7 @@ def test_an_expired_assignment_goes_back_to_the_pool_and_a_late_submission_is_ke
         old = s.get(Assignment, abandoned)
         copy = s.scalar(select(Assignment).where(Assignment.replaces_id == abandoned))
         assert old.status == "expired" and copy is not None
-        assert {i.item_id for i in copy.items} == items
+        assert {i.item_id for i in placed_items(s, copy.id)} == items
     while handed[-1] is not None and handed[-1] != copy.id:
         submit_assignment(
             sample_engine,

@@ -7,9 +7,10 @@ from sqlalchemy import select
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import assignment_payload, next_assignment, release
 from empeval.server.annotation.secrets import read_invite, secret_key
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import Assignment, AssignmentItem
+from empeval.server.store.kinds.likert import AssignmentItem
+from empeval.server.store.models import Assignment
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 
 # Hand-out once looked at open assignments 50 at a time; it now asks SQL for the first that fits, and the

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.annotation.handout import claim, next_assignment, next_assignment_payload
+from empeval.server.annotation.handout import assignment_kind, claim, next_assignment, next_assignment_payload
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Assignment
 from empeval.server.store.queries import as_utc, now_utc
@@ -44,7 +44,7 @@ def test_a_direct_claim_stamps_when_she_started(study_engine):
     with Session(study_engine) as session:
         open_id = session.query(Assignment.id).filter(Assignment.status == "open").order_by(Assignment.id).first()[0]
     with unit_of_work(study_engine) as session:
-        assert claim(session, open_id, annotator.id, now=now, minutes=None)
+        assert claim(session, assignment_kind(session, open_id), open_id, annotator.id, now=now, minutes=None)
     with Session(study_engine) as session:
         assert as_utc(session.get(Assignment, open_id).started_at) == now
 

@@ -17,18 +17,20 @@ from empeval.server.annotation.annotators import invite, revoke
 from empeval.server.annotation.handout import (
     AccessRevoked,
     StudyClosed,
+    assignment_kind,
     assignment_payload,
     close_study,
     contexts_seen_before,
     next_assignment,
     release,
 )
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.errors import NotFound
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import Assignment, AssignmentItem, Context, Response, SeenContext, Study, StudyItem
+from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
+from empeval.server.store.models import Assignment, Context, Response, SeenContext, Study
 from empeval.server.store.queries import as_utc, now_utc
-from tests.annotation.conftest import make_study, new_submission_id
+from tests.annotation.conftest import make_study, new_submission_id, placed_items
 
 
 @pytest.fixture
@@ -40,7 +42,8 @@ def rater(study_engine):
 def _assignment(engine, assignment_id):
     with Session(engine) as session:
         assignment = session.get(Assignment, assignment_id)
-        items = sorted((link.position, link.item_id) for link in assignment.items)
+        items = sorted(session.execute(select(AssignmentItem.position, AssignmentItem.item_id)
+                                       .where(AssignmentItem.assignment_id == assignment_id)).all())
         session.expunge(assignment)
         return assignment, items
 
@@ -68,7 +71,7 @@ def test_an_expired_assignment_goes_back_as_a_faithful_copy(study_engine, rater)
     with Session(study_engine) as session:
         copy = session.scalar(select(Assignment).where(Assignment.replaces_id == first))
         assert copy is not None
-        copy_items = sorted((link.position, link.item_id) for link in copy.items)
+        copy_items = sorted((link.position, link.item_id) for link in placed_items(session, copy.id))
         assert (copy.study_id, copy.round, copy.design_index) == (old.study_id, old.round, old.design_index)
         assert copy.status in ("open", "assigned") and copy.annotator_id in (None, other.id)
         # the rater who let it expire keeps the contexts she saw
@@ -80,7 +83,7 @@ def test_an_expired_assignment_goes_back_as_a_faithful_copy(study_engine, rater)
 def test_the_task_page_gets_the_study_the_scale_and_each_item_in_order_but_no_system(study_engine, rater):
     assignment_id = next_assignment(study_engine, "pilot", rater)
     payload = assignment_payload(study_engine, assignment_id)
-    assert set(payload) == {"assignment_id", "status", "expires_at", "study", "criteria", "scale", "items"}
+    assert set(payload) == {"kind", "assignment_id", "status", "expires_at", "study", "criteria", "scale", "items"}
     assert payload["assignment_id"] == assignment_id and payload["status"] == "assigned"
     assignment, items = _assignment(study_engine, assignment_id)
     assert payload["expires_at"] == as_utc(assignment.expires_at).isoformat()
@@ -198,17 +201,19 @@ def test_contexts_seen_before_names_each_overlapping_context_and_where_it_was_se
         assert overlapping and apart
         target = overlapping[0]
         expected = sorted((context, first) for context in _contexts_of(study_engine, target) & seen)
-        assert contexts_seen_before(session, target, rater) == expected
-        assert contexts_seen_before(session, apart[0], rater) == []
-        assert contexts_seen_before(session, first, rater) == []  # her own assignment is not "before"
-        assert contexts_seen_before(session, target, other.id) == []  # somebody else saw nothing
+        assert contexts_seen_before(session, assignment_kind(session, target), target, rater) == expected
+        assert contexts_seen_before(session, assignment_kind(session, apart[0]), apart[0], rater) == []
+        # her own assignment is not "before"
+        assert contexts_seen_before(session, assignment_kind(session, first), first, rater) == []
+        # somebody else saw nothing
+        assert contexts_seen_before(session, assignment_kind(session, target), target, other.id) == []
     # The same contexts seen in another study do not count in this one.
     make_study(study_engine, name="second", count=12)
     invite(study_engine, "hana", "second")
     elsewhere = next_assignment(study_engine, "second", other.id)
     assert elsewhere is not None
     with Session(study_engine) as session:
-        assert contexts_seen_before(session, target, other.id) == []
+        assert contexts_seen_before(session, assignment_kind(session, target), target, other.id) == []
 
 
 def test_revoking_one_rater_expires_only_her_active_assignment(study_engine, rater):
@@ -255,11 +260,11 @@ def test_a_claim_the_database_refuses_is_tried_again(study_engine, rater, monkey
     # context); the next attempt reads the winner back or claims anew, never gives up at the first refusal.
     original, refusals = handout._record_seen, []
 
-    def refuse_once(session, assignment_id, annotator_id, now):
+    def refuse_once(session, kind, assignment_id, annotator_id, now):
         if not refusals:
             refusals.append(assignment_id)
             raise IntegrityError("INSERT INTO seen_context ...", {}, Exception("duplicate key"))
-        return original(session, assignment_id, annotator_id, now)
+        return original(session, kind, assignment_id, annotator_id, now)
 
     monkeypatch.setattr(handout, "_record_seen", refuse_once)
     assignment_id = next_assignment(study_engine, "pilot", rater)

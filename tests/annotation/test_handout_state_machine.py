@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import invite, revoke
 from empeval.server.annotation.handout import AccessRevoked, StudyClosed, close_study, next_assignment
 from empeval.server.annotation.secrets import read_invite, secret_key
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.errors import Conflict
-from empeval.server.store.models import Assignment, AssignmentItem, Rating, Response, SeenContext, Study, StudyItem
+from empeval.server.store.kinds.likert import AssignmentItem, Rating, StudyItem
+from empeval.server.store.models import Assignment, Response, SeenContext, Study
 from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 

@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import expire_overdue, next_assignment_payload
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.kinds import annotation_kind
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import Assignment, Rating, Response, SeenContext, Study
+from empeval.server.store.kinds.likert import Rating
+from empeval.server.store.models import Assignment, Response, SeenContext, Study
 from empeval.server.store.queries import as_utc
 from tests.annotation.conftest import SYSTEMS, add_responses, make_study, new_submission_id
 
@@ -104,7 +106,7 @@ def test_the_seen_check_runs_per_candidate_however_much_the_rater_has_seen(sampl
     _rate(sample_engine, "history", rater.id, 12)  # a rater with history: 12 assignments, up to 60 contexts seen
     with Session(sample_engine) as session:
         study_id = session.scalar(select(Study.id).where(Study.name == "history"))
-    sqlite_sql, postgresql_sql = hot_sql.FIRST_FITTING_SQL
+    sqlite_sql, postgresql_sql = hot_sql.first_fitting_sql(annotation_kind("likert"))
     parameters = {"study": study_id, "annotator": rater.id}
     with sample_engine.connect() as connection:
         if sample_engine.dialect.name == "postgresql":
@@ -156,7 +158,7 @@ def test_the_seen_check_probes_one_context_at_a_time_whatever_the_statistics_say
                                     assignment_id=first_assignment, seen_at=datetime.now(UTC))
                         for other in others for context in contexts)
     _rate(sample_engine, "stale", rater.id, 12)  # and her history: 12 assignments, up to 60 contexts
-    sqlite_sql, postgresql_sql = hot_sql.FIRST_FITTING_SQL
+    sqlite_sql, postgresql_sql = hot_sql.first_fitting_sql(annotation_kind("likert"))
     values = {"study": study_id, "annotator": rater.id}
     with sample_engine.connect() as connection:
         if sample_engine.dialect.name != "postgresql":

@@ -15,11 +15,12 @@ from sqlalchemy.orm import Session
 
 from empeval.server.annotation import handout
 from empeval.server.annotation.annotators import invite
-from empeval.server.annotation.handout import claim, contexts_seen_before, next_assignment, release
+from empeval.server.annotation.handout import assignment_kind, claim, contexts_seen_before, next_assignment, release
 from empeval.server.annotation.secrets import read_invite, secret_key
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.submission import submit_assignment
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import Assignment, AssignmentItem, Response, SeenContext, StudyItem
+from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
+from empeval.server.store.models import Assignment, Response, SeenContext
 from empeval.server.store.queries import now_utc
 from empeval.server.web import create_app
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
@@ -150,7 +151,8 @@ def test_a_second_claim_by_the_same_rater_fails_in_the_database_and_next_reads_t
         open_ids = session.scalars(select(Assignment.id).where(Assignment.status == "open")).all()
     other = next(a for a in open_ids if not contexts_of(engine, a) & contexts_of(engine, first))
     with pytest.raises(IntegrityError), unit_of_work(engine) as session:
-        claim(session, other, me, now=now_utc(), minutes=30)  # as a racing tab would, past Python's checks
+        # as a racing tab would, past Python's checks
+        claim(session, assignment_kind(session, other), other, me, now=now_utc(), minutes=30)
     assert next_assignment(engine, "pilot", me) == first
     assert active_of(engine, me) == [first]
 
@@ -164,9 +166,9 @@ def test_the_database_refuses_a_context_shown_twice_to_one_rater(wide_study):
     with Session(engine) as session:
         overlapping = [a for a in session.scalars(select(Assignment.id).where(Assignment.status == "open"))
                        if contexts_of(engine, a) & mine]
-        assert contexts_seen_before(session, overlapping[0], me)
+        assert contexts_seen_before(session, assignment_kind(session, overlapping[0]), overlapping[0], me)
     with pytest.raises(IntegrityError), unit_of_work(engine) as session:
-        claim(session, overlapping[0], me, now=now_utc(), minutes=30)
+        claim(session, assignment_kind(session, overlapping[0]), overlapping[0], me, now=now_utc(), minutes=30)
     with Session(engine) as session:
         assert session.get(Assignment, overlapping[0]).status == "open"
 

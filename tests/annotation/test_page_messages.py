@@ -15,7 +15,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.secrets import admin_token, secret_key
-from empeval.server.store.models import Assignment, Rating
+from empeval.server.store.kinds.likert import Rating
+from empeval.server.store.models import Assignment
 from tests.annotation.page_fixtures import answer, drafts_in, item_count, likert_store, serving, start
 from tests.axe import axe_violations, describe
 from tests.browser import chromium_page

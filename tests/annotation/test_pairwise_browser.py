@@ -13,7 +13,8 @@ from empeval.server.annotation.annotators import invite
 from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.store import make_engine, upgrade
-from empeval.server.store.models import Assignment, AssignmentPair, Choice
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice
+from empeval.server.store.models import Assignment
 from empeval.wiring import make_app
 from tests.annotation.conftest import CONTROLS, SYSTEMS
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, make_ab_study, placements

@@ -1,6 +1,7 @@
 """The judgment table of a pairwise study, against rows written out by hand: sides as shown (the placement's
 shown_left), the system preferred, ties, controls with their target only, late submissions; the contract's columns
-in its order (a drift test against analysis.pairwise_schema, until the exporter may import it); and `empeval export`
+in its order (a drift test against analysis.kinds.pairwise.schema, until the exporter may import it); and `empeval
+export`
 writing it for a pairwise study while a Likert study still gets its ratings."""
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from click.testing import CliRunner
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from empeval.analysis.pairwise_schema import JUDGMENT_COLUMNS, validate_judgments
+from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS, validate_judgments
 from empeval.cli import cli
 from empeval.server.annotation.annotators import invite
-from empeval.server.annotation.export import export_rows
-from empeval.server.annotation.pairwise_export import judgments_to_csv, pairwise_export_rows
-from empeval.server.store.models import Assignment, AssignmentPair, Choice, PairItem
+from empeval.server.annotation.export import export_rows, rows_to_csv
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
+from empeval.server.store.models import Assignment
 from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import make_study
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, assignment_ids, give, make_ab_study, placements
@@ -58,7 +59,7 @@ def test_rows_name_the_sides_as_shown_and_the_system_preferred(judged):
     engine, assignment_id, placed = judged
     first, second = placed[:2]
     a1, b1, a2, b2 = first.system_a, first.system_b, second.system_a, second.system_b
-    rows = pairwise_export_rows(engine, "ab")
+    rows = export_rows(engine, "ab")
     annotator = rows[0]["annotator"]
     assert annotator != "rita" and len({r["annotator"] for r in rows}) == 1  # the pseudonym, never the name
 
@@ -87,9 +88,9 @@ def test_rows_name_the_sides_as_shown_and_the_system_preferred(judged):
 
 def test_the_export_passes_the_contracts_validator_as_records_and_as_csv(judged):
     engine, _, placed = judged
-    rows = pairwise_export_rows(engine, "ab")
+    rows = export_rows(engine, "ab")
     from_records = validate_judgments(rows)
-    text = judgments_to_csv(rows)
+    text = rows_to_csv(rows, JUDGMENT_COLUMNS)
     assert text.splitlines()[0] == ",".join(JUDGMENT_COLUMNS)
     from_csv = validate_judgments(list(csv.DictReader(io.StringIO(text))), source="export.csv")
     assert from_csv.equals(from_records) and len(from_csv) == 3 * len(placed)
@@ -99,7 +100,7 @@ def test_a_late_submission_is_flagged_in_every_row(judged):
     engine, assignment_id, _ = judged
     with Session(engine) as session, session.begin():
         session.execute(update(Assignment).where(Assignment.id == assignment_id).values(late=True))
-    assert {r["late"] for r in pairwise_export_rows(engine, "ab")} == {True}
+    assert {r["late"] for r in export_rows(engine, "ab")} == {True}
 
 
 def test_empeval_export_writes_the_judgment_table_for_a_pairwise_study_and_ratings_for_a_likert_one(judged,
@@ -110,10 +111,10 @@ def test_empeval_export_writes_the_judgment_table_for_a_pairwise_study_and_ratin
     runner = CliRunner()
     result = runner.invoke(cli, ["--database-url", url, "export", "ab", "--format", "csv"])
     assert result.exit_code == 0, result.output
-    assert result.output == judgments_to_csv(pairwise_export_rows(engine, "ab"))
+    assert result.output == rows_to_csv(export_rows(engine, "ab"), JUDGMENT_COLUMNS)
     out = tmp_path / "ab.jsonl"
     result = runner.invoke(cli, ["--database-url", url, "export", "ab", "--format", "jsonl", "--out", str(out)])
     assert result.exit_code == 0 and f"{3 * len(placed)} judgments written to {out}" in result.output
-    assert [json.loads(line) for line in out.read_text().splitlines()] == pairwise_export_rows(engine, "ab")
+    assert [json.loads(line) for line in out.read_text().splitlines()] == export_rows(engine, "ab")
     likert = runner.invoke(cli, ["--database-url", url, "export", "pilot", "--format", "csv"])
     assert likert.exit_code == 0 and likert.output.startswith("study,item_id,") and export_rows(engine, "pilot") == []

@@ -18,7 +18,8 @@ from empeval.server.annotation.handout import (
     next_assignment_payload,
 )
 from empeval.server.store.engine import counting_statements
-from empeval.server.store.models import Assignment, AssignmentPair, Choice, SeenContext
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice
+from empeval.server.store.models import Assignment, SeenContext
 from empeval.server.store.queries import now_utc
 from empeval.server.web import create_app
 from tests.annotation.conftest import new_submission_id

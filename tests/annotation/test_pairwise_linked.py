@@ -17,18 +17,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.annotation.handout import claim, contexts_seen_before, next_assignment, release
+from empeval.server.annotation.handout import assignment_kind, claim, contexts_seen_before, next_assignment, release
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import (
-    Assignment,
-    AssignmentItem,
-    AssignmentPair,
-    PairItem,
-    Response,
-    SeenContext,
-    Study,
-    StudyItem,
-)
+from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
+from empeval.server.store.kinds.pairwise import AssignmentPair, PairItem
+from empeval.server.store.models import Assignment, Response, SeenContext, Study
 from empeval.server.store.queries import now_utc
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import parse_study
@@ -138,9 +131,9 @@ def test_a_direct_claim_of_a_context_seen_in_the_linked_study_fails_in_the_datab
     context = min(contexts_of(linked, taken))
     other = _assignment_with(linked, then, context)
     with Session(linked) as session:
-        assert (context, taken) in contexts_seen_before(session, other, rita.id)
+        assert (context, taken) in contexts_seen_before(session, assignment_kind(session, other), other, rita.id)
     with pytest.raises(IntegrityError), unit_of_work(linked) as session:
-        claim(session, other, rita.id, now=now_utc(), minutes=None)
+        claim(session, assignment_kind(session, other), other, rita.id, now=now_utc(), minutes=None)
     with Session(linked) as session:
         assert session.get_one(Assignment, other).status == "open"
 
@@ -150,7 +143,7 @@ def test_a_linked_claim_writes_its_seen_rows_under_both_studies_and_release_take
     pilot_id, ab_id = study_id(linked, "pilot"), study_id(linked, "ab")
     first = open_ids(linked, "ab")[0]
     with unit_of_work(linked) as session:
-        assert claim(session, first, rita.id, now=now_utc(), minutes=None)
+        assert claim(session, assignment_kind(session, first), first, rita.id, now=now_utc(), minutes=None)
     with Session(linked) as session:
         rows = set(session.execute(select(SeenContext.study_id, SeenContext.context_id)
                                    .where(SeenContext.assignment_id == first)).all())
@@ -161,9 +154,9 @@ def test_a_linked_claim_writes_its_seen_rows_under_both_studies_and_release_take
     # No phantom row: the pilot assignment with that context is hers to take now.
     other = _assignment_with(linked, "pilot", min(contexts))
     with Session(linked) as session:
-        assert contexts_seen_before(session, other, rita.id) == []
+        assert contexts_seen_before(session, assignment_kind(session, other), other, rita.id) == []
     with unit_of_work(linked) as session:
-        assert claim(session, other, rita.id, now=now_utc(), minutes=None)
+        assert claim(session, assignment_kind(session, other), other, rita.id, now=now_utc(), minutes=None)
 
 
 def run_together(n: int, work) -> list:
@@ -195,7 +188,8 @@ def test_two_direct_claims_at_once_in_the_linked_studies_sharing_a_context_one_w
 
         def take(i, pilot=pilot, ab=ab, rater=rater):
             with unit_of_work(linked) as session:
-                return claim(session, (pilot, ab)[i], rater, now=now_utc(), minutes=None)
+                chosen = (pilot, ab)[i]
+                return claim(session, assignment_kind(session, chosen), chosen, rater, now=now_utc(), minutes=None)
 
         outcome = run_together(2, take)
         assert sorted(map(type, outcome), key=str) == sorted([bool, IntegrityError], key=str), outcome

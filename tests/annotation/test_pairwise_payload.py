@@ -8,17 +8,16 @@ import json
 import pytest
 from sqlalchemy.orm import Session
 
-from empeval.server.annotation.pairwise_payload import pairwise_assignment_payload
-from empeval.server.errors import BadInput, NotFound
+from empeval.server.annotation.handout import assignment_payload
+from empeval.server.errors import NotFound
+from empeval.server.store.kinds.pairwise import DEFAULT_PAIRWISE_CRITERIA
 from empeval.server.store.models import Context
-from empeval.server.store.study_config import DEFAULT_PAIRWISE_CRITERIA
 from tests.annotation.conftest import CONTROLS, SYSTEMS, make_study
 from tests.annotation.pairwise_fixtures import StatementCounter, assignment_ids, make_ab_study, placements
 
 
 def payload(engine, assignment_id):
-    with Session(engine) as session:
-        return pairwise_assignment_payload(session, assignment_id)
+    return assignment_payload(engine, assignment_id)
 
 
 def test_a_is_the_response_shown_left_and_b_the_other_in_position_order(sample_engine):
@@ -84,11 +83,13 @@ def test_two_statements_whatever_the_number_of_pairs(sample_engine, per_assignme
     assert len(counter.statements) == 2, counter.statements
 
 
-def test_an_unknown_assignment_or_a_likert_one_is_refused_by_name(sample_engine):
+def test_an_unknown_assignment_is_refused_and_each_kind_gets_its_own_payload(sample_engine):
     make_ab_study(sample_engine)
     make_study(sample_engine, name="pilot", count=4, k=1, per_assignment=4, controls=[])
     with pytest.raises(NotFound, match="no assignment 99999"):
         payload(sample_engine, 99999)
-    likert = assignment_ids(sample_engine, "pilot")[0]
-    with pytest.raises(BadInput, match=f"assignment {likert} is of the Likert study 'pilot'"):
-        payload(sample_engine, likert)
+    likert = payload(sample_engine, assignment_ids(sample_engine, "pilot")[0])
+    pair = payload(sample_engine, assignment_ids(sample_engine, "ab")[0])
+    assert (likert["kind"], pair["kind"]) == ("likert", "pairwise")
+    assert "scale" in likert and "response" in likert["items"][0] and "ties" not in likert
+    assert "scale" not in pair and "response_a" in pair["items"][0] and "ties" in pair

@@ -16,18 +16,17 @@ from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import StudyClosed, close_study
-from empeval.server.annotation.pairwise_submit import (
-    ExpectedChoices,
-    pairwise_submission_schema,
-    submit_pairwise,
-    validate_pairwise_submission,
-)
+from empeval.server.annotation.kinds.pairwise import ExpectedChoices
+from empeval.server.annotation.submission import submit_assignment as submit_pairwise
 from empeval.server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS
 from empeval.server.errors import BadInput, Conflict, NotFound
-from empeval.server.store.models import Assignment, AssignmentPair, Choice
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice
+from empeval.server.store.models import Assignment
 from empeval.server.store.queries import now_utc
 from tests.annotation.conftest import make_study
 from tests.annotation.json_bodies import bodies, fits, shown, why_not
+from tests.annotation.kind_submits import pairwise_schema as pairwise_submission_schema
+from tests.annotation.kind_submits import validate_pairwise as validate_pairwise_submission
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, assignment_ids, give, make_ab_study, placements
 
 EXPECTED = ExpectedChoices(item_ids=(12, 7, 30), criteria=AB_CRITERIA, ties=True)
@@ -120,13 +119,13 @@ def test_a_tie_is_refused_naming_item_and_criterion_when_the_study_allows_none()
     for entry in body["judgments"]:
         entry["choices"]["fluency"] = "B"
     valid = validate_pairwise_submission(body, no_ties)
-    assert {s for j in valid.judgments.values() for s in j.sides.values()} == {"left", "right"}
+    assert {s for j in valid.answers.values() for s in j.sides.values()} == {"left", "right"}
 
 
 def test_a_b_and_t_become_left_right_and_tie():
     valid = validate_pairwise_submission(_body(), EXPECTED)
-    assert valid.judgments[12].sides == {"empathy": "left", "relevance": "right", "fluency": "tie"}
-    assert valid.judgments[30].seconds == 9.5 and valid.comment == "fine"
+    assert valid.answers[12].sides == {"empathy": "left", "relevance": "right", "fluency": "tie"}
+    assert valid.answers[30].seconds == 9.5 and valid.comment == "fine"
 
 
 def verdict(body, expected: ExpectedChoices) -> str | None:
@@ -318,7 +317,7 @@ def test_a_pairwise_submit_through_the_api_entry_takes_one_connection_and_stores
     # second one, then write on a third.
     from sqlalchemy import event
 
-    from empeval.server.annotation.submit import submit_assignment
+    from empeval.server.annotation.submission import submit_assignment
 
     engine, assignment_id, rita = ab
     body = body_for(engine, assignment_id)

@@ -15,12 +15,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS, ExpectedRatings, submission_schema
-from empeval.server.annotation.submit import validate_submission
+from empeval.server.annotation.kinds.likert import ExpectedRatings
+from empeval.server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS
 from empeval.server.errors import BadInput
-from empeval.server.store.models import Assignment, Rating
-from tests.annotation.conftest import new_submission_id
+from empeval.server.store.kinds.likert import Rating
+from empeval.server.store.models import Assignment
+from tests.annotation.conftest import new_submission_id, placed_items
 from tests.annotation.json_bodies import bodies, fits, shown, why_not
+from tests.annotation.kind_submits import likert_schema as submission_schema
+from tests.annotation.kind_submits import validate_likert as validate_submission
 from tests.store.helpers import snapshot
 
 ED_LIKERT = ExpectedRatings(item_ids=(12, 7, 30), criteria=("empathy", "relevance", "fluency"), low=1, high=5)
@@ -50,14 +53,17 @@ def test_the_openapi_document_serves_the_generated_schema():
     import jsonschema_rs
 
     import empeval.server.web.annotate_api  # noqa: F401 (registers its paths and schemas)
-    from empeval.server.annotation.pairwise_submit import pairwise_submission_schema
+    from empeval.server.annotation.kinds import annotation_kinds
     from empeval.server.web import openapi
+    from tests.annotation.kind_submits import pairwise_schema as pairwise_submission_schema
 
     schemas = openapi.document()["components"]["schemas"]
     assert schemas["LikertSubmission"] == submission_schema()
     assert schemas["PairwiseSubmission"] == pairwise_submission_schema()
-    assert schemas["Submission"] == {"oneOf": [{"$ref": "#/components/schemas/LikertSubmission"},
-                                               {"$ref": "#/components/schemas/PairwiseSubmission"}]}
+    names = {kind.name: "".join(part.capitalize() for part in kind.name.split("_")) + "Submission"
+             for kind in annotation_kinds()}
+    assert names["pairwise"] == "PairwiseSubmission" and set(names.values()) <= set(schemas)
+    assert schemas["Submission"] == {"oneOf": [{"$ref": f"#/components/schemas/{name}"} for name in names.values()]}
     # One body is never both: each kind requires its own list and refuses the other's.
     likert = {"submission_id": "abcdefgh", "ratings": []}
     pairwise = {"submission_id": "abcdefgh", "judgments": []}
@@ -193,9 +199,9 @@ def test_the_validator_hands_back_integers_and_seconds_as_numbers():
     body = _with(_first_scores(empathy=4.0))
     body["ratings"][0]["item_id"] = 12.0
     submission = validate_submission(body, ED_LIKERT)
-    assert submission.ratings[12].scores == {"empathy": 4, "relevance": 5, "fluency": 3}
-    assert all(type(score) is int for rating in submission.ratings.values() for score in rating.scores.values())
-    assert list(submission.ratings) == [12, 7, 30] and submission.ratings[7].seconds == 9.5
+    assert submission.answers[12].scores == {"empathy": 4, "relevance": 5, "fluency": 3}
+    assert all(type(score) is int for rating in submission.answers.values() for score in rating.scores.values())
+    assert list(submission.answers) == [12, 7, 30] and submission.answers[7].seconds == 9.5
 
 
 # Through the app and into the store.
@@ -228,7 +234,7 @@ def test_the_comment_and_seconds_are_stored_as_sent(annotator, study_engine):
     with Session(study_engine) as session:
         stored = session.get(Assignment, assignment["assignment_id"])
         assert stored is not None and stored.comment == comment
-        seconds = {link.item_id: link.seconds_on_item for link in stored.items}
+        seconds = {link.item_id: link.seconds_on_item for link in placed_items(session, stored.id)}
         first = ratings[0]["item_id"]
         assert seconds == {r["item_id"]: (0.1 if r["item_id"] == first else 2.5) for r in ratings}
         score = session.scalar(select(Rating.score).where(Rating.assignment_id == stored.id, Rating.item_id == first,

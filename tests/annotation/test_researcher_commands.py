@@ -13,10 +13,11 @@ from empeval.server.annotation.export import export_rows
 from empeval.server.annotation.handout import assignment_payload, close_study, next_assignment
 from empeval.server.annotation.secrets import secret_key
 from empeval.server.annotation.study_log import study_log
-from empeval.server.annotation.submit import submit_assignment
-from empeval.server.store.models import Annotator, Assignment, AssignmentItem, Rating, SeenContext, Study
+from empeval.server.annotation.submission import submit_assignment
+from empeval.server.store.kinds.likert import AssignmentItem, Rating
+from empeval.server.store.models import Annotator, Assignment, SeenContext, Study
 from empeval.server.store.queries import now_utc
-from tests.annotation.conftest import make_study, new_submission_id
+from tests.annotation.conftest import make_study, new_submission_id, placed_items
 from tests.annotation.researcher_helpers import claim, cli_run, work
 from tests.store.helpers import snapshot
 
@@ -198,7 +199,7 @@ def test_forget_removes_her_ratings_comments_and_name_and_logs_it_without_the_na
 
     result = cli_run(study_engine, "annotators", "forget", "alice", "--study", "pilot")
     assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[0] == (f"alice withdrawn from study pilot: {hers} rating(s), 0 choice(s) and 1 "
+    assert result.output.splitlines()[0] == (f"alice withdrawn from study pilot: {hers} ratings and 1 "
                                              f"comment(s) deleted; 1 submitted assignment(s) and 1 in progress back "
                                              f"in the pool for other raters")
     assert "her name is deleted and her pseudonym replaced by a tombstone" in result.output
@@ -219,12 +220,12 @@ def test_forget_removes_her_ratings_comments_and_name_and_logs_it_without_the_na
         assert sorted(c.replaces_id for c in copies) == sorted(statuses)
         assert {c.status for c in copies} == {"open"}
         copy_of_first = next(c for c in copies if c.replaces_id == first)
-        assert sorted(i.item_id for i in copy_of_first.items) == first_items
+        assert sorted(i.item_id for i in placed_items(session, copy_of_first.id)) == first_items
     # the hand-out's promise is kept by her seen rows, which stay
     assert count(study_engine, SeenContext, SeenContext.annotator_id == alice.id) == seen_before
     (entry,) = study_log(study_engine, "pilot")
     assert entry.event == "withdrawal" and entry.annotator_id == alice.id
-    assert entry.detail == {"ratings_removed": hers, "choices_removed": 0, "comments_removed": 1,
+    assert entry.detail == {"ratings_removed": hers, "comments_removed": 1,
                             "assignments_reopened": 1, "in_progress_expired": 1, "name_removed": True,
                             "name_kept_for": []}
     assert "alice" not in repr(snapshot(study_engine)).lower()  # the name is nowhere in the store
@@ -315,7 +316,7 @@ def test_the_tombstone_is_not_the_pseudonym_of_anyone_invited_under_that_name(st
 
 
 def test_forget_in_an_ab_study_removes_her_choices_and_reopens_her_pairs_on_the_same_sides(sample_engine):
-    from empeval.server.store.models import AssignmentPair, Choice
+    from empeval.server.store.kinds.pairwise import AssignmentPair, Choice
     from tests.annotation.pairwise_fixtures import make_ab_study
 
     make_ab_study(sample_engine, name="ab", count=6, k=2, per_assignment=4, control_rate=0.0)
@@ -333,7 +334,7 @@ def test_forget_in_an_ab_study_removes_her_choices_and_reopens_her_pairs_on_the_
     assert hers and bobs
     result = cli_run(sample_engine, "annotators", "forget", "alice", "--study", "ab")
     assert result.exit_code == 0, result.output
-    assert f"0 rating(s), {hers} choice(s) and 0 comment(s) deleted; 1 submitted assignment(s)" in result.output
+    assert f"{hers} choices and 0 comment(s) deleted; 1 submitted assignment(s)" in result.output
     assert count(sample_engine, Choice, Choice.annotator_id == alice.id) == 0
     assert count(sample_engine, Choice, Choice.annotator_id == bob.id) == bobs  # bob's stay
     with Session(sample_engine) as session:

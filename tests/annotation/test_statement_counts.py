@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
 from empeval.server.store.engine import counting_statements
-from empeval.server.store.models import AssignmentItem, Rating
+from empeval.server.store.kinds.likert import AssignmentItem, Rating
 from empeval.server.web import create_app
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study, new_submission_id
 

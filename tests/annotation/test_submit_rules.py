@@ -11,15 +11,18 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-import empeval.server.annotation.submit as submit_module
+import empeval.server.annotation.submission as submit_module
 from empeval.server.annotation.annotators import invite, revoke
 from empeval.server.annotation.handout import AccessRevoked, StudyClosed, close_study, next_assignment
-from empeval.server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS, ExpectedRatings
-from empeval.server.annotation.submit import submit_assignment, validate_submission
+from empeval.server.annotation.kinds.likert import ExpectedRatings
+from empeval.server.annotation.submission import submit_assignment
+from empeval.server.annotation.submission_schema import MAX_COMMENT, MAX_SECONDS
 from empeval.server.errors import BadInput, Conflict, NotFound
-from empeval.server.store.models import Assignment, AssignmentItem, Rating
+from empeval.server.store.kinds.likert import AssignmentItem, Rating
+from empeval.server.store.models import Assignment
 from empeval.server.store.queries import as_utc, now_utc
-from tests.annotation.conftest import make_study, new_submission_id
+from tests.annotation.conftest import make_study, new_submission_id, placed_items
+from tests.annotation.kind_submits import validate_likert as validate_submission
 
 CRITERIA = ("empathy", "relevance", "fluency")
 EXPECTED = ExpectedRatings(item_ids=(12, 7, 30), criteria=CRITERIA, low=1, high=5)
@@ -113,23 +116,23 @@ def test_the_scale_of_the_study_bounds_the_scores():
     seven_point = ExpectedRatings(item_ids=(3,), criteria=("empathy",), low=0, high=6)
     valid = validate_submission({"submission_id": "abcdefgh", "ratings": [{"item_id": 3, "scores": {"empathy": 0}}]},
                                 seven_point)
-    assert valid.ratings[3].scores == {"empathy": 0}
+    assert valid.answers[3].scores == {"empathy": 0}
     for score in (-1, 7):
         body = {"submission_id": "abcdefgh", "ratings": [{"item_id": 3, "scores": {"empathy": score}}]}
         with pytest.raises(BadInput, match=f"empathy score {score} for item 3 must be an integer from 0 to 6$"):
             validate_submission(body, seven_point)
     at_the_top = validate_submission({"submission_id": "abcdefgh",
                                       "ratings": [{"item_id": 3, "scores": {"empathy": 6}}]}, seven_point)
-    assert at_the_top.ratings[3].scores == {"empathy": 6}
+    assert at_the_top.answers[3].scores == {"empathy": 6}
 
 
 def test_a_valid_submission_hands_back_everything_it_was_sent():
     valid = validate_submission(_body(comment="odd item 2"), EXPECTED)
     assert valid.submission_id == "retry-safe-0001" and valid.comment == "odd item 2"
-    assert valid.ratings[7].scores == {"empathy": 4, "relevance": 5, "fluency": 3}
-    assert [rating.seconds for rating in valid.ratings.values()] == [9.5, 9.5, 9.5]
+    assert valid.answers[7].scores == {"empathy": 4, "relevance": 5, "fluency": 3}
+    assert [rating.seconds for rating in valid.answers.values()] == [9.5, 9.5, 9.5]
     without = validate_submission(_without("seconds", 0), EXPECTED)
-    assert without.ratings[12].seconds is None and without.comment == "fine"
+    assert without.answers[12].seconds is None and without.comment == "fine"
     assert validate_submission(_without("comment"), EXPECTED).comment is None
 
 
@@ -159,7 +162,7 @@ def _payload(items, *, submission_id=None, score=4, seconds=2.0, comment=None) -
 def _stored_assignment(engine, assignment_id):
     with Session(engine) as session:
         assignment = session.get(Assignment, assignment_id)
-        seconds = {link.item_id: link.seconds_on_item for link in assignment.items}
+        seconds = {link.item_id: link.seconds_on_item for link in placed_items(session, assignment_id)}
         ratings = session.scalars(select(Rating).where(Rating.assignment_id == assignment_id)).all()
         session.expunge_all()
         return assignment, seconds, ratings
@@ -261,8 +264,8 @@ def _between_the_checks(monkeypatch, action):
     """Run `action` after the first checks and validation, before the storing transaction."""
     validate = submit_module.validate_submission
 
-    def validate_then_act(payload, expected):
-        valid = validate(payload, expected)
+    def validate_then_act(*args):
+        valid = validate(*args)
         action()
         return valid
 

@@ -9,8 +9,10 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation import handout, hot_sql
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import next_assignment
-from empeval.server.annotation.submit import submit_assignment
-from empeval.server.store.models import AssignmentItem, Study
+from empeval.server.annotation.kinds import annotation_kind
+from empeval.server.annotation.submission import submit_assignment
+from empeval.server.store.kinds.likert import AssignmentItem
+from empeval.server.store.models import Study
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 
 SYSTEMS3 = ["sys-a", "sys-b", "sys-c"]
@@ -25,7 +27,7 @@ def _rate(engine, assignment_id: int, annotator: int) -> None:
 
 def _first_from_the_start(engine, study_id: int, annotator: int) -> int | None:
     """What a walk from the start (no hint) would claim for her now."""
-    sqlite_sql, postgresql_sql = hot_sql.FIRST_FITTING_SQL
+    sqlite_sql, postgresql_sql = hot_sql.first_fitting_sql(annotation_kind("likert"))
     sql = hot_sql._pyformat(postgresql_sql) if engine.dialect.name == "postgresql" else sqlite_sql
     with engine.connect() as connection:
         return connection.exec_driver_sql(sql, {"study": study_id, "annotator": annotator}).scalar()
@@ -76,7 +78,7 @@ def test_the_walk_after_her_last_claim_goes_by_index(sample_engine):
     study_id = _study(sample_engine)
     rater = invite(sample_engine, "indexed", "hints")[0].id
     _rate(sample_engine, next_assignment(sample_engine, "hints", rater), rater)
-    sqlite_sql, postgresql_sql = hot_sql.FIRST_FITTING_AFTER_SQL
+    sqlite_sql, postgresql_sql = hot_sql.first_fitting_sql(annotation_kind("likert"), after_her_last_claim=True)
     parameters = {"study": study_id, "annotator": rater, "from_index": 3, "from_id": 0}
     with sample_engine.connect() as connection:
         if sample_engine.dialect.name == "postgresql":

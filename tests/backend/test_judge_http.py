@@ -19,8 +19,9 @@ from empeval.server.backend.judges.study_items import load_judged_study
 from empeval.server.backend.registry import ConfigError, SystemSpec, build_judge
 from empeval.server.errors import BadInput
 from empeval.server.store import unit_of_work
+from empeval.server.store.kinds.likert import Scale
 from empeval.server.store.models import JudgeScore
-from empeval.server.store.study_config import Criterion, Scale
+from empeval.server.store.study_parts import Criterion
 from tests.backend.stub_http import JsonStubHandler, stub_server
 from tests.backend.test_judge_store import judged_store
 

@@ -2,7 +2,7 @@
 scores, cross-fitted over contexts. The promise pinned here: no item is scored by a model that was trained on
 its context's ratings (the fitting is instrumented: every model records the contexts it trained on and the
 contexts it scored), all items of a context share a fold, and new ratings give a new judge version. Real
-SQLite store, the real (cached) encoder, analysis.judged.crossfit's own cross-fitting."""
+SQLite store, the real (cached) encoder, analysis.stats.ppi.crossfit's own cross-fitting."""
 from __future__ import annotations
 
 import json
@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from empeval.analysis.judged.crossfit import cross_fit_judge
+from empeval.analysis.stats.ppi.crossfit import cross_fit_judge
 from empeval.server.backend.judges.learned_judge import LearnedJudge
 from empeval.server.backend.judges.run import judge_study
 from empeval.server.backend.judges.study_items import load_judged_study
 from empeval.server.backend.resources import BackendResources
 from empeval.server.errors import BadInput
 from empeval.server.store import unit_of_work
-from empeval.server.store.models import JudgeScore, Response, StudyItem
+from empeval.server.store.kinds.likert import StudyItem
+from empeval.server.store.models import JudgeScore, Response
 from tests.backend.test_judge_store import add_ratings, judged_store
 
 
@@ -160,8 +161,8 @@ def test_bad_fold_settings_are_config_errors():
 
 
 def test_stored_learned_scores_read_with_their_folds_feed_cross_prediction_powered_means(store, cache_dir):
-    from empeval.analysis.judged.crossfit import crossppi_system_means
-    from empeval.analysis.judged.tables import item_labels
+    from empeval.analysis.stats.ppi.crossfit import crossppi_system_means
+    from empeval.analysis.stats.ppi.tables import item_labels
     from empeval.server.backend.judges.length_judge import LengthJudge
     from empeval.server.backend.judges.scores import judge_scores
 

@@ -22,8 +22,9 @@ from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.errors import BadInput, NotFound
 from empeval.server.store import make_engine, unit_of_work, upgrade
-from empeval.server.store.models import Annotator, Assignment, JudgeScore, Rating, Response, Study, StudyItem, System
-from empeval.server.store.study_config import Criterion, Scale
+from empeval.server.store.kinds.likert import Rating, Scale, StudyItem
+from empeval.server.store.models import Annotator, Assignment, JudgeScore, Response, Study, System
+from empeval.server.store.study_parts import Criterion
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import SAMPLE_ED
 

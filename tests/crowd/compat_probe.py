@@ -1,4 +1,4 @@
-"""Runs in the crowd virtualenv: enters one of tasks/likert/mephisto_compat.py's patches, looks at what it
+"""Runs in the crowd virtualenv: enters one of tasks/crowd/mephisto_compat.py's patches, looks at what it
 changed, leaves it, and prints one JSON object saying what was there before, inside and after.
 
     python compat_probe.py home|input|metrics|router_host|deploy JOB_DIR
@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("mephisto_compat", REPO / "tasks" / "likert" / "mephisto_compat.py")
+spec = importlib.util.spec_from_file_location("mephisto_compat", REPO / "tasks" / "crowd" / "mephisto_compat.py")
 compat = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(compat)
 

@@ -130,9 +130,9 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.2):
 
 @functools.cache
 def load_runner():
-    """tasks/likert/runner.py loaded by path, as the crowd virtualenv runs it (its module level is standard
+    """tasks/crowd/runner.py loaded by path, as the crowd virtualenv runs it (its module level is standard
     library only; Mephisto is imported inside its commands)."""
-    spec = importlib.util.spec_from_file_location("likert_runner", REPO / "tasks" / "likert" / "runner.py")
+    spec = importlib.util.spec_from_file_location("likert_runner", REPO / "tasks" / "crowd" / "runner.py")
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
     return runner

@@ -23,7 +23,7 @@ PROFILE = "empeval-test"
 
 
 def load_runner():
-    spec = importlib.util.spec_from_file_location("runner", REPO / "tasks" / "likert" / "runner.py")
+    spec = importlib.util.spec_from_file_location("runner", REPO / "tasks" / "crowd" / "runner.py")
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
     return runner

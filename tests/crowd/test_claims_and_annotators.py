@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from empeval.server.annotation import annotators, handout
 from empeval.server.annotation.annotators import get_or_create_annotator, invite
-from empeval.server.annotation.handout import claim, release
+from empeval.server.annotation.handout import assignment_kind, claim, release
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Annotator, Assignment
 from empeval.server.store.queries import now_utc
@@ -52,7 +52,8 @@ def test_of_several_claims_at_once_exactly_one_wins(crowd_store):
 
     def try_claim(i):
         with unit_of_work(crowd_store) as session:
-            return claim(session, assignment_id, people[i], now=now_utc(), minutes=None)
+            return claim(session, assignment_kind(session, assignment_id), assignment_id, people[i], now=now_utc(),
+                         minutes=None)
 
     won = run_together(len(people), try_claim)
     assert sum(won) == 1
@@ -66,10 +67,10 @@ def test_a_local_claim_expires_after_the_studys_minutes_and_a_crowd_claim_has_no
     local, crowd = get_or_create_annotator(crowd_store, "local", "a"), get_or_create_annotator(crowd_store, "mock", "b")
     first = open_assignment(crowd_store)
     with unit_of_work(crowd_store) as session:
-        assert claim(session, first, local.id, now=now, minutes=30)
+        assert claim(session, assignment_kind(session, first), first, local.id, now=now, minutes=30)
         second = session.scalar(select(Assignment.id).where(Assignment.status == "open").order_by(Assignment.id))
-        assert claim(session, second, crowd.id, now=now, minutes=None)
-        assert not claim(session, first, crowd.id, now=now, minutes=None)  # taken
+        assert claim(session, assignment_kind(session, second), second, crowd.id, now=now, minutes=None)
+        assert not claim(session, assignment_kind(session, first), first, crowd.id, now=now, minutes=None)  # taken
     with Session(crowd_store) as session:
         assert (session.get(Assignment, first).expires_at.replace(tzinfo=None)
                 == (now + timedelta(minutes=30)).replace(tzinfo=None))
@@ -81,7 +82,7 @@ def test_release_gives_back_only_the_claimers_unsubmitted_assignment(crowd_store
     other = get_or_create_annotator(crowd_store, "mock", "you")
     assignment_id = open_assignment(crowd_store)
     with unit_of_work(crowd_store) as session:
-        claim(session, assignment_id, mine.id, now=now_utc(), minutes=None)
+        claim(session, assignment_kind(session, assignment_id), assignment_id, mine.id, now=now_utc(), minutes=None)
         assert not release(session, assignment_id, other.id)
         assert release(session, assignment_id, mine.id)
         assert not release(session, assignment_id, mine.id)  # nothing left to release

@@ -14,17 +14,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from empeval.analysis.load import tidy_from_export
-from empeval.analysis.quality import control_results
-from empeval.analysis.simulate import simulate_study
+from empeval.analysis.kinds.likert.load import tidy_from_export
+from empeval.analysis.kinds.likert.quality import control_results
+from empeval.analysis.simulate.likert import simulate_study
 from empeval.tasks.crowd import contract, jobs
 from empeval.tasks.crowd.contract import ContractError, Control, CrowdJob, CrowdResult
 from tests.conftest import REPO
 from tests.crowd.conftest import empeval, fake_result, load_runner
 
 CONTRACT = REPO / "tasks" / "crowd" / "contract.py"
-RUNNER = REPO / "tasks" / "likert" / "runner.py"
-COMPAT = REPO / "tasks" / "likert" / "mephisto_compat.py"
+RUNNER = REPO / "tasks" / "crowd" / "runner.py"
+COMPAT = REPO / "tasks" / "crowd" / "mephisto_compat.py"
 OUR_PACKAGES = {"entry", "tasks", "server", "analysis", "tests"}
 
 
@@ -160,7 +160,7 @@ def _contract_outcomes(ratings: pd.DataFrame) -> dict[tuple[str, str, str], bool
 
 
 def _analysis_outcomes(ratings: pd.DataFrame) -> dict[tuple[str, str, str], bool]:
-    """empeval.analysis.quality.control_results, keeping the controls judged against their own assignment (the only
+    """analysis.kinds.likert.quality.control_results, keeping the controls judged against their own assignment (the only
     reference a unit has; the analysis falls back to the annotator's other assignments)."""
     table = control_results(ratings)
     table = table.loc[table["reference_scope"] == "assignment"].dropna(subset=["passed"])
@@ -243,7 +243,7 @@ def test_the_runner_imports_only_mephisto_the_standard_library_and_loads_only_th
     loaded = [node for node in ast.walk(tree)
               if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_load_by_path"]
     assert sorted(ast.unparse(call.args[1]) for call in loaded) == [
-        "HERE / 'mephisto_compat.py'", "HERE.parent / 'crowd' / 'contract.py'"]
+        "HERE / 'contract.py'", "HERE / 'mephisto_compat.py'"]
     spec_calls = [node for node in ast.walk(tree) if isinstance(node, ast.Attribute)
                   and node.attr == "spec_from_file_location"]
     assert len(spec_calls) == 1  # only inside _load_by_path
@@ -257,7 +257,7 @@ def test_the_mephisto_compatibility_module_imports_only_mephisto_and_the_standar
 
 def test_onboarding_needs_the_known_answers():
     runner = load_runner()
-    onboarding = json.loads((REPO / "tasks" / "likert" / "onboarding.json").read_text())
+    onboarding = json.loads((REPO / "tasks" / "crowd" / "onboarding.json").read_text())
     right = {q["key"]: q["answer"] for q in onboarding["questions"]}
     assert runner.onboarding_passed(right, onboarding)
     assert not runner.onboarding_passed({**right, "q1": "A"}, onboarding)

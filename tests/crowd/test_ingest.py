@@ -9,10 +9,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import get_or_create_annotator, pseudonym_for
-from empeval.server.annotation.handout import claim
+from empeval.server.annotation.handout import assignment_kind, claim
 from empeval.server.errors import Conflict
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import Annotator, Assignment, Rating, Study
+from empeval.server.store.kinds.likert import Rating
+from empeval.server.store.models import Annotator, Assignment, Study
 from empeval.server.store.queries import now_utc
 from empeval.tasks.crowd import contract, jobs
 from empeval.tasks.crowd import ingest as ingest_module
@@ -184,7 +185,8 @@ def test_an_assignment_claimed_by_the_same_worker_before_a_crash_is_stored_on_th
 
     worker = get_or_create_annotator(crowd_store, "mock", pseudonym_for(secret_key(crowd_store), "mock", "w1"))
     with unit_of_work(crowd_store) as session:
-        assert claim(session, units[0].assignment_id, worker.id, now=now_utc(), minutes=None)
+        first = units[0].assignment_id
+        assert claim(session, assignment_kind(session, first), first, worker.id, now=now_utc(), minutes=None)
     write_results(job_dir, fake_result(units[0], "w1", "job-test-1", 1))
     report = ingest(crowd_store, job_dir)
     assert report.counts["stored"] == 1 and report.rejected == 0

@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import revoke
 from empeval.server.annotation.handout import close_study
 from empeval.server.errors import Conflict
-from empeval.server.store.models import Annotator, Assignment, AssignmentItem, Rating, Response, SeenContext, StudyItem
+from empeval.server.store.kinds.likert import AssignmentItem, Rating, StudyItem
+from empeval.server.store.models import Annotator, Assignment, Response, SeenContext
 from empeval.tasks.crowd import contract, jobs
 from empeval.tasks.crowd import ingest as ingest_module
 from empeval.tasks.crowd.ingest import ingest

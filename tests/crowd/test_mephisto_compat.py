@@ -1,4 +1,4 @@
-"""tasks/likert/mephisto_compat.py: each Mephisto workaround puts back exactly what it patched (checked in
+"""tasks/crowd/mephisto_compat.py: each Mephisto workaround puts back exactly what it patched (checked in
 the crowd virtualenv, where Mephisto imports), the version is asserted, and cleanup kills only the
 processes the runner recorded as its own."""
 from __future__ import annotations
@@ -23,7 +23,7 @@ PROBE = Path(__file__).with_name("compat_probe.py")
 def load_compat():
     """The compatibility module by path; its module level is standard library only, so it loads here too."""
     spec = importlib.util.spec_from_file_location("mephisto_compat_under_test",
-                                                  REPO / "tasks" / "likert" / "mephisto_compat.py")
+                                                  REPO / "tasks" / "crowd" / "mephisto_compat.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

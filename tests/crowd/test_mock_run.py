@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from empeval.server.store.models import Annotator, Assignment, Rating
+from empeval.server.store.kinds.likert import Rating
+from empeval.server.store.models import Annotator, Assignment
 from empeval.tasks.crowd import contract, jobs
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until

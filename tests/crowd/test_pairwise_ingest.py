@@ -10,9 +10,11 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from empeval.server.store.models import Assignment, AssignmentPair, Choice, PairItem
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
+from empeval.server.store.models import Assignment
 from empeval.tasks.crowd import contract, jobs
 from empeval.tasks.crowd.ingest import ingest
+from empeval.tasks.kinds.pairwise import LISTING
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import parse_study
 from tests.crowd.conftest import fake_result
@@ -55,7 +57,7 @@ def test_a_pairwise_jobs_units_carry_their_pairs_contexts_and_controls_and_its_t
         crowd_dir, ab_store):
     job_dir, _ = jobs.create_job(ab_store, "ab", provider="mock")
     job = contract.read_job(job_dir)
-    assert (job.title, job.description) == (contract.PAIRWISE_TITLE, contract.PAIRWISE_DESCRIPTION)
+    assert (job.title, job.description) == (LISTING["title"], LISTING["description"])
     assert "rate" not in job.description.lower() and "1-5" not in job.description
     units = contract.read_items(job_dir)
     controls = 0
@@ -67,12 +69,15 @@ def test_a_pairwise_jobs_units_carry_their_pairs_contexts_and_controls_and_its_t
                 .join(AssignmentPair, AssignmentPair.pair_item_id == PairItem.id)
                 .where(AssignmentPair.assignment_id == unit.assignment_id)).all()
             assert unit.context_ids == sorted({row.context_id for row in rows}) and unit.context_ids
-            expected = [contract.Control(row.id, row.control_target, "A" if row.control_side == row.shown_left
-                                         else "B") for row in rows if row.is_control]
+            # Passes when the real response is chosen: B when the control is shown as A (left), else A.
+            expected = [contract.Control(item_id=row.id, target=row.control_target, rule="one-of",
+                                         entries="judgments", field="choices",
+                                         passing=("B",) if row.control_side == row.shown_left else ("A",))
+                        for row in rows if row.is_control]
             assert sorted(unit.controls, key=lambda c: c.item_id) == expected
             controls += len(expected)
     assert controls  # the study has control pairs, shown on both sides over the job
-    assert {c.shown_as for u in units.values() for c in u.controls} <= {"A", "B"}
+    assert {c.passing for u in units.values() for c in u.controls} == {("A",), ("B",)}
 
 
 def test_ingest_stores_a_pairwise_results_judgments_as_choices_once(crowd_dir, ab_store):
@@ -135,11 +140,14 @@ def test_a_crowd_job_knows_what_each_worker_saw_in_the_linked_studys_jobs(crowd_
 
 
 def test_pairwise_controls_are_scored_as_the_analysis_scores_them():
-    controls = [contract.Control(1, "empathy", "A"), contract.Control(2, "empathy", "B"),
-                contract.Control(3, "fluency", "A")]
+    def control(item_id, target, real):  # a control pair whose real response is shown as `real`
+        return contract.Control(item_id=item_id, target=target, rule="one-of", entries="judgments", field="choices",
+                                passing=(real,))
+
+    controls = [control(1, "empathy", "B"), control(2, "empathy", "A"), control(3, "fluency", "B")]
     outputs = {"judgments": [{"item_id": 1, "choices": {"empathy": "B", "fluency": "A"}},  # the real one: passed
                              {"item_id": 2, "choices": {"empathy": "B"}},  # the control: failed
                              {"item_id": 3, "choices": {"fluency": "T"}}]}  # a tie: failed
-    assert contract.pairwise_control_outcomes(outputs, controls) == {1: True, 2: False, 3: False}
+    assert contract.control_outcomes(outputs, controls) == {1: True, 2: False, 3: False}
     assert contract.score_controls(outputs, controls) == contract.ControlScore(n=3, passed=1)
     assert not contract.score_controls(outputs, controls).ok(min_pass_rate=0.5)

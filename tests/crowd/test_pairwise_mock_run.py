@@ -10,8 +10,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from empeval.server.store.models import Assignment, AssignmentPair, Choice, PairItem
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
+from empeval.server.store.models import Assignment
 from empeval.tasks.crowd import contract, jobs
+from empeval.tasks.kinds.pairwise import LISTING
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until
 from tests.crowd.test_pairwise_ingest import ab_store  # noqa: F401 - the fixture
@@ -35,8 +37,7 @@ def test_a_browser_worker_does_a_pairwise_unit_and_its_choices_land_in_sql(crowd
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/task_config.json", timeout=30) as answer:
             served = json.loads(answer.read())
         # What the preview page shows: choices between two replies, not ratings on a scale.
-        assert (served["preview_title"], served["preview_text"]) == (contract.PAIRWISE_TITLE,
-                                                                     contract.PAIRWISE_DESCRIPTION)
+        assert (served["preview_title"], served["preview_text"]) == (LISTING["title"], LISTING["description"])
         with chromium_page() as page:
             page.goto(f"http://127.0.0.1:{port}/?worker_id=w1&assignment_id=a1")
             assert wait_for_task_or_block(page) == "task"

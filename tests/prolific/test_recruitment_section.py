@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from empeval.server.store.study_config import Recruitment, StudyConfig, StudyConfigError
-from empeval.tasks.study_file import StudyFileError, parse_study
+from empeval.server.store.study_config import StudyConfig
+from empeval.server.store.study_parts import Recruitment, StudyConfigError
+from empeval.tasks.kind_parts import StudyFileError
+from empeval.tasks.study_file import parse_study
 
 PROLIFIC_STUDY_ID = "5f0c1e2d3a4b5c6d7e8f9a0b"
 

@@ -3,20 +3,8 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from empeval.server.store import make_engine, unit_of_work, upgrade
-from empeval.server.store.models import (
-    Annotator,
-    Assignment,
-    AssignmentItem,
-    Context,
-    Dataset,
-    Dialogue,
-    Rating,
-    Response,
-    Study,
-    StudyItem,
-    System,
-    Turn,
-)
+from empeval.server.store.kinds.likert import AssignmentItem, Rating, StudyItem
+from empeval.server.store.models import Annotator, Assignment, Context, Dataset, Dialogue, Response, Study, System, Turn
 from empeval.server.store.study_config import StudyConfig
 
 

@@ -10,21 +10,9 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import IntegrityError
 
 from empeval.server.store import downgrade, make_engine, unit_of_work, upgrade
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem, PairwiseSetup
 from empeval.server.store.migrate import current_revision
-from empeval.server.store.models import (
-    Annotator,
-    Assignment,
-    AssignmentPair,
-    Choice,
-    Context,
-    Dataset,
-    Dialogue,
-    PairItem,
-    Response,
-    Study,
-    System,
-    Turn,
-)
+from empeval.server.store.models import Annotator, Assignment, Context, Dataset, Dialogue, Response, Study, System, Turn
 from empeval.server.store.study_config import StudyConfig
 from tests.store.helpers import snapshot
 
@@ -47,7 +35,7 @@ def judged_store(store_url):
         systems = [System(name=name, kind="test", version="1", parameters={}) for name in ("moel", "gold")]
         responses = {(c, m): Response(context=contexts[c], system=systems[m], text=f"{m}{c}", provenance={})
                      for c in range(2) for m in range(2)}
-        study = Study(name="ab", config=StudyConfig(name="ab", kind="pairwise"), seed=1)
+        study = Study(name="ab", config=StudyConfig(name="ab", setup=PairwiseSetup()), seed=1)
         annotator = Annotator(provider="local", pseudonym="a1")
         s.add_all([*responses.values(), study, annotator])
         s.flush()

@@ -14,9 +14,12 @@ from hypothesis import strategies as st
 from sqlalchemy import insert, text
 
 from empeval.server.store import make_engine, open_store, unit_of_work, upgrade
+from empeval.server.store.kinds import StudySetup, kind_names, setup_class
+from empeval.server.store.kinds.likert import Scale
 from empeval.server.store.models import Study
 from empeval.server.store.queries import study_by_name
-from empeval.server.store.study_config import Criterion, Pay, Scale, StudyConfig, StudyConfigError
+from empeval.server.store.study_config import StudyConfig
+from empeval.server.store.study_parts import Criterion, Pay, StudyConfigError
 from empeval.tasks.study_file import parse_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +43,8 @@ OLD_ROW = {
 def _strategy(kind: typing.Any) -> st.SearchStrategy:
     """A strategy for any value of a field's declared type, nested dataclasses included."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is StudySetup:  # exactly one kind's setup: any registered one
+        return st.one_of(*(_strategy(setup_class(name)) for name in kind_names()))
     if dataclasses.is_dataclass(kind):
         hints = typing.get_type_hints(kind)
         return st.builds(kind, **{f.name: _strategy(hints[f.name]) for f in dataclasses.fields(kind)})
@@ -66,7 +71,7 @@ def test_the_study_file_parser_writes_the_typed_configuration():
     assert isinstance(config, StudyConfig)
     assert config.control_targets == {"control-scrambled": "fluency"}
     assert config.pay == Pay(per_assignment=1.5, currency="USD", platform_fee=0.2)
-    assert config.design.control_rate == 0.1 and config.scale == Scale()
+    assert config.design.control_rate == 0.1 and config.setup.scale == Scale()
     assert StudyConfig.from_json(config.to_json(), study="p") == config
 
 
@@ -81,7 +86,7 @@ def test_rows_written_before_the_typed_configuration_still_load(store_url):
     with unit_of_work(engine) as session:
         config = study_by_name(session, "old-pilot").config
         bare = study_by_name(session, "older").config
-    assert config.design.assignment_minutes == 45 and config.scale.max == 4
+    assert config.design.assignment_minutes == 45 and config.setup.scale.max == 4
     assert config.criteria[1] == Criterion("fluency", "Fluency", "Fluent?", "Readable.")
     assert config.pay.cost(10) == round(10 * 0.6 * 1.33, 2) and config.pay.currency == "GBP"
     assert config.control_targets == {"control-generic": "empathy"}

@@ -17,20 +17,13 @@ from empeval.server.backend.judges.scores import human_sample
 from empeval.server.backend.judges.study_items import load_judged_study
 from empeval.server.errors import BadInput
 from empeval.server.store import unit_of_work
-from empeval.server.store.models import (
-    Assignment,
-    AssignmentItem,
-    Context,
-    Dialogue,
-    Response,
-    Study,
-    StudyContext,
-    StudyItem,
-)
+from empeval.server.store.kinds.likert import AssignmentItem, StudyContext, StudyItem
+from empeval.server.store.models import Assignment, Context, Dialogue, Response, Study
 from empeval.server.store.study_config import StudyConfig
-from empeval.tasks.design import draw_human_sample, human_share_problem
-from empeval.tasks.study_create import StudySetupError, create_study
-from empeval.tasks.study_file import STUDIES_DIR, StudyFileError, load_study_file, parse_study
+from empeval.tasks.kind_parts import StudyFileError, StudySetupError
+from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import STUDIES_DIR, load_study_file, parse_study
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses
 
 
@@ -66,18 +59,18 @@ def test_fewer_than_two_rated_contexts_is_refused_with_the_numbers_and_two_is_ta
     with pytest.raises(StudyFileError, match=r"0\.1 of 10 contexts is 1 context .* at least 2 per system: raise "
                                              r"design\.human_share to 0\.2 or more"):
         parse_study(study(count=10, human_share=0.1))
-    assert parse_study(study(count=10, human_share=0.2)).design.human_share == 0.2
+    assert parse_study(study(count=10, human_share=0.2)).setup.human_share == 0.2
     # listed contexts count as well as a drawn count
     listed = study(human_share=0.9)
     listed["contexts"] = {"ids": ["hit:1_conv:1#1", "hit:2_conv:2#1", "hit:3_conv:3#1"]}
     with pytest.raises(StudyFileError, match=r"0\.9 of 3 contexts is 3 \(round"):
         parse_study(listed)
     listed["design"]["human_share"] = 0.5
-    assert parse_study(listed).design.human_share == 0.5  # round(1.5) = 2 of 3
+    assert parse_study(listed).setup.human_share == 0.5  # round(1.5) = 2 of 3
 
 
 def test_the_share_is_refused_for_a_pairwise_study_and_its_seed_without_it():
-    with pytest.raises(StudyFileError, match=r"design\.human_share: is for Likert studies only"):
+    with pytest.raises(StudyFileError, match=r"design\.human_share: is for likert studies only"):
         parse_study(study(pairwise=True, human_share=0.5))
     with pytest.raises(StudyFileError, match=r"design\.human_share_seed: is the seed of design\.human_share"):
         parse_study(study(human_share_seed=3))
@@ -87,8 +80,8 @@ def test_the_share_is_refused_for_a_pairwise_study_and_its_seed_without_it():
 
 def test_the_seed_defaults_to_the_studys_and_both_survive_the_stored_json():
     config = parse_study(study(human_share=0.25))
-    assert (config.design.human_share, config.design.human_share_seed) == (0.25, 5)
-    assert parse_study(study(human_share=0.25, human_share_seed=11)).design.human_share_seed == 11
+    assert (config.setup.human_share, config.setup.human_share_seed) == (0.25, 5)
+    assert parse_study(study(human_share=0.25, human_share_seed=11)).setup.human_share_seed == 11
     assert StudyConfig.from_json(config.to_json(), study="judged") == config
     # a study without the option stores the JSON it always did
     assert "human_share" not in parse_study(study()).to_json()["design"]
@@ -98,7 +91,7 @@ def test_every_shipped_study_file_is_valid_and_the_judged_demo_samples_twelve_of
     files = sorted(STUDIES_DIR.glob("*.toml"))
     assert {p.name for p in files} >= {"demo.toml", "demo_ab.toml", "demo_judged.toml"}
     configs = {p.name: load_study_file(p) for p in files}
-    design = configs["demo_judged.toml"].design
+    design = configs["demo_judged.toml"].setup
     assert (design.human_share, design.human_share_seed, configs["demo_judged.toml"].contexts.count) == (0.4, 15, 30)
     assert human_share_problem(design.human_share, 30) is None
 
@@ -207,8 +200,8 @@ def test_another_seed_samples_other_contexts_of_the_same_study(answered):
 
 
 def test_without_a_share_every_context_is_sampled_and_so_for_a_study_older_than_the_record(answered):
-    create_study(answered, dataclasses.replace(judged_spec(), design=dataclasses.replace(
-        judged_spec().design, human_share=None, human_share_seed=None)))
+    create_study(answered, dataclasses.replace(judged_spec(), setup=dataclasses.replace(
+        judged_spec().setup, human_share=None, human_share_seed=None)))
     table = human_sample(answered, "judged")
     assert len(table) == 12 and table["sampled"].all()
     assert table.attrs["human_share"] is None
@@ -220,12 +213,9 @@ def test_without_a_share_every_context_is_sampled_and_so_for_a_study_older_than_
 
 def test_a_share_that_does_not_fit_the_contexts_is_refused_at_create_and_nothing_is_written(answered):
     spec = judged_spec(count=12)
-    too_small = dataclasses.replace(spec, design=dataclasses.replace(spec.design, human_share=0.1))
+    too_small = dataclasses.replace(spec, setup=dataclasses.replace(spec.setup, human_share=0.1))
     with pytest.raises(StudySetupError, match=r"design\.human_share: 0\.1 of 12 contexts is 1 context"):
         create_study(answered, too_small)
-    pairwise = dataclasses.replace(spec, kind="pairwise")
-    with pytest.raises(StudySetupError, match=r"design\.human_share is for Likert studies only"):
-        create_study(answered, pairwise)
     with unit_of_work(answered) as session:
         assert session.scalar(select(func.count()).select_from(Study)) == 0
         assert session.scalar(select(func.count()).select_from(StudyContext)) == 0
@@ -249,8 +239,10 @@ def test_the_judged_demo_study_file_creates_its_sample(answered, tmp_path: Path)
     text = text.replace('["gold", "retrieval", "moel", "mime", "kemp"]', str(SYSTEMS).replace("'", '"'))
     path = tmp_path / "demo_judged.toml"
     path.write_text(text, encoding="utf-8")
-    summary = create_study(answered, load_study_file(path))
-    assert (summary.contexts, summary.human_contexts, summary.human_share_seed) == (30, 12, 15)
+    spec = load_study_file(path)
+    summary = create_study(answered, spec)
+    assert (summary.contexts, summary.human_contexts, spec.setup.human_share_seed) == (30, 12, 15)
+    assert "seed 15" in summary.describe()
     assert human_sample(answered, "demo-judged")["sampled"].sum() == 12
 
 

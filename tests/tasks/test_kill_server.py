@@ -22,7 +22,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.store.models import Assignment, AssignmentItem, Rating, Response, StudyItem
+from empeval.server.store.kinds.likert import AssignmentItem, Rating, StudyItem
+from empeval.server.store.models import Assignment, Response
 from tests.annotation.conftest import add_responses, make_study
 from tests.conftest import REPO
 

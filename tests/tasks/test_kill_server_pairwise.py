@@ -16,7 +16,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.store.models import Assignment, AssignmentPair, Choice, PairItem
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
+from empeval.server.store.models import Assignment
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, make_ab_study
 from tests.tasks.test_kill_server import DEADLINE, KILL_AFTER, Ledger, Served, free_port, rate
 

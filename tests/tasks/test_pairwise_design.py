@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from empeval.tasks.pairwise_design import PlacedPair, balanced_colouring, plan_pairwise, side_surplus
+from empeval.tasks.kinds.pairwise_design import PlacedPair, balanced_colouring, plan_pairwise, side_surplus
 
 SYSTEMS = ["gold", "kemp", "mime", "moel", "retrieval"]
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from empeval.tasks.pairwise_design import PlacedPair, balanced_colouring, pair_slots, plan_pairwise, side_surplus
+from empeval.tasks.kinds.pairwise_design import PlacedPair, balanced_colouring, pair_slots, plan_pairwise, side_surplus
 
 
 def test_a_seed_gives_the_same_design_in_every_version():

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from empeval.tasks.pairwise_design import plan_pairwise
-from empeval.tasks.study_file import STUDIES_DIR, StudyFileError, load_study_file, parse_study
+from empeval.tasks.kind_parts import StudyFileError
+from empeval.tasks.kinds.pairwise_design import plan_pairwise
+from empeval.tasks.study_file import STUDIES_DIR, load_study_file, parse_study
 
 
 def ab_file(size: int, rate: float | None) -> dict:

@@ -14,20 +14,14 @@ from sqlalchemy.orm import Session, aliased
 
 from empeval.cli import cli
 from empeval.server.annotation.annotators import invite
-from empeval.server.store.models import AssignmentPair, Choice, PairItem, Response, System
+from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
+from empeval.server.store.models import Response, System
 from empeval.server.web import create_app
-from empeval.tasks.simulate import (
-    DEFAULT_QUALITY,
-    CrowdModel,
-    draw_crowd,
-    item_systems,
-    pair_placements,
-    run_crowd_over_http,
-    run_pairwise_crowd_over_http,
-)
+from empeval.tasks.simulate import DEFAULT_QUALITY, CrowdModel, draw_crowd
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study
 from tests.annotation.pairwise_fixtures import make_ab_study, neutral_text
 from tests.browser import live_server
+from tests.tasks.crowds import run_study_crowd
 
 # "Ours", in the middle of the sorted names, so that rows oriented by name alone would read otherwise.
 ANCHOR, BETTER, WORSE = "sys-b", "sys-a", "sys-c"
@@ -50,12 +44,11 @@ def linked_studies(sample_engine, tmp_path_factory):
     invites |= {r.name: invite(sample_engine, r.name, "ab")[1] for r in ab_raters}
     url = sample_engine.url.render_as_string(hide_password=False)
     with live_server(create_app({"DATABASE_URL": url})) as base:
-        likert = run_crowd_over_http(base, invites, likert_raters, item_systems(sample_engine, "pilot"), model=MODEL,
-                                     seed=4, max_workers=1)
-        ab = run_pairwise_crowd_over_http(base, invites, ab_raters, pair_placements(sample_engine, "ab"), model=MODEL,
-                                          seed=4, max_workers=1)
+        likert = run_study_crowd(base, invites, likert_raters, sample_engine, "pilot", model=MODEL, seed=4,
+                                 max_workers=1)
+        ab = run_study_crowd(base, invites, ab_raters, sample_engine, "ab", model=MODEL, seed=4, max_workers=1)
     assert likert.errors == [] and ab.errors == []
-    assert ab.choices > 0
+    assert ab.answers > 0
     return url, ab
 
 

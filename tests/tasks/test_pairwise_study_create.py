@@ -16,18 +16,12 @@ from empeval.server.backend.controls import CONTROL_TARGETS
 from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.store import make_engine, unit_of_work, upgrade
-from empeval.server.store.models import (
-    Assignment,
-    AssignmentItem,
-    AssignmentPair,
-    PairItem,
-    Response,
-    Study,
-    StudyItem,
-    System,
-)
+from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
+from empeval.server.store.kinds.pairwise import AssignmentPair, PairItem
+from empeval.server.store.models import Assignment, Response, Study, System
 from empeval.server.store.queries import study_by_name
-from empeval.tasks.study_create import StudySetupError, create_study
+from empeval.tasks.kind_parts import StudySetupError
+from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import STUDIES_DIR, load_study_file, parse_study
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study
 from tests.conftest import SAMPLE_ED
@@ -88,9 +82,9 @@ def test_a_pairwise_study_is_stored_with_every_context_and_pair_judged_k_times(s
     judged = Counter((r["context"], r["pair"]) for r in real)
     assert len({c for c, _ in judged}) == 12 and {p for _, p in judged} == {"sys-a|sys-b", "sys-a|sys-c"}
     assert set(judged.values()) == {3} and summary.items == len(judged) == 24
-    assert summary.kind == "pairwise" and summary.pairs == 2 and summary.ratings_per_response == 3
+    assert summary.kind == "pairwise" and summary.per_unit == 3 and "2 pairs of systems" in summary.describe()
     assert summary.assignments == len({r["assignment"] for r in rows})
-    assert summary.expected_ratings == 3 * len(rows)
+    assert summary.expected_answers == 3 * len(rows)
     assert "pairwise study 'ab'" in summary.describe() and "k=3 judgments per (context, pair)" in summary.describe()
     by_assignment = defaultdict(list)
     for r in rows:
@@ -175,7 +169,7 @@ def test_the_demo_ab_study_file_creates_after_the_demo_through_the_command_line(
         assert result.exit_code == 0, result.output
     assert "pairwise study 'demo-ab': 30 contexts x 4 pairs of systems = 120 pair items" in result.output
     spec = load_study_file(STUDIES_DIR / "demo_ab.toml")
-    assert [p.label for p in spec.pairwise.pairs] == ["gold|moel", "moel|retrieval", "mime|moel", "kemp|moel"]
+    assert [p.label for p in spec.setup.pairs] == ["gold|moel", "moel|retrieval", "mime|moel", "kemp|moel"]
     assert spec.compare_with == "demo"
     with unit_of_work(sqlite_engine) as session:
         likert = set(session.scalars(

@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 
 from empeval.server.store import open_store, unit_of_work
+from empeval.server.store.kinds.likert import LikertSetup, Scale
+from empeval.server.store.kinds.pairwise import DEFAULT_PAIRWISE_CRITERIA, Pair
 from empeval.server.store.models import Study
 from empeval.server.store.queries import study_by_name
-from empeval.server.store.study_config import DEFAULT_CRITERIA, DEFAULT_PAIRWISE_CRITERIA, Pair, StudyConfig
-from empeval.tasks.study_file import StudyFileError, parse_study
+from empeval.server.store.study_config import StudyConfig
+from empeval.server.store.study_parts import DEFAULT_CRITERIA
+from empeval.tasks.kind_parts import StudyFileError
+from empeval.tasks.study_file import parse_study
 
 
 def pairwise(**overrides) -> dict:
@@ -26,29 +30,29 @@ def pairwise(**overrides) -> dict:
 
 def test_a_likert_file_stays_likert_and_stores_no_pairwise_key():
     config = parse_study({"name": "l", "contexts": {"count": 3}, "systems": {"names": ["gold"]}})
-    assert config.kind == "likert" and config.pairwise is None and config.criteria == DEFAULT_CRITERIA
+    assert config.kind == "likert" and isinstance(config.setup, LikertSetup) and config.criteria == DEFAULT_CRITERIA
     assert not {"kind", "pairwise", "compare_with"} & set(config.to_json())
 
 
 def test_without_pairs_or_anchor_every_pair_of_names_is_compared_in_the_order_named():
     config = parse_study(pairwise())
-    assert config.is_pairwise and config.criteria == DEFAULT_PAIRWISE_CRITERIA
-    assert config.pairwise.pairs == (Pair("moel", "gold"), Pair("moel", "mime"), Pair("gold", "mime"))
-    assert [p.label for p in config.pairwise.pairs] == ["gold|moel", "mime|moel", "gold|mime"]
-    assert config.pairwise.judgments_per_pair == 3 and config.pairwise.ties is True
+    assert config.kind == "pairwise" and config.criteria == DEFAULT_PAIRWISE_CRITERIA
+    assert config.setup.pairs == (Pair("moel", "gold"), Pair("moel", "mime"), Pair("gold", "mime"))
+    assert [p.label for p in config.setup.pairs] == ["gold|moel", "mime|moel", "gold|mime"]
+    assert config.setup.judgments_per_pair == 3 and config.setup.ties is True
 
 
 def test_an_anchor_is_compared_with_each_other_name():
     config = parse_study(pairwise(systems={"anchor": "mime"}))
-    assert config.pairwise.pairs == (Pair("mime", "moel"), Pair("mime", "gold"))
-    assert config.pairwise.anchor == "mime"
+    assert config.setup.pairs == (Pair("mime", "moel"), Pair("mime", "gold"))
+    assert config.setup.anchor == "mime"
 
 
 def test_listed_pairs_k_ties_and_the_link_are_kept():
     config = parse_study(pairwise(systems={"pairs": [["gold", "moel"], ["mime", "moel"]]}, compare_with="demo",
                                   design={"judgments_per_pair": 5, "ties": False, "items_per_assignment": 6}))
-    assert config.pairwise.pairs == (Pair("gold", "moel"), Pair("mime", "moel"))
-    assert (config.pairwise.judgments_per_pair, config.pairwise.ties, config.compare_with) == (5, False, "demo")
+    assert config.setup.pairs == (Pair("gold", "moel"), Pair("mime", "moel"))
+    assert (config.setup.judgments_per_pair, config.setup.ties, config.compare_with) == (5, False, "demo")
     assert config.design.items_per_assignment == 6
 
 
@@ -115,7 +119,7 @@ def test_a_pairwise_configuration_survives_the_store_unchanged(sqlite_url):
     ("moel", "pairwise"),
 ])
 def test_a_stored_pairwise_setup_that_does_not_validate_names_the_key(pairwise_json, named):
-    from empeval.server.store.study_config import StudyConfigError
+    from empeval.server.store.study_parts import StudyConfigError
 
     with pytest.raises(StudyConfigError) as caught:
         StudyConfig.from_json({"kind": "pairwise", "pairwise": pairwise_json}, study="ab")
@@ -126,5 +130,6 @@ def test_a_configuration_stored_before_pairwise_studies_loads_as_likert_and_writ
     from tests.store.test_study_config import OLD_ROW
 
     config = StudyConfig.from_json(OLD_ROW, study="old-pilot")
-    assert (config.kind, config.pairwise, config.compare_with) == ("likert", None, "")
+    scale = Scale(min=1, max=4, labels=("1", "2", "3", "4"))  # OLD_ROW's own scale
+    assert (config.kind, config.setup, config.compare_with) == ("likert", LikertSetup(scale=scale), "")
     assert config.to_json() == OLD_ROW

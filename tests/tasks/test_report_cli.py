@@ -6,9 +6,10 @@ from click.testing import CliRunner
 from empeval.cli import cli
 from empeval.server.annotation.annotators import invite
 from empeval.server.web import create_app
-from empeval.tasks.simulate import CrowdModel, draw_crowd, item_systems, run_crowd_over_http
+from empeval.tasks.simulate import CrowdModel, draw_crowd
 from tests.annotation.conftest import add_responses, make_study
 from tests.browser import live_server
+from tests.tasks.crowds import run_study_crowd
 
 SYSTEMS = ["gold", "moel", "control-generic", "control-mismatched", "control-scrambled"]
 
@@ -20,7 +21,7 @@ def test_report_ranks_the_systems_and_names_the_correction(sample_engine, tmp_pa
     invites = {r.name: invite(sample_engine, r.name, "pilot")[1] for r in raters}
     url = sample_engine.url.render_as_string(hide_password=False)
     with live_server(create_app({"DATABASE_URL": url})) as base:
-        run_crowd_over_http(base, invites, raters, item_systems(sample_engine, "pilot"), seed=2, max_workers=4)
+        run_study_crowd(base, invites, raters, sample_engine, "pilot", seed=2, max_workers=4)
     result = CliRunner().invoke(cli, ["--database-url", url, "report", "pilot", "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     markdown = (tmp_path / "r" / "report.md").read_text()

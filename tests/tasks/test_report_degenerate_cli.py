@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 from empeval.cli import cli
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import next_assignment
-from empeval.server.annotation.submit import submit_assignment
-from empeval.server.store.models import AssignmentItem
+from empeval.server.annotation.submission import submit_assignment
+from empeval.server.store.kinds.likert import AssignmentItem
 from tests.annotation.conftest import CONTROLS, add_responses, make_study, new_submission_id
 
 CRITERIA = ("empathy", "relevance", "fluency")

@@ -7,8 +7,11 @@ import random
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from empeval.server.store.models import AssignmentPair, PairItem, Response, Study, StudyItem, System
-from empeval.tasks.simulate import CRITERIA, CrowdModel, Rater, pair_placements
+from empeval.server.store.kinds.likert import StudyItem
+from empeval.server.store.kinds.pairwise import AssignmentPair, PairItem
+from empeval.server.store.models import Response, Study, System
+from empeval.tasks.kinds.pairwise import pair_placements, pairwise_choices
+from empeval.tasks.simulate import CRITERIA, CrowdModel, Rater
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study
 from tests.annotation.pairwise_fixtures import make_ab_study, neutral_text
 
@@ -16,7 +19,7 @@ from tests.annotation.pairwise_fixtures import make_ab_study, neutral_text
 def _shares(rater: Rater, left: str, right: str, model: CrowdModel, *, ties: bool = True, n: int = 400,
             criterion: str = "empathy") -> dict[str, float]:
     rng = random.Random(1)
-    picks = [rater.choices(left, right, CRITERIA, model, rng, ties=ties)[criterion] for _ in range(n)]
+    picks = [pairwise_choices(rater, left, right, CRITERIA, model, rng, ties=ties)[criterion] for _ in range(n)]
     return {key: picks.count(key) / n for key in ("A", "B", "T")}
 
 
@@ -37,8 +40,8 @@ def test_position_bias_and_a_response_s_own_deviation_move_the_choice():
     good = Rater("g", "good", 0.0, 1.0)
     assert _shares(good, "moel", "moel", CrowdModel(position_bias=0.8))["A"] > 0.6
     rng = random.Random(2)
-    better_reply = [good.choices("moel", "moel", CRITERIA, CrowdModel(), rng, left_deviation={"empathy": 1.0})
-                    ["empathy"] for _ in range(300)]
+    better_reply = [pairwise_choices(good, "moel", "moel", CRITERIA, CrowdModel(), rng,
+                                     left_deviation={"empathy": 1.0})["empathy"] for _ in range(300)]
     assert better_reply.count("A") > 2 * better_reply.count("B")
 
 

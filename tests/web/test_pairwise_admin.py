@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from empeval.analysis.pairwise_schema import JUDGMENT_COLUMNS
+from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import next_assignment_payload
-from empeval.server.annotation.submit import submit_assignment
+from empeval.server.annotation.submission import submit_assignment
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import parse_study
 

@@ -1,5 +1,5 @@
 """Automatic judges: models that score a study's items (one response to one context, on one criterion) so
-that prediction-powered inference (``empeval.analysis.judged``) can combine their scores on every item with human
+that prediction-powered inference (``empeval.analysis.stats.ppi``) can combine their scores on every item with human
 ratings on a sample. A judge's score is never an estimate on its own: the analysis corrects it with the
 human ratings.
 

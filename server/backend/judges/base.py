@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from empeval.server.backend.base import DialogueContext, parameters_hash
-from empeval.server.store.study_config import Criterion, Scale
+from empeval.server.store.kinds.likert import Scale
+from empeval.server.store.study_parts import Criterion
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class JudgedStudy:
     the study's criteria (default: `criteria`): the judge's version depends on them, not on the ones chosen
     for a run, so scoring one criterion now and the others later is one version.
 
-    `cross_fit` is the cross-fitting function the entry point hands down (``empeval.analysis.judged.crossfit
+    `cross_fit` is the cross-fitting function the entry point hands down (``empeval.analysis.stats.ppi.crossfit
     .cross_fit_judge``; the backend does not import the analysis): only the learned judge uses it."""
 
     name: str

@@ -30,7 +30,8 @@ import requests
 from empeval.server.backend.judges import rubric
 from empeval.server.backend.judges.base import Judge, JudgedItem, JudgedStudy, Verdict
 from empeval.server.errors import BadInput, Unavailable
-from empeval.server.store.study_config import Criterion, Scale
+from empeval.server.store.kinds.likert import Scale
+from empeval.server.store.study_parts import Criterion
 
 DEFAULTS = {"timeout": 30.0, "retries": 2, "backoff": 0.5, "max_tokens": 8, "concurrency": 1}
 RAW_LIMIT = 2000  # characters of a raw answer kept

@@ -2,7 +2,7 @@
 scores, fitted with cross-fitting over contexts so that no item is scored by a model that saw its ratings.
 
 The features of an item are the all-MiniLM-L6-v2 embedding of its context (the turns joined by spaces) beside
-the embedding of its response (768 numbers). The fitting is ``empeval.analysis.judged.crossfit.cross_fit_judge``
+the embedding of its response (768 numbers). The fitting is ``empeval.analysis.stats.ppi.crossfit.cross_fit_judge``
 (handed down by the entry point as ``JudgedStudy.cross_fit``): the human-rated contexts are split into
 `n_folds` folds (default 5, seeded by `seed`, default 0), all items of a context in one fold; the ridge model of
 fold k is trained on the other folds and scores fold k's items; an item nobody rated is scored by the mean of
@@ -24,7 +24,8 @@ import pandas as pd
 
 from empeval.server.backend.judges.base import Judge, JudgedItem, JudgedStudy, Verdict, text_hash
 from empeval.server.errors import BadInput
-from empeval.server.store.study_config import Criterion, Scale
+from empeval.server.store.kinds.likert import Scale
+from empeval.server.store.study_parts import Criterion
 
 
 class LearnedJudge(Judge):
@@ -62,7 +63,7 @@ class LearnedJudge(Judge):
     def prepare(self, study: JudgedStudy) -> None:
         if study.cross_fit is None:
             raise BadInput(f"learned judge {self.name!r} needs the cross-fitting function "
-                           "(analysis.judged.crossfit.cross_fit_judge) in JudgedStudy.cross_fit; `empeval judge` "
+                           "(analysis.stats.ppi.crossfit.cross_fit_judge) in JudgedStudy.cross_fit; `empeval judge` "
                            "hands it down")
         keys = [criterion.key for criterion in study.criteria]
         ratings = study.human_ratings.loc[study.human_ratings["criterion"].isin(keys)]

@@ -8,7 +8,8 @@ import time
 from collections.abc import Sequence
 
 from empeval.server.backend.judges.base import Judge, JudgedItem, Verdict, text_hash
-from empeval.server.store.study_config import Criterion, Scale
+from empeval.server.store.kinds.likert import Scale
+from empeval.server.store.study_parts import Criterion
 
 
 class LengthJudge(Judge):

@@ -17,7 +17,8 @@ import re
 from empeval.server.backend.base import DialogueContext
 from empeval.server.backend.judges.base import text_hash
 from empeval.server.errors import Unavailable
-from empeval.server.store.study_config import Criterion, Scale
+from empeval.server.store.kinds.likert import Scale
+from empeval.server.store.study_parts import Criterion
 
 # Bump when the wording below changes: it is part of every LLM judge's version.
 TEMPLATE_VERSION = "rubric-v1"

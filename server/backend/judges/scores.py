@@ -1,5 +1,5 @@
 """Reading a judge's stored scores of a study, and which of its contexts people rate by design, as the tidy
-tables ``empeval.analysis.judged`` takes."""
+tables ``empeval.analysis.stats.ppi`` takes."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,8 @@ from sqlalchemy import Engine, func, select
 
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import JudgeScore, Response, StudyContext, StudyItem, System
+from empeval.server.store.kinds.likert import LikertSetup, StudyContext, StudyItem
+from empeval.server.store.models import JudgeScore, Response, System
 from empeval.server.store.queries import study_by_name
 
 SCORE_COLUMNS = ["context_id", "system", "criterion", "judge_score", "error"]
@@ -22,14 +23,14 @@ def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None 
     """The scores `judge` gave the items of `study` (controls left out), one row per item and criterion
     scored: ``context_id`` (the export's context id), ``system``, ``criterion``, ``judge_score`` (float; NaN
     where the judge failed) and ``error`` (the failure's message, else None). Items the judge never scored
-    have no row (``empeval.analysis.judged.tables.judge_failures`` lists them against the human ratings).
+    have no row (``empeval.analysis.stats.ppi.tables.judge_failures`` lists them against the human ratings).
 
     `version` picks a judge version; by default the one that scored this study's items most recently (a
     judge changed since, or a learned judge fitted on more ratings, has a newer version). NotFound when the
     study does not exist; BadInput when the judge has no score of it, or not at that version.
 
     With `folds` (a learned judge only), two more kinds of column, what cross-prediction-powered inference
-    (``analysis.judged.crossfit.crossppi_system_means``, with a ``label`` column added) needs: ``fold`` (the fold
+    (``analysis.stats.ppi.crossfit.crossppi_system_means``, with a ``label`` column added) needs: ``fold`` (the fold
     of a human-rated item's context, -1 for an unrated item) and ``fold_score_0`` ... ``fold_score_{K-1}``
     (each fold model's score of an unrated item; NaN for rated ones).
     """
@@ -68,14 +69,16 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
 
     A study without ``design.human_share`` has every context sampled (as has one created before migration 0008,
     read from its items). The frame's ``attrs`` say how the sample was drawn: ``human_share`` (None without one)
-    and ``human_share_seed`` (tasks.design.draw_human_sample redraws it from the contexts' conv_id#n_turns keys).
-    NotFound when the study does not exist; BadInput for a pairwise study (judges score Likert items).
+    and ``human_share_seed`` (tasks.kinds.likert_human_share.draw_human_sample redraws it from the contexts'
+    conv_id#n_turns keys).
+    NotFound when the study does not exist; BadInput for a study of another kind (judges score Likert items).
     """
     with unit_of_work(engine) as session:
         row = study_by_name(session, study)
         config = row.config
-        if config.is_pairwise:
-            raise BadInput(f"study {study!r} is a pairwise (A/B) study; the human share is a Likert study's design")
+        setup = config.setup
+        if not isinstance(setup, LikertSetup):  # the human share is a Likert study's model-assisted design
+            raise BadInput(f"study {study!r} is a {setup.label} study; the human share is a Likert study's design")
         rows = session.execute(select(StudyContext.context_id, StudyContext.human_rated)
                                .where(StudyContext.study_id == row.id).order_by(StudyContext.context_id)).all()
         if not rows:  # created before the design recorded its contexts: people rate every context
@@ -84,7 +87,7 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
                 .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False))
                 .distinct().order_by(Response.context_id))]
     table = pd.DataFrame([tuple(r) for r in rows], columns=SAMPLE_COLUMNS).astype({"context_id": int, "sampled": bool})
-    table.attrs.update(human_share=config.design.human_share, human_share_seed=config.design.human_share_seed)
+    table.attrs.update(human_share=setup.human_share, human_share_seed=setup.human_share_seed)
     return table
 
 
@@ -100,3 +103,16 @@ def _with_folds(table: pd.DataFrame, judge: str) -> pd.DataFrame:
         table[f"fold_score_{k}"] = [np.nan if k >= len(f["fold_scores"]) or f["fold_scores"][k] is None
                                     else float(f["fold_scores"][k]) for f in fitted]
     return table
+
+
+def latest_version(engine: Engine, study: str, judge: str) -> str | None:
+    """The judge version judge_scores reads by default: the one that scored the study's items most recently."""
+    with unit_of_work(engine) as session:
+        study_id = study_by_name(session, study).id
+        in_study = select(StudyItem.response_id).where(StudyItem.study_id == study_id).scalar_subquery()
+        row = session.execute(select(JudgeScore.judge_version, func.max(JudgeScore.created_at).label("latest"))
+                              .where(JudgeScore.judge == judge, JudgeScore.response_id.in_(in_study))
+                              .group_by(JudgeScore.judge_version)
+                              .order_by(func.max(JudgeScore.created_at).desc(), JudgeScore.judge_version.desc())
+                              ).first()
+    return row[0] if row is not None else None

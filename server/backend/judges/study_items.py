@@ -11,7 +11,8 @@ from empeval.server.backend.contexts import load_contexts
 from empeval.server.backend.judges.base import JudgedItem, JudgedStudy
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import Annotator, Rating, Response, StudyItem, System
+from empeval.server.store.kinds.likert import LikertSetup, Rating, StudyItem
+from empeval.server.store.models import Annotator, Response, System
 from empeval.server.store.queries import study_by_name
 
 RATING_COLUMNS = ["context_id", "system", "criterion", "annotator", "score"]
@@ -25,13 +26,14 @@ def load_judged_study(
     cross_fit: Callable[..., pd.DataFrame] | None = None,
 ) -> JudgedStudy:
     """The study called `study` (NotFound if there is none) with the `criteria` chosen (default: all of the
-    study's; an unknown key is refused, listing the study's). Pairwise studies are refused: judges score the
-    items of a Likert study."""
+    study's; an unknown key is refused, listing the study's). Studies of other kinds are refused: judges score
+    the items of a Likert study."""
     with unit_of_work(engine) as session:
         row = study_by_name(session, study)
         config = row.config
-        if config.is_pairwise:
-            raise BadInput(f"study {study!r} is a pairwise (A/B) study; judges score the items of a Likert study")
+        setup = config.setup
+        if not isinstance(setup, LikertSetup):  # judges are a Likert study's model-assisted evaluation
+            raise BadInput(f"study {study!r} is a {setup.label} study; judges score the items of a Likert study")
         known = config.criterion_keys
         chosen = list(known) if not criteria else list(dict.fromkeys(criteria))
         unknown = [key for key in chosen if key not in known]
@@ -55,7 +57,7 @@ def load_judged_study(
         items=tuple(JudgedItem(response_id, contexts[context_id], text, system)
                     for response_id, context_id, text, system in items),
         criteria=tuple(c for c in config.criteria if c.key in chosen),
-        scale=config.scale,
+        scale=setup.scale,
         human_ratings=pd.DataFrame([tuple(r) for r in ratings], columns=RATING_COLUMNS),
         cross_fit=cross_fit,
         study_criteria=config.criteria,

@@ -1,132 +1,15 @@
 // The task, independent of where it is hosted: an adapter passes the assignment in and takes the answers out
-// (onSubmit). The assignment's kind picks the page: "pairwise" (two responses, one choice per criterion) or, by
-// default, the Likert page below (one response rated on the scale). Every text from models or people is rendered
-// as React text, never as HTML.
-import { useCallback } from "react";
-import { useItemView } from "./itemView.js";
-import PairwiseTask from "./PairwiseTask.jsx";
-import { Consent, Declined, ItemHeading, Progress, Review, Submitted, TaskHeader, Turn } from "./shared.jsx";
-import { useTask } from "./useTask.js";
-
-const EXAMPLE = {
-  context: [
-    { role: "speaker", text: "I finally got the results back, and I passed my nursing exam!" },
-  ],
-  good: "Congratulations! All those late nights paid off. How are you going to celebrate?",
-  poor: "Exams are held several times a year.",
-};
-
-function Conversation({ context, response }) {
-  return (
-    <section className="card conversation" aria-label="Conversation">
-      {context.map((turn, i) => <Turn key={i} role={turn.role} text={turn.text} />)}
-      <Turn role="listener" extraClass="response" label="Response to rate" text={response} reply />
-    </section>
-  );
-}
-
-function Question({ criterion, scale, value, focused, onChoose, onFocus, index }) {
-  const points = [];
-  for (let p = scale.min; p <= scale.max; p++) points.push(p);
-  return (
-    <fieldset className={`question${focused ? " focused" : ""}`} data-criterion={criterion.key}
-              data-focused={focused ? "true" : "false"} aria-current={focused ? "true" : undefined}
-              onClick={onFocus}>
-      <legend>{index + 1}. {criterion.label}: <span className="question-text" id={`question-${index}`}>{criterion.question}</span></legend>
-      <div className="scale" role="radiogroup" aria-label={criterion.label}
-           aria-describedby={`question-${index}`}>
-        {points.map((p, i) => (
-          <label key={p} className={value === p ? "chosen" : ""}>
-            <input type="radio" name={criterion.key} value={p} checked={value === p}
-                   onChange={() => onChoose(p)} />
-            {scale.labels && scale.labels[i] ? scale.labels[i] : String(p)}
-          </label>
-        ))}
-      </div>
-    </fieldset>
-  );
-}
-
-function Instructions({ criteria, scale, onStart }) {
-  return (
-    <div className="card" id="instructions">
-      <h2>Instructions</h2>
-      <p>Each page shows a conversation between a <em>Speaker</em>, who describes something that happened to
-        them, and a <em>Listener</em>. The last, highlighted reply is the one to rate. Rate it on three
-        questions, from {scale.min} to {scale.max}:</p>
-      <dl>
-        {criteria.map((c) => (
-          <div key={c.key}><dt>{c.label}</dt><dd>{c.question}{c.definition ? ` ${c.definition}` : ""}</dd></div>
-        ))}
-      </dl>
-      <h3>A worked example</h3>
-      {EXAMPLE.context.map((t, i) => <Turn key={i} role={t.role} text={t.text} />)}
-      <Turn role="listener" extraClass="response" label="Reply A" text={EXAMPLE.good} />
-      <p className="hint">Reply A shares the Speaker's joy, stays on topic and reads well: Empathy 5, Relevance 5,
-        Fluency 5.</p>
-      <Turn role="listener" extraClass="response" label="Reply B" text={EXAMPLE.poor} />
-      <p className="hint">Reply B is correct English but ignores the Speaker's feelings and barely follows the
-        conversation: Empathy 1, Relevance 2, Fluency 5. Rate each question on its own.</p>
-      <p className="hint">Keyboard: press {scale.min}-{scale.max} to answer the highlighted question, Enter to go on.</p>
-      <div className="nav"><span /><button id="start" onClick={onStart} autoFocus>Start</button></div>
-    </div>
-  );
-}
+// (onSubmit). The assignment's kind picks the page from the registry of kinds/ (kinds/index.js); an assignment of a
+// kind this bundle has no page for says so instead of guessing.
+import { PAGES } from "./kinds/index.js";
 
 export default function TaskApp({ assignment, onSubmit, onDone, rater = null, submissionId = null }) {
-  const Page = assignment.kind === "pairwise" ? PairwiseTask : LikertTask;
+  const Page = PAGES[assignment.kind];
+  if (!Page) {
+    return (
+      <main><p className="error" role="alert" id="unknown-kind">This page cannot show an assignment of the kind
+        {" "}{String(assignment.kind)}: the task page needs to be rebuilt (make ui).</p></main>
+    );
+  }
   return <Page assignment={assignment} onSubmit={onSubmit} onDone={onDone} rater={rater} submissionId={submissionId} />;
-}
-
-function LikertTask({ assignment, onSubmit, onDone, rater, submissionId }) {
-  const { items, criteria, scale, study } = assignment;
-  const isAnswer = useCallback((v) => Number.isInteger(v) && v >= scale.min && v <= scale.max, [scale]);
-  const answerForKey = useCallback((key) => {
-    const value = Number(key);
-    return key.length === 1 && isAnswer(value) ? value : undefined;
-  }, [isAnswer]);
-  const toBody = useCallback((answers, seconds) => ({
-    ratings: items.map((item, i) => ({ item_id: item.item_id, scores: answers[i], seconds: seconds[i] })),
-  }), [items]);
-  const task = useTask({ assignment, rater, submissionId, isAnswer, answerForKey, toBody, onSubmit });
-  const { phase, index, focus, answers } = task;
-  useItemView(phase, index, focus);
-
-  return (
-    <main>
-      <TaskHeader study={study} fallbackTitle="Rate responses in conversations" preview={task.preview} />
-      {phase === "consent" && <Consent onAccept={task.acceptConsent} onDecline={task.declineConsent} />}
-      {phase === "declined" && <Declined />}
-      {phase === "instructions" && <Instructions criteria={criteria} scale={scale} onStart={task.start} />}
-      {(phase === "rating" || phase === "review") && (
-        <Progress done={task.answered} total={items.length} noun="responses rated" onReopen={task.reopen} />
-      )}
-      {phase === "rating" && (
-        <section id="item" data-item-id={items[index].item_id} data-position={items[index].position}
-                 aria-labelledby="item-heading">
-          <ItemHeading>Response {index + 1} of {items.length}</ItemHeading>
-          <Conversation context={items[index].context} response={items[index].response} />
-          <div className="card">
-            {criteria.map((c, q) => (
-              <Question key={c.key} index={q} criterion={c} scale={scale} value={answers[index][c.key]}
-                        focused={q === focus} onFocus={() => task.setFocus(q)}
-                        onChoose={(v) => { task.setFocus(q); task.choose(c.key, v); }} />
-            ))}
-          </div>
-          <div className="nav">
-            <button className="secondary" disabled={index === 0} onClick={() => task.goTo(index - 1)}>Back</button>
-            <button id="next" disabled={!task.itemDone(index)} onClick={task.next}>
-              {index < items.length - 1 ? "Next" : "Review"}
-            </button>
-          </div>
-        </section>
-      )}
-      {phase === "review" && (
-        <Review complete={task.allDone} completeText="Every response is rated."
-                incompleteText="Some responses still need a rating." comment={task.comment}
-                onComment={task.setComment} status={task.status} onSubmit={task.submit} onBack={task.backFromReview} />
-      )}
-      {phase === "submitted" && <Submitted what="ratings" onDone={onDone} receipt={task.status.receipt} />}
-    </main>
-  );
 }

@@ -1,0 +1,197 @@
+"""The pairwise (A/B) kind's part in the analysis: its judgment table (analysis.kinds.pairwise.schema) and its report:
+a summary, the linked Likert study named beside it, the A/B tables (analysis.kinds.pairwise.blocks over
+analysis.kinds.pairwise.tables) and a methods paragraph; what a Likert report says of the A/B studies linked to it.
+
+The report reads the judgments with the anchor as "ours" (the study's, or for an export file the one system every
+real pair holds, when there is exactly one) and puts the Likert study the A/B study names in compare_with beside its
+table, without the raters that study's quality checks flag (as in its own report) unless asked to keep them.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from empeval.analysis.kinds import AnalysisKind, LinkedStudy, ReportRefused, ReportRequest, register
+from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
+from empeval.analysis.report.document import Heading, Paragraph
+from empeval.analysis.report.sections import Report, Section
+
+# The pairwise report's CSV tables: file stem -> PairwiseTables attribute.
+PAIRWISE_TABLES = {"ab_table": "ab", "choice_agreement": "agreement", "position_bias": "position",
+                   "control_pairs": "controls", "ranking": "ranking", "likert_beside_ab": "likert"}
+N_BOOT = 1000
+
+
+def common_system(judgments: pd.DataFrame) -> str | None:
+    """The system in every real pair of a judgment table when there is exactly one and more than one pair (a
+    study with an anchor: "ours vs each baseline"), else None."""
+    real = judgments.loc[~judgments["is_control"].astype(bool)]
+    pairs = {tuple(pair.split("|", 1)) for pair in real["pair"].unique()}
+    if len(pairs) < 2:
+        return None
+    shared = set.intersection(*(set(pair) for pair in pairs))
+    return shared.pop() if len(shared) == 1 else None
+
+
+def pairwise_summary_lines(ab: pd.DataFrame) -> list[str]:
+    """The A/B table in a few terminal lines: per criterion and pair, win / lose / tie % and the decision."""
+    lines = []
+    for row in ab.itertuples(index=False):
+        p = "< 0.001" if row.p_adj < 0.001 else f"{row.p_adj:.3f}"
+        decision = f"p adj. {p}" + (" *" if row.significant else "")
+        lines.append(f"  {row.criterion:<10} {row.system_a} vs {row.system_b}: win {row.win_pct:.1f}%  "
+                     f"lose {row.lose_pct:.1f}%  tie {row.tie_pct:.1f}%  ({decision})")
+    return lines
+
+
+def _likert_ratings(likert: pd.DataFrame | None, *, include_late: bool,
+                    exclude_flagged: bool) -> tuple[pd.DataFrame | None, list[str]]:
+    """A linked Likert study's ratings as the tidy table, late ones and flagged raters left out as its own
+    report leaves them out; and who was left out."""
+    if likert is None:
+        return None, []
+    from empeval.analysis.kinds.likert.load import tidy_from_export
+    from empeval.analysis.kinds.likert.quality import flagged_annotators, rater_quality
+    from empeval.analysis.stats.exclusions import exclude_annotators
+
+    ratings = tidy_from_export(likert) if "item" not in likert.columns else likert
+    if not include_late and "late" in ratings.columns:
+        ratings = ratings.loc[~ratings["late"].astype(bool)].reset_index(drop=True)
+    if not exclude_flagged or ratings.empty:
+        return ratings, []
+    flagged = flagged_annotators(rater_quality(ratings))
+    return exclude_annotators(ratings, flagged), flagged
+
+
+def _summary(table: pd.DataFrame, focus: str | None, include_late: bool, late: int) -> str:
+    real = table.loc[~table["is_control"]]
+    shown = table.drop_duplicates(["assignment_id", "context_id", "pair"])
+    text = (f"{len(table)} choices ({table['criterion'].nunique()} criteria) on {len(shown)} shown pairs "
+            f"({int(shown['is_control'].sum())} of them control pairs) in {table['assignment_id'].nunique()} "
+            "assignments by "
+            f"{table['annotator'].nunique()} annotators, over {real['context_id'].nunique()} contexts and "
+            f"{real['pair'].nunique()} pairs of systems.")
+    if focus:
+        text += f" Rows read **{focus}** against each other system (Win % is {focus}'s)."
+    if late:
+        text += (f" {late} assignment(s) were submitted after they had expired; "
+                 + ("they are included." if include_late else "they are left out of every table."))
+    return text
+
+
+def _methods(meta: dict[str, Any], *, n_boot: int) -> str:
+    k = meta.get("k")
+    ties = meta.get("ties")
+    design = []
+    if k:
+        design.append(f"each pair of responses to a context was judged by {k} different annotators")
+    if meta.get("items_per_assignment"):
+        design.append(f"assignments held up to {meta['items_per_assignment']} pairs, control pairs included")
+    if ties is not None:
+        design.append("a tie was " + ("allowed" if ties else "not allowed"))
+    sentence = ("Annotators saw a conversation and two responses side by side (A on the left, B on the right; "
+                "which system was on which side was counterbalanced and hidden) and chose the better one on each "
+                "criterion")
+    sentence += ("; " + "; ".join(design) + ".") if design else "."
+    return (sentence + " The A/B table counts judgments; its test counts contexts (an exact two-sided sign test "
+            "over the contexts one system won on balance, Holm-adjusted over the pairs of each criterion). The "
+            f"ranking fits Bradley-Terry (Davidson's model with ties) with {n_boot} bootstrap resamples of "
+            "contexts; agreement maps each choice to the system chosen; position bias tests the share of "
+            "choices that went to the left; control pairs are scored against their known answer and kept out of "
+            "every comparison.")
+
+
+def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = None,
+                    likert: pd.DataFrame | None = None, likert_name: str | None = None, note: str = "",
+                    meta: dict[str, Any] | None = None, include_late: bool = True, exclude_flagged: bool = True,
+                    seed: int = 0, n_boot: int = N_BOOT) -> Report:
+    """The A/B report of a judgment table (analysis.kinds.pairwise.tables.pairwise_tables, `focus` as "ours") as
+    sections: summary, the linked Likert study named (`likert`, its export or tidy table, whose means go beside the
+    A/B table, flagged raters left out when `exclude_flagged`), `note`, the A/B tables (each also a CSV:
+    PAIRWISE_TABLES; the A/B table a LaTeX table when asked) and the methods. ValueError when every assignment was
+    late and late ones are left out."""
+    from empeval.analysis.kinds.pairwise.blocks import ab_display, pairwise_blocks
+    from empeval.analysis.kinds.pairwise.schema import validate_judgments
+    from empeval.analysis.kinds.pairwise.tables import pairwise_tables
+    from empeval.analysis.report.latex import booktabs
+
+    table = validate_judgments(judgments)
+    late = int(table.loc[table["late"], ["assignment_id"]].drop_duplicates().shape[0])
+    if not include_late and late and table["late"].all():
+        raise ReportRefused(f"all {late} assignment(s) of {name!r} were submitted late: nothing to report without them "
+                         "(leave out --without-late)")
+    likert_tidy, excluded = _likert_ratings(likert, include_late=include_late, exclude_flagged=exclude_flagged)
+    tables = pairwise_tables(table, focus=focus, include_late=include_late, n_boot=n_boot, seed=seed,
+                             likert=likert_tidy)
+    csv = {stem: getattr(tables, attribute) for stem, attribute in PAIRWISE_TABLES.items()
+           if getattr(tables, attribute) is not None}
+    report = Report(title=f"Human evaluation report: {name} (pairwise A/B)", sections=[
+        Section("summary", [Paragraph(_summary(table, focus, include_late, late))])])
+    if likert_name is not None:
+        flagged = (f" (without the {len(excluded)} rater(s) its quality checks flag, as in its own report: "
+                   f"{', '.join(excluded)})" if excluded else "")
+        report.add(Section("linked", [Paragraph(f"Linked Likert study: **{likert_name}** (compare_with). Its "
+                                                f"means{flagged} stand beside the A/B table below.")]))
+    if note:
+        report.add(Section("note", [Paragraph(note)]))
+    latex = ({} if tables.ab.empty else
+             {"ab_table": booktabs(ab_display(tables.ab), caption=tables.ab_caption, label="tab:ab")})
+    report.add(Section("results", pairwise_blocks(tables, title="Results"), tables=csv, latex=latex),
+               Section("methods", [Heading("Methods"), Paragraph(_methods(meta or {}, n_boot=n_boot))]))
+    return report
+
+
+@register
+class PairwiseAnalysisKind(AnalysisKind):
+    name: ClassVar[str] = "pairwise"
+    label: ClassVar[str] = "pairwise (A/B)"
+    columns: ClassVar[tuple[str, ...]] = JUDGMENT_COLUMNS
+
+    def recognises(self, columns: Sequence[str]) -> bool:
+        return "preferred" in columns
+
+    def read_export(self, path: Path) -> pd.DataFrame:
+        from empeval.analysis.kinds.pairwise.schema import read_judgments
+
+        return read_judgments(path)
+
+    def report(self, request: ReportRequest) -> Report:
+        meta = request.meta
+        named = [linked for linked in request.linked if not linked.names_this]
+        likert_study = next((linked for linked in named if linked.kind == "likert"), None)
+        note = ""
+        if likert_study is not None and likert_study.table is None:
+            note = f"The linked Likert study {likert_study.name!r} has no ratings yet."
+        elif named and likert_study is None:
+            note = (f"The linked study {named[0].name!r} is not a Likert study: only a Likert study's means go beside "
+                    "the A/B table.")
+        likert = likert_study.table if likert_study is not None else None
+        focus = meta.get("anchor") or (None if "anchor" in meta else common_system(request.table))
+        return pairwise_report(request.table, name=request.name, focus=focus or None, likert=likert,
+                               likert_name=likert_study.name if likert is not None and likert_study else None,
+                               note=note, meta=meta, include_late=request.include_late,
+                               exclude_flagged=request.exclude_flagged, seed=request.seed)
+
+    def summary_lines(self, paths: dict[str, Path], criteria: Sequence[str]) -> list[str]:
+        if "table_ab_table" not in paths:
+            return []
+        return ["A/B (win / lose / tie % of the judgments; * significant after Holm):",
+                *pairwise_summary_lines(pd.read_csv(paths["table_ab_table"]))]
+
+    def flagged_raters(self, table: pd.DataFrame, meta: dict) -> set[str] | None:
+        """No quality rules flag an A/B study's raters (its control pairs are reported per rater instead)."""
+        return None
+
+    def linked_section(self, request: ReportRequest, linked: list[LinkedStudy]) -> Section:
+        """The A/B studies whose compare_with names the reported study, and their choices so far."""
+        blocks: list[Any] = [Heading("Linked pairwise (A/B) studies")]
+        for other in linked:
+            choices = 0 if other.table is None else len(other.table)
+            blocks.append(Paragraph(
+                f"**{other.name}**, a pairwise (A/B) study, is linked to this one (its compare_with names "
+                f"{request.name}): {choices} choices so far. Its report (empeval report {other.name}) puts this "
+                "study's means beside its A/B table."))
+        return Section("linked_pairwise", blocks)

@@ -1,0 +1,4 @@
+"""Every study kind's analysis part, registered by importing it: one line per kind."""
+# ruff: noqa: I001 (registration order, not the alphabet: the default kind first, then the kinds as they came)
+import empeval.analysis.kinds.likert.part  # noqa: F401
+import empeval.analysis.kinds.pairwise.part  # noqa: F401

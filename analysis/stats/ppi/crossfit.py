@@ -1,0 +1,335 @@
+"""A learned judge trained on the study's own human ratings, with cross-fitting, and cross-prediction-powered
+inference for the means (Zrnic and Candès, "Cross-prediction-powered inference", PNAS 2024).
+
+A judge trained on the human ratings and then used on the same items would score them with a model that has
+seen their labels, and PPI's correction (label - judge on the rated items) would be too small: intervals too
+narrow. Cross-fitting avoids it: the human-rated *contexts* are split into K folds (all items of a context in
+one fold, so that a system's response is never scored by a model that saw another system's rating of the same
+context either); the model of fold k is trained on the other folds and scores fold k's items; every unrated
+item is scored by all K models. Cross-PPI then estimates the mean as
+
+    theta = mean_j mean_k f_k(X~_j) + mean_i (Y_i - f_{k(i)}(X_i)),
+
+with a CLT interval (``ppi_py.crossppi_mean_ci``; no power tuning, as in Zrnic and Candès), for system means
+and for paired system differences.
+
+Shared raters. Like ppi_py's PPI intervals, ppi_py's cross-PPI intervals treat the human-rated contexts as
+independent, and the items of one assignment share its rater. Given the ``human_ratings`` the labels came
+from, the same two-way cluster-robust term as ``empeval.analysis.stats.ppi.estimates`` adds to the PPI++ variance
+(Cameron, Gelbach and Miller 2011; ``shared_rater_variance``, clustered by ``cluster_by``, default
+``assignment_id``) is added to the cross-PPI and human-only variances: it is the covariance shared batches add
+to the mean of the labels, and the rectifier mean_i (Y_i - f(X_i)) carries it unchanged (the judge's scores are
+per item). Without ``human_ratings`` (or with ``cluster_by=None``) the intervals are ppi_py's exactly.
+
+The default model is ridge regression (scikit-learn's ``Ridge``), for embeddings such as MiniLM's of
+(context, response); any object with ``fit(X, y)`` and ``predict(X)`` built by ``make_model`` will do.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from empeval.analysis.stats.ppi.estimates import clustered_ratings, rater_variance_of_difference, rater_variance_of_mean
+from empeval.analysis.stats.ppi.tables import ITEM_KEYS, check_rated_share, item_labels
+from empeval.analysis.stats.significance import adjust_by_family
+
+with warnings.catch_warnings():  # ppi_py silences every warning on import; see analysis.stats.ppi.estimates
+    from ppi_py import crossppi_mean_ci
+    from ppi_py.baselines import classical_mean_ci
+
+CROSS_FIT_COLUMNS = ("criterion", "system", "context_id", "label", "fold", "judge_score")
+CROSS_MEAN_COLUMNS = (
+    "criterion", "system", "n_human", "n_judge_only", "human_mean", "human_ci_low", "human_ci_high",
+    "judge_mean_biased", "crossppi_mean", "crossppi_ci_low", "crossppi_ci_high", "width_ratio",
+    "effective_n_human", "rater_variance", "n_folds",
+)
+
+
+def _ridge() -> Any:
+    from sklearn.linear_model import Ridge  # imported on use: scikit-learn is slow to import
+
+    return Ridge(alpha=1.0)
+
+
+def cross_fit_judge(
+    items: pd.DataFrame,
+    features: np.ndarray,
+    human_ratings: pd.DataFrame,
+    *,
+    n_folds: int = 5,
+    make_model: Callable[[], Any] | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Fit a judge on the human labels with ``n_folds`` folds over the human-rated contexts, one model per
+    criterion and fold (systems pooled); score every rated item with the model of the folds it was not in,
+    every unrated item with each fold's model.
+
+    ``items`` has one row per item (``context_id``, ``system``), aligned with the rows of ``features`` (e.g.
+    embeddings of context and response). The labels are the item means of ``human_ratings``.
+
+    Returns
+    -------
+    scores : pandas.DataFrame
+        One row per criterion and item: ``criterion``, ``system``, ``context_id``, ``label`` (NaN if unrated),
+        ``fold`` (the fold of a rated item's context; -1 for unrated items), ``judge_score`` (the out-of-fold
+        score of a rated item; the mean of the fold models' scores of an unrated one), and
+        ``fold_score_0`` ... ``fold_score_{K-1}``: each fold model's score of an unrated item (NaN for rated
+        items). The input of ``crossppi_system_means`` and ``crossppi_paired_differences``; usable as a
+        ``judge_scores`` table for ``empeval.analysis.stats.ppi.agreement``, but not for the PPI++ estimates, whose
+        theory assumes a judge fixed before the human labels were seen.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> items = pd.DataFrame({"context_id": [f"c{i:02d}" for i in range(40)], "system": "gold"})
+    >>> features = rng.normal(size=(40, 3))
+    >>> quality = 3 + features @ [0.5, -0.3, 0.2]
+    >>> ratings = pd.DataFrame({"context_id": items["context_id"][:20], "system": "gold", "criterion": "empathy",
+    ...                         "annotator": "ann", "score": np.round(quality[:20] + rng.normal(0, 0.3, 20))})
+    >>> scores = cross_fit_judge(items, features, ratings, n_folds=4)
+    >>> scores.groupby("fold").size().to_dict()
+    {-1: 20, 0: 5, 1: 5, 2: 5, 3: 5}
+    >>> round(float(np.corrcoef(scores["judge_score"], quality)[0, 1]), 2)
+    0.97
+    """
+    if not isinstance(n_folds, int) or n_folds < 2:
+        raise ValueError(f"n_folds must be a whole number of at least 2, got {n_folds!r}")
+    table = items.rename(columns={"context": "context_id"}) if "context_id" not in items.columns else items
+    missing = [column for column in ("context_id", "system") if column not in table.columns]
+    if missing:
+        raise ValueError(f"items needs column(s) {', '.join(map(repr, missing))}")
+    features = np.asarray(features, dtype=float)
+    if features.ndim != 2 or features.shape[0] != len(table):
+        raise ValueError(f"features must have one row per item: got shape {features.shape} for {len(table)} items")
+    if table.duplicated(["context_id", "system"]).any():
+        raise ValueError("items has more than one row for a (context_id, system); keep one per item")
+    make_model = make_model or _ridge
+    labels = item_labels(human_ratings)
+    rng = np.random.default_rng(seed)
+    base = table[["context_id", "system"]].reset_index(drop=True)
+    parts = []
+    for criterion, criterion_labels in labels.groupby("criterion", sort=True):
+        part = base.merge(criterion_labels[["system", "context_id", "label"]], on=["system", "context_id"],
+                          how="left")
+        unknown = criterion_labels.merge(base, on=["system", "context_id"], how="left", indicator=True)
+        if (unknown["_merge"] == "left_only").any():
+            first = unknown.loc[unknown["_merge"] == "left_only"].iloc[0]
+            raise ValueError(f"human_ratings rate an item that items lacks (system {first['system']!r}, "
+                             f"context {first['context_id']!r}); every rated item needs features")
+        rated = part["label"].notna().to_numpy()
+        contexts = np.array(sorted(part.loc[rated, "context_id"].unique()))
+        if contexts.size < n_folds:
+            raise ValueError(f"criterion {criterion!r}: {contexts.size} human-rated contexts cannot be split into "
+                             f"n_folds={n_folds} folds; lower n_folds or rate more contexts")
+        fold_of = dict(zip(rng.permutation(contexts), np.arange(contexts.size) % n_folds, strict=True))
+        fold = np.where(rated, part["context_id"].map(fold_of).fillna(-1).to_numpy(), -1).astype(int)
+        out_of_fold = np.full(len(part), np.nan)
+        per_fold = np.full((len(part), n_folds), np.nan)
+        for k in range(n_folds):
+            train = rated & (fold != k)
+            model = make_model()
+            model.fit(features[train], part["label"].to_numpy()[train])
+            scored = fold == k
+            out_of_fold[scored] = np.asarray(model.predict(features[scored]), dtype=float)
+            per_fold[~rated, k] = np.asarray(model.predict(features[~rated]), dtype=float)
+        part = part.assign(criterion=criterion, fold=fold,
+                           judge_score=np.where(rated, out_of_fold, per_fold.mean(axis=1)))
+        for k in range(n_folds):
+            part[f"fold_score_{k}"] = per_fold[:, k]
+        parts.append(part)
+    if not parts:
+        raise ValueError("human_ratings holds no ratings to train a judge on")
+    scores = pd.concat(parts, ignore_index=True)
+    fold_columns = [column for column in scores.columns if column.startswith("fold_score_")]
+    return scores[list(CROSS_FIT_COLUMNS) + fold_columns].sort_values(ITEM_KEYS).reset_index(drop=True)
+
+
+def crossppi_system_means(
+    cross_fit_scores: pd.DataFrame,
+    *,
+    human_ratings: pd.DataFrame | None = None,
+    cluster_by: str | None = "assignment_id",
+    ci_level: float = 0.95,
+) -> pd.DataFrame:
+    """Mean label per criterion and system by cross-prediction-powered inference (Zrnic and Candès 2024;
+    ``ppi_py.crossppi_mean_ci``) from the output of ``cross_fit_judge``, beside the human-only mean and CLT
+    interval on the same labels. With ``human_ratings`` (the ratings the labels are the item means of), both
+    intervals get the shared-rater term of ``empeval.analysis.stats.ppi.estimates`` over ``cluster_by`` (module
+    docstring).
+
+    Returns
+    -------
+    means : pandas.DataFrame
+        One row per criterion and system: ``criterion``, ``system``, ``n_human``, ``n_judge_only``,
+        ``human_mean``, ``human_ci_low``, ``human_ci_high``, ``judge_mean_biased`` (the learned judge's mean over
+        every item, uncorrected), ``crossppi_mean``, ``crossppi_ci_low``, ``crossppi_ci_high``, ``width_ratio``
+        (cross-PPI width / human-only width), ``effective_n_human`` (n_human / width_ratio^2),
+        ``rater_variance`` (the shared-rater term added; 0 without ``human_ratings``), ``n_folds``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> items = pd.DataFrame({"context_id": [f"c{i:03d}" for i in range(300)], "system": "gold"})
+    >>> features = rng.normal(size=(300, 3))
+    >>> quality = 3 + features @ [0.5, -0.3, 0.2]
+    >>> ratings = pd.DataFrame({"context_id": items["context_id"][:60], "system": "gold", "criterion": "empathy",
+    ...                         "annotator": "ann", "score": np.round(quality[:60] + rng.normal(0, 0.3, 60))})
+    >>> means = crossppi_system_means(cross_fit_judge(items, features, ratings))
+    >>> columns = ["system", "n_human", "human_mean", "crossppi_mean", "width_ratio"]
+    >>> print(means[columns].round(2).to_string(index=False))
+    system  n_human  human_mean  crossppi_mean  width_ratio
+      gold       60        2.85           2.86         0.72
+    """
+    fold_columns = _fold_columns(cross_fit_scores, ci_level)
+    clustered = _clustered(cross_fit_scores, human_ratings, cluster_by)
+    rows = []
+    for (criterion, system), part in cross_fit_scores.groupby(["criterion", "system"], sort=True):
+        check_rated_share(part, where=f"system {system!r}, criterion {criterion!r}")
+        rated = part["label"].notna().to_numpy()
+        extra = rater_variance_of_mean(clustered, criterion, system, label_mean=part["label"].mean(),
+                                       n_items=int(rated.sum()))
+        result = _crossppi(part["label"].to_numpy()[rated], part["judge_score"].to_numpy()[rated],
+                           part.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level, rater_variance=extra)
+        result.pop("p")
+        rows.append({"criterion": criterion, "system": system, **result,
+                     "judge_mean_biased": float(part["judge_score"].mean()), "n_folds": len(fold_columns)})
+    return pd.DataFrame(rows, columns=list(CROSS_MEAN_COLUMNS))
+
+
+def crossppi_paired_differences(
+    cross_fit_scores: pd.DataFrame,
+    *,
+    human_ratings: pd.DataFrame | None = None,
+    cluster_by: str | None = "assignment_id",
+    ci_level: float = 0.95,
+    family: str = "criterion",
+    correction: str = "holm",
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Every pair of systems per criterion: the mean per-context difference a - b by cross-prediction-powered
+    inference (``ppi_py.crossppi_mean_ci`` on label differences, out-of-fold score differences and each fold
+    model's score differences on the unrated contexts; a context's items share a fold, so both sides of a
+    difference come from one model), with the z-test of "no difference" and its p-value corrected over
+    ``family`` by ``correction`` as ``analysis.stats.ppi.estimates.ppi_paired_differences`` does. ``human_ratings``
+    and ``cluster_by`` add the shared-rater term as in ``crossppi_system_means``.
+
+    Returns
+    -------
+    pairs : pandas.DataFrame
+        One row per criterion and pair (a, b), systems in sorted order: ``criterion``, ``system_a``,
+        ``system_b``, ``n_human``, ``n_judge_only``, ``human_diff``, ``human_ci_low``, ``human_ci_high``,
+        ``crossppi_diff``, ``crossppi_ci_low``, ``crossppi_ci_high``, ``width_ratio``, ``effective_n_human``,
+        ``rater_variance``, ``p_crossppi``, ``p_adj``, ``significant``, ``correction``, ``family``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> items = pd.DataFrame({"context_id": np.repeat([f"c{i:03d}" for i in range(200)], 2),
+    ...                       "system": ["gold", "base"] * 200})
+    >>> features = np.column_stack([rng.normal(size=(400, 2)), items["system"] == "gold"])
+    >>> quality = 3 + features @ [0.5, -0.3, 0.4]
+    >>> rated = items["context_id"] < "c050"
+    >>> ratings = items[rated].assign(criterion="empathy", annotator="ann",
+    ...                               score=np.round(quality[rated] + rng.normal(0, 0.3, int(rated.sum()))))
+    >>> pairs = crossppi_paired_differences(cross_fit_judge(items, features, ratings))
+    >>> columns = ["system_a", "system_b", "n_human", "human_diff", "crossppi_diff", "width_ratio", "p_adj"]
+    >>> print(pairs[columns].round(3).to_string(index=False))
+    system_a system_b  n_human  human_diff  crossppi_diff  width_ratio  p_adj
+        base     gold       50       -0.46         -0.475        0.875    0.0
+    """
+    if family not in ("criterion", "study"):
+        raise ValueError(f"family must be one of ('criterion', 'study'), got {family!r}")
+    fold_columns = _fold_columns(cross_fit_scores, ci_level)
+    clustered = _clustered(cross_fit_scores, human_ratings, cluster_by)
+    rows = []
+    for criterion, part in cross_fit_scores.groupby("criterion", sort=True):
+        wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score", *fold_columns])
+        for system_a, system_b in itertools.combinations(sorted(wide["judge_score"].columns), 2):
+            difference = wide.xs(system_a, axis=1, level=1) - wide.xs(system_b, axis=1, level=1)
+            difference = difference.loc[difference["judge_score"].notna()]
+            check_rated_share(difference, where=f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
+            rated = difference["label"].notna().to_numpy()
+            extra = rater_variance_of_difference(clustered, criterion, system_a, system_b, wide["label"],
+                                                 contexts=difference.index[rated])
+            result = _crossppi(difference["label"].to_numpy()[rated], difference["judge_score"].to_numpy()[rated],
+                               difference.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level,
+                               rater_variance=extra)
+            rows.append({"criterion": criterion, "system_a": system_a, "system_b": system_b,
+                         "human_diff": result.pop("human_mean"), "crossppi_diff": result.pop("crossppi_mean"),
+                         "p_crossppi": result.pop("p"), **result})
+    columns = ["criterion", "system_a", "system_b", "n_human", "n_judge_only", "human_diff", "human_ci_low",
+               "human_ci_high", "crossppi_diff", "crossppi_ci_low", "crossppi_ci_high", "width_ratio",
+               "effective_n_human", "rater_variance", "p_crossppi", "p_adj", "significant", "correction", "family"]
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    groups = table["criterion"] if family == "criterion" else pd.Series("study", index=table.index)
+    table["p_adj"] = adjust_by_family(table["p_crossppi"], groups, method=correction)
+    table["significant"] = table["p_adj"] < alpha
+    table["correction"] = correction
+    table["family"] = family
+    return table.reindex(columns=columns)
+
+
+def _fold_columns(cross_fit_scores: pd.DataFrame, ci_level: float) -> list[str]:
+    if not 0 < ci_level < 1:
+        raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
+    fold_columns = sorted(column for column in cross_fit_scores.columns if column.startswith("fold_score_"))
+    missing = [column for column in CROSS_FIT_COLUMNS if column not in cross_fit_scores.columns]
+    if missing or not fold_columns:
+        raise ValueError("cross_fit_scores must be the output of cross_fit_judge (missing "
+                         f"{', '.join(map(repr, missing or ['fold_score_0']))})")
+    return fold_columns
+
+
+def _clustered(cross_fit_scores: pd.DataFrame, human_ratings: pd.DataFrame | None,
+               cluster_by: str | None) -> dict[tuple, pd.DataFrame] | None:
+    """The human ratings of the rated items, by (criterion, system), for the shared-rater term (None without
+    ratings or clustering); refuses ratings that do not give the labels of ``cross_fit_scores``."""
+    if human_ratings is None or cluster_by is None:
+        return None
+    labels = item_labels(human_ratings)
+    rated = cross_fit_scores.loc[cross_fit_scores["label"].notna(), ITEM_KEYS + ["label"]]
+    merged = rated.merge(labels, on=ITEM_KEYS, how="left", suffixes=("", "_ratings"))
+    differs = ~np.isclose(merged["label"], merged["label_ratings"])
+    if differs.any():
+        first = merged.loc[differs].iloc[0]
+        raise ValueError(f"human_ratings do not give the labels of cross_fit_scores (criterion {first['criterion']!r}, "
+                         f"system {first['system']!r}, context {first['context_id']!r}: label {first['label']} "
+                         f"in the scores, {first['label_ratings']} from the ratings); pass the ratings the labels "
+                         "are the item means of")
+    return clustered_ratings(human_ratings, merged.drop(columns="label_ratings"), cluster_by)
+
+
+def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: float, *,
+              rater_variance: float = 0.0) -> dict:
+    """Cross-PPI and human-only intervals on one set of labels, and the cross-PPI z-test of 0; with
+    ``rater_variance``, both variances widened by it (module docstring)."""
+    alpha = 1.0 - ci_level
+    z = stats.norm.ppf(1 - alpha / 2)
+    low, high = (float(np.squeeze(bound)) for bound in crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
+    human_low, human_high = (float(np.squeeze(bound)) for bound in classical_mean_ci(y, alpha=alpha))
+    estimate = float(f_unrated.mean() + (y - f).mean())
+    se = (high - low) / (2 * z)
+    if rater_variance > 0:
+        se = float(np.sqrt(se**2 + rater_variance))
+        human_se = float(np.sqrt(((human_high - human_low) / (2 * z)) ** 2 + rater_variance))
+        low, high = estimate - z * se, estimate + z * se
+        human_low, human_high = float(y.mean()) - z * human_se, float(y.mean()) + z * human_se
+    ratio = (high - low) / (human_high - human_low) if human_high > human_low else np.nan
+    return {"n_human": int(y.size), "n_judge_only": int(f_unrated.shape[0]), "human_mean": float(y.mean()),
+            "human_ci_low": human_low, "human_ci_high": human_high, "crossppi_mean": estimate,
+            "crossppi_ci_low": low, "crossppi_ci_high": high, "width_ratio": ratio,
+            "effective_n_human": float(y.size / ratio**2) if ratio > 0 else np.nan,
+            "rater_variance": float(rater_variance),
+            "p": float(2 * stats.norm.sf(abs(estimate) / se)) if se > 0 else np.nan}

@@ -1,0 +1,84 @@
+"""Study kinds as the store knows them: each kind's typed setup and its tables, in one registry.
+
+A study kind (Likert, pairwise A/B, best-worst scaling, ...) is a unit across the rooms (docs/architecture.md): in
+each room it supplies the part that room needs and registers it there. The store's part is a `StudySetup`
+subclass, a frozen dataclass of what only a study of that kind is configured with, which names the kind, says
+how it is stored in and read from the study row's JSON, and lists the tables the kind owns (their migration is
+an ordinary file of server/store/migrations). A study's configuration holds exactly one setup
+(study_config.StudyConfig.setup). The kinds register themselves when server/store/kinds/registered.py imports
+them; the registry refuses an unknown kind by listing the registered ones, as Potato's schema registry does.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from empeval.server.errors import BadInput
+from empeval.server.store.study_parts import ConfigReader, Criterion
+
+# A study file or a stored configuration that names no kind is a Likert study (the protocol of Rashkin et al.).
+DEFAULT_KIND = "likert"
+
+
+class UnknownStudyKind(BadInput):
+    """A kind no module registered: the message lists those that are."""
+
+
+class StudySetup:
+    """What only a study of one kind is configured with. Subclasses are frozen dataclasses that set the class
+    attributes below and implement `from_stored` and `stored`; `register` adds them to the registry.
+
+    - `kind`: the name a study file gives (`kind = "pairwise"`), unique among kinds;
+    - `label`: the kind in a researcher's words ("pairwise (A/B)"), for messages and the dashboard;
+    - `default_criteria`: the questions asked when a study file lists none, worded for this kind's task;
+    - `tables`: the ORM classes of the tables this kind owns (its items, placements and answers).
+    """
+
+    kind: ClassVar[str]
+    label: ClassVar[str]
+    default_criteria: ClassVar[tuple[Criterion, ...]]
+    tables: ClassVar[tuple[type, ...]] = ()
+
+    @classmethod
+    def from_stored(cls, reader: ConfigReader, stored: dict[str, Any]) -> StudySetup:
+        """The setup from a stored configuration (the whole JSON object of the study row): keys it lacks take their
+        defaults, a value of the wrong type raises the reader's StudyConfigError."""
+        raise NotImplementedError(f"study kind {cls.kind!r} does not say how its setup is read from the store")
+
+    def stored(self) -> dict[str, Any]:
+        """What this setup adds to the stored JSON object: top-level keys, merged into those every study has (a
+        key both hold, such as "design", is merged one level down)."""
+        raise NotImplementedError(f"study kind {self.kind!r} does not say how its setup is stored")
+
+
+_SETUPS: dict[str, type[StudySetup]] = {}
+Setup = TypeVar("Setup", bound=type[StudySetup])
+
+
+def register(setup: Setup) -> Setup:
+    """Register a kind's setup class (use as a class decorator); a second kind with the same name is an error."""
+    if setup.kind in _SETUPS and _SETUPS[setup.kind] is not setup:
+        raise ValueError(f"study kind {setup.kind!r} is registered twice ({_SETUPS[setup.kind].__qualname__} and "
+                         f"{setup.__qualname__})")
+    _SETUPS[setup.kind] = setup
+    return setup
+
+
+def kind_names() -> tuple[str, ...]:
+    """The registered kinds, in registration order (the default kind first)."""
+    return tuple(_SETUPS)
+
+
+def setup_class(kind: str, *, unknown: Callable[[str], BadInput] | None = None) -> type[StudySetup]:
+    """The setup class of `kind`; UnknownStudyKind (or what `unknown` makes of the message) listing the registered
+    kinds when there is none."""
+    found = _SETUPS.get(kind)
+    if found is None:
+        message = f"unknown study kind {kind!r}; the registered kinds are {', '.join(map(repr, kind_names()))}"
+        raise (unknown or UnknownStudyKind)(message)
+    return found
+
+
+def default_setup() -> StudySetup:
+    """A setup of the default kind with its own defaults."""
+    return setup_class(DEFAULT_KIND)()

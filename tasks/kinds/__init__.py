@@ -1,0 +1,115 @@
+"""Study kinds as the tasks room knows them: what a study file of the kind may say, how a study of it is designed
+and written (what each assignment holds), how simulated raters answer it, what a crowd job of it lists and checks,
+and which page of the task UI shows it; in one registry.
+
+The shared code (the study-file parser in study_file.py, study creation in study_create.py, the simulated crowd in
+simulate.py, the crowd jobs in crowd/) asks the study's kind part, a subclass of `TaskKind` registered by
+tasks/kinds/registered.py, and never branches on a kind's name. A subclass sets every attribute and overrides
+every method; the base raises NotImplementedError naming the kind and the part, and tests/test_kinds_complete.py
+fails, naming them, when one is missing.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from empeval.server.errors import BadInput
+from empeval.server.store.kinds import StudySetup, UnknownStudyKind
+
+if TYPE_CHECKING:
+    import random
+
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session
+
+    from empeval.server.store.models import Study
+    from empeval.server.store.study_config import StudyConfig
+    from empeval.server.store.study_parts import Design
+    from empeval.tasks.crowd.contract import Control
+    from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySummary
+    from empeval.tasks.simulate import CrowdModel, Rater
+
+# What a simulated rater sends for one assignment: (rater, her random stream, the assignment's payload) -> the
+# submission body without its submission id.
+Answer = Callable[["Rater", "random.Random", dict], dict]
+
+
+class TaskKind:
+    """A study kind's part in the tasks room."""
+
+    # The kind, and its store setup (the class the study file's fields are parsed into).
+    name: ClassVar[str]
+    setup: ClassVar[type[StudySetup]]
+    # The fields of the shared study-file sections that only this kind reads ({"design": {"ties", ...}}), and the
+    # top-level sections only it has ({"scale"}); any other kind's field in a study of this kind is refused.
+    fields: ClassVar[dict[str, frozenset[str]]]
+    sections: ClassVar[frozenset[str]] = frozenset()
+    # What to tell the author of a study of this kind who used a field of another kind, by the field's path, where
+    # "is for <kind> studies only" would not say enough ({"scale": "a pairwise study has no scale: ..."}).
+    foreign_hints: ClassVar[dict[str, str]] = {}
+    # What a crowd job's listing and preview page say (title, description, tags), instead of the Likert defaults
+    # of the crowd contract.
+    listing: ClassVar[dict[str, Any]]
+    # The page of the task UI that shows the kind: its name in tasks/webapp/src/kinds/index.js.
+    ui_page: ClassVar[str]
+
+    # --- the study file ---------------------------------------------------------------------------------------
+    def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[StudySetup,
+                                                                                                  Design]:
+        """The kind's setup from the study file (`data`, the parsed TOML; `parts`, the shared parts already
+        validated), and the design, which the kind may adjust (a pairwise study's even pair slots); StudyFileError,
+        naming the field, for what is wrong."""
+        raise self._missing("parse")
+
+    # --- creating a study -------------------------------------------------------------------------------------
+    def system_role(self, spec: StudyConfig, system: str) -> str:
+        """Where `system` sits in the study's design, for messages about it (" (compared in the pair a vs b)"), or ""
+        when the kind has nothing to add to its name."""
+        raise self._missing("system_role")
+
+    def create(self, session: Session, spec: StudyConfig, study: Study, chosen: ChosenContexts) -> StudySummary:
+        """Plan the study's assignments over the chosen contexts and write its units and placements (in the caller's
+        transaction, `study` already flushed); StudySetupError when the store lacks what the design needs."""
+        raise self._missing("create")
+
+    # --- simulated raters -------------------------------------------------------------------------------------
+    def simulated_answers(self, engine: Engine, study: str, model: CrowdModel, seed: int) -> Answer:
+        """How the simulated crowd answers an assignment of `study`: the hidden truth (which system wrote what)
+        read from the store once, and the rater model of simulate.py applied to it."""
+        raise self._missing("simulated_answers")
+
+    # --- crowd jobs -------------------------------------------------------------------------------------------
+    def crowd_controls(self, session: Session, assignment_id: int) -> tuple[list[int], list[Control]]:
+        """The contexts of an assignment put on the crowd as one unit, and its controls as the crowd contract
+        scores them (each with the rule that tells a careful worker's answer)."""
+        raise self._missing("crowd_controls")
+
+    def _missing(self, part: str) -> NotImplementedError:
+        return NotImplementedError(f"study kind {self.name!r} supplies no {part!r} in the tasks room")
+
+
+_KINDS: dict[str, TaskKind] = {}
+Kind = TypeVar("Kind", bound=type[TaskKind])
+
+
+def register(kind: Kind) -> Kind:
+    """Register a kind's tasks part (a class decorator; one instance is kept)."""
+    if kind.name in _KINDS and type(_KINDS[kind.name]) is not kind:
+        raise ValueError(f"study kind {kind.name!r} has two tasks parts")
+    _KINDS[kind.name] = kind()
+    return kind
+
+
+def task_kind(name: str, *, unknown: Callable[[str], BadInput] | None = None) -> TaskKind:
+    """The tasks part of the kind `name`; UnknownStudyKind (or what `unknown` makes of the message) listing the
+    registered kinds when there is none."""
+    found = _KINDS.get(name)
+    if found is None:
+        message = f"unknown study kind {name!r}; the registered kinds are {', '.join(map(repr, _KINDS))}"
+        raise (unknown or UnknownStudyKind)(message)
+    return found
+
+
+def task_kinds() -> tuple[TaskKind, ...]:
+    """Every registered kind's tasks part, in registration order."""
+    return tuple(_KINDS.values())

@@ -1,0 +1,216 @@
+"""The Likert kind in the tasks room: its study-file fields, its design, its simulated raters, its crowd parts and
+its page.
+
+A Likert study (the default kind) adds to the shared study-file fields:
+
+    [design]
+    ratings_per_response = 3         # k distinct annotators per response
+    # human_share = 0.25             # optional (model-assisted evaluation): people rate a seeded uniform sample of
+    # human_share_seed = 11          # a quarter of the contexts (every system's response on each), judges score
+                                     # every item (`empeval judge`); the seed defaults to the study's
+    [scale]                          # optional: defaults to 1-5 with every point labelled
+    min = 1; max = 5; labels = ["1 - Not at all", ..., "5 - Completely"]
+
+Its design (tasks.design.plan_assignments): every response rated by k distinct annotators, the systems rotated over
+blocks of contexts, controls interleaved. With a human share every chosen context's items are written, for the
+judges, but the assignments hold only the items (and controls) of the contexts people rate, recorded in
+study_context with each context's `human_rated`.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from empeval.server.store.kinds.likert import AssignmentItem, LikertSetup, Scale, StudyContext, StudyItem
+from empeval.server.store.models import Response, Study, System
+from empeval.server.store.study_config import StudyConfig
+from empeval.server.store.study_parts import Design
+from empeval.tasks.crowd.contract import DEFAULT_DESCRIPTION, DEFAULT_TAGS, Control
+from empeval.tasks.design import Candidate, plan_assignments
+from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
+from empeval.tasks.kinds import Answer, TaskKind, register
+from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem
+from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
+from empeval.tasks.study_create import add_assignments, lacking_controls
+
+
+def likert_scores(rater: Rater, system: str, criteria: tuple[str, ...], model: CrowdModel, rng: random.Random,
+                  deviation: Mapping[str, float] | None = None) -> dict[str, int]:
+    """A simulated rater's scores for one response of `system` (whose own deviation from the system's quality is
+    `deviation`, per criterion): round(her perceived quality), clipped to the scale. A random clicker scores
+    uniformly; a straight-liner gives every criterion her fluency score."""
+    low, high = model.scale
+
+    def clip(x: float) -> int:
+        return int(min(high, max(low, round(x))))
+
+    if rater.behaviour == "random":
+        return {c: rng.randint(low, high) for c in criteria}
+    if rater.behaviour == "straight":
+        value = clip(rater.perceived(system, "fluency", model, deviation, rng))
+        return {c: value for c in criteria}
+    return {c: clip(rater.perceived(system, c, model, deviation, rng)) for c in criteria}
+
+
+def item_systems(engine: Engine, study: str) -> dict[int, str]:
+    """item id -> system name for a Likert study: the truth the simulated raters need (the API hides it)."""
+    with Session(engine) as session:
+        return dict(session.execute(
+            select(StudyItem.id, System.name).join(Response, Response.id == StudyItem.response_id)
+            .join(System, System.id == Response.system_id).join(Study, Study.id == StudyItem.study_id)
+            .where(Study.name == study)).all())
+
+
+def _describe(spec: StudyConfig, setup: LikertSetup, *, contexts: int, items: int, controls: int, assignments: int,
+              expected: int, human_contexts: int | None, share_seed: int | None) -> str:
+    if human_contexts is None:
+        return (f"study {spec.name!r}: {contexts} contexts x {len(spec.systems)} systems = {items} items "
+                f"(+{controls} control items), {assignments} assignments, k={setup.ratings_per_response} ratings per "
+                f"response, {expected} ratings expected")
+    return (f"study {spec.name!r}: {contexts} contexts x {len(spec.systems)} systems = {items} items, all for the "
+            f"judges (`empeval judge {spec.name} --judges NAME`); people rate {human_contexts} of the {contexts} "
+            f"contexts (design.human_share {setup.human_share:g}, seed {share_seed}): "
+            f"{human_contexts * len(spec.systems)} items (+{controls} control items), {assignments} assignments, "
+            f"k={setup.ratings_per_response} ratings per response, {expected} ratings expected")
+
+
+@register
+class LikertTasks(TaskKind):
+    name: ClassVar[str] = "likert"
+    setup = LikertSetup
+    fields: ClassVar[dict[str, frozenset[str]]] = {
+        "design": frozenset({"ratings_per_response", "human_share", "human_share_seed"})}
+    sections: ClassVar[frozenset[str]] = frozenset({"scale"})
+    listing: ClassVar[dict[str, Any]] = {"description": DEFAULT_DESCRIPTION, "tags": list(DEFAULT_TAGS)}
+    ui_page: ClassVar[str] = "likert"
+
+    def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[LikertSetup,
+                                                                                                  Design]:
+        d = data.get("design", {})
+        setup = LikertSetup(ratings_per_response=reader.integer(
+            d, "ratings_per_response", "design.ratings_per_response", LikertSetup.ratings_per_response, minimum=1,
+            maximum=50))
+        setup = self._human_share(reader, d, setup, n_contexts=parts.n_contexts, seed=parts.seed)
+        if "scale" in data:
+            sc = reader.table(data, "scale", "scale", {"min", "max", "labels"})
+            low = reader.integer(sc, "min", "scale.min", 1, minimum=0)
+            high = reader.integer(sc, "max", "scale.max", 5, minimum=(low or 0) + 1, maximum=(low or 0) + 10)
+            labels = reader.strings(sc, "labels", "scale.labels")
+            assert low is not None and high is not None
+            if len(labels) != high - low + 1:
+                raise reader.error("scale.labels", f"must label every point: {high - low + 1} labels for "
+                                   f"{low}..{high}, got {len(labels)}")
+            setup = replace(setup, scale=Scale(min=low, max=high, labels=labels))
+        return setup, parts.design
+
+    @staticmethod
+    def _human_share(reader: StudyFileReader, d: dict, setup: LikertSetup, *, n_contexts: int,
+                     seed: int) -> LikertSetup:
+        """design.human_share and design.human_share_seed (model-assisted evaluation): people rate a seeded uniform
+        sample of round(share x contexts) contexts, judges score every item. The share must be a number strictly
+        between 0 and 1 that samples at least two contexts and not all of them (likert_human_share.
+        human_share_problem); the seed defaults to the study's and is stored resolved, so the stored configuration
+        reproduces the draw."""
+        if "human_share" not in d:
+            if "human_share_seed" in d:
+                raise reader.error("design.human_share_seed", "is the seed of design.human_share's sample; set "
+                                   "design.human_share too, or remove it")
+            return setup
+        share = d["human_share"]
+        if problem := human_share_problem(share, n_contexts):
+            raise reader.error("design.human_share", problem)
+        sample_seed = reader.integer(d, "human_share_seed", "design.human_share_seed", seed, minimum=0)
+        return replace(setup, human_share=float(share), human_share_seed=sample_seed)
+
+    def system_role(self, spec: StudyConfig, system: str) -> str:
+        return ""
+
+    def create(self, session: Session, spec: StudyConfig, study: Study, chosen: ChosenContexts) -> StudySummary:
+        setup = spec.setup
+        assert isinstance(setup, LikertSetup)
+        human_ids = set(chosen.ids)
+        share, share_seed = setup.human_share, setup.human_share_seed
+        if share is not None:
+            if problem := human_share_problem(share, len(chosen.keys)):
+                raise StudySetupError(f"design.human_share: {problem}")
+            share_seed = spec.seed if share_seed is None else share_seed
+            human_ids = {chosen.key_to_id[key] for key in draw_human_sample(chosen.keys, share, share_seed)}
+        items = [Candidate(key=chosen.response(cid, name), context=cid, system=name)
+                 for cid in chosen.ids for name in spec.systems]
+        rated = [item for item in items if item.context in human_ids]
+        controls = [Candidate(key=chosen.response(cid, name), context=cid, system=name)
+                    for name in spec.controls for cid in sorted(human_ids) if chosen.response(cid, name)]
+        lacking_controls(spec, chosen, sorted(human_ids))
+        plan = plan_assignments(rated, controls, ratings_per_response=setup.ratings_per_response,
+                                items_per_assignment=spec.design.items_per_assignment,
+                                control_rate=spec.design.control_rate, seed=spec.seed)
+
+        study_items: dict[Any, StudyItem] = {}
+        for candidate in items:
+            study_items[candidate.key] = StudyItem(study_id=study.id, response_id=candidate.key,
+                                                   design={"system": candidate.system})
+        used_controls = {c.key: c for a in plan for c in a.items if c.system in spec.control_targets}
+        for key, candidate in used_controls.items():
+            study_items[key] = StudyItem(study_id=study.id, response_id=key, is_control=True,
+                                         control_target=spec.control_targets[candidate.system],
+                                         design={"system": candidate.system})
+        session.add_all(study_items.values())
+        session.add_all(StudyContext(study_id=study.id, context_id=cid, human_rated=cid in human_ids)
+                        for cid in chosen.ids)
+        session.flush()
+        for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
+            session.add_all(AssignmentItem(assignment_id=assignment.id, item_id=study_items[c.key].id,
+                                           position=position) for position, c in enumerate(planned.items))
+
+        n_slots = sum(len(a.items) for a in plan)
+        cost = spec.pay.cost(len(plan))
+        human_contexts = len(human_ids) if share is not None else None
+        return StudySummary(
+            name=spec.name, kind=self.name, contexts=len(chosen.ids), systems=list(spec.systems), items=len(items),
+            control_items=len(used_controls), assignments=len(plan), per_unit=setup.ratings_per_response,
+            expected_answers=n_slots * len(spec.criteria), cost=cost,
+            currency=spec.pay.currency if cost is not None else None,
+            sentence=_describe(spec, setup, contexts=len(chosen.ids), items=len(items), controls=len(used_controls),
+                               assignments=len(plan), expected=n_slots * len(spec.criteria),
+                               human_contexts=human_contexts, share_seed=share_seed),
+            human_contexts=human_contexts)
+
+    def simulated_answers(self, engine: Engine, study: str, model: CrowdModel, seed: int) -> Answer:
+        """Scores per item (likert_scores) from the item's system, with the response's own deviation drawn from the
+        item id and `seed`."""
+        truth = item_systems(engine, study)
+
+        def rate(rater: Rater, rng: random.Random, assignment: dict) -> dict:
+            criteria = tuple(c["key"] for c in assignment["criteria"])
+            ratings = []
+            for item in assignment["items"]:
+                system = truth.get(item["item_id"])
+                if system is None:
+                    raise UnknownItem(f"item {item['item_id']} of assignment {assignment['assignment_id']} is not "
+                                      "among the items the simulation was given")
+                seconds = rater.seconds(model, rng)
+                deviation = model.response_deviation(item["item_id"], seed, criteria)
+                ratings.append({"item_id": item["item_id"], "seconds": seconds,
+                                "scores": likert_scores(rater, system, criteria, model, rng, deviation)})
+            return {"ratings": ratings}
+
+        return rate
+
+    def crowd_controls(self, session: Session, assignment_id: int) -> tuple[list[int], list[Control]]:
+        """Its contexts, and each control item scored by the rule of analysis.kinds.likert.quality.control_results:
+        it passes when its score on the target criterion is below the worker's mean there over the unit's real
+        items."""
+        rows = session.execute(
+            select(StudyItem.id, StudyItem.is_control, StudyItem.control_target, Response.context_id)
+            .join(AssignmentItem, AssignmentItem.item_id == StudyItem.id)
+            .join(Response, Response.id == StudyItem.response_id)
+            .where(AssignmentItem.assignment_id == assignment_id)
+        ).all()
+        return (sorted({context_id for *_, context_id in rows}),
+                [Control(item_id=item_id, target=target, rule="below-mean", entries="ratings", field="scores")
+                 for item_id, is_control, target, _ in rows if is_control])

@@ -1,0 +1,321 @@
+"""The pairwise (A/B) kind in the tasks room: its study-file fields, its design, its simulated raters, its crowd
+parts and its page.
+
+A pairwise study, as in the human A/B tests of MoEL and MIME: a rater sees one context with the responses of two
+systems and picks the better one per criterion, or a tie. Its study file adds to the shared fields:
+
+    kind = "pairwise"
+    [systems]
+    names = ["moel", "gold", "mime"]
+    anchor = "moel"                  # moel against each other name ("ours vs each baseline") ...
+    # pairs = [["moel", "gold"], ["mime", "gold"]]   # ... or the pairs listed; all pairs when neither is given
+    controls = ["control-generic"]   # a control pair: a control against a real system, built to lose
+    [design]
+    judgments_per_pair = 3           # k distinct annotators per (context, pair)
+    ties = true                      # whether "tie" is an answer
+    items_per_assignment = 11        # pairs per assignment, controls included; the real ones (here 10) must
+                                     # be even, so that each rater sees every pair's two orders equally often
+                                     # (by default 10, or 11 when one of them is a control)
+
+Its default criteria ask the paper's three questions as a choice ("Which response shows more understanding of
+the feelings ...?"); a [[criteria]] question is shown as written, so write it as a choice. A pairwise study has no
+[scale]. The first system of a listed pair (or the anchor) is the one whose wins the report counts.
+
+Its design is tasks.kinds.pairwise_design.plan_pairwise (left/right counterbalanced per rater); a pair item holds
+the two responses with the lower id as 'a', and each placement logs which of them is shown on the left.
+
+The simulated raters judge each response by its latent quality (the system's quality plus the response's own
+deviation, the very numbers a Likert rater of that response is drawn from) and choose the better one the
+Thurstone way (case V, as analysis.simulate.pairwise does): each side perceived with the rater's noise, the
+difference stretched like their use of the scale (severity shifts both sides and cancels), a tie when the two are
+within `tie_band`, the left side helped by `position_bias`. Random clickers choose uniformly, straight-liners
+always pick the same screen side, and context-ignorers judge every criterion by fluency.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, aliased
+
+from empeval.server.store.kinds.likert import StudyItem
+from empeval.server.store.kinds.pairwise import AssignmentPair, Pair, PairItem, PairwiseSetup
+from empeval.server.store.models import Response, Study, System
+from empeval.server.store.queries import study_by_name
+from empeval.server.store.study_config import StudyConfig
+from empeval.server.store.study_parts import Design
+from empeval.tasks.crowd.contract import Control
+from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySummary
+from empeval.tasks.kinds import Answer, TaskKind, register
+from empeval.tasks.kinds.pairwise_design import pair_slots, plan_pairwise
+from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
+from empeval.tasks.study_create import add_assignments, lacking_controls
+
+# What the HIT listing and the preview page say of a pairwise job.
+LISTING = {"title": "Compare two replies in conversations about feelings",
+           "description": "Read short conversations in which someone shares an experience, and choose the better of "
+                          "two replies in each for empathy, relevance and fluency (A, B or a tie).",
+           "tags": ["empathy", "dialogue", "comparison", "conversation", "research"]}
+
+
+def pairwise_choices(rater: Rater, left: str, right: str, criteria: tuple[str, ...], model: CrowdModel,
+                     rng: random.Random, *, ties: bool = True, left_deviation: Mapping[str, float] | None = None,
+                     right_deviation: Mapping[str, float] | None = None) -> dict[str, str]:
+    """A simulated rater's choice per criterion between a response of `left` (shown on the left, as A) and one of
+    `right` (B), each with its own deviation from its system's quality: "A", "B" or "T" (a tie, only when `ties`),
+    the task page's keys. See the module docstring for the model."""
+    if rater.behaviour == "random":
+        options = ("A", "B", "T") if ties else ("A", "B")
+        return {c: rng.choice(options) for c in criteria}
+    if rater.behaviour == "straight":  # one screen side for everything, which side fixed by the rater
+        return {c: "A" if rater.severity >= 0 else "B" for c in criteria}
+    chosen = {}
+    for c in criteria:
+        difference = (rater.perceived(left, c, model, left_deviation, rng)
+                      - rater.perceived(right, c, model, right_deviation, rng) + model.position_bias)
+        chosen[c] = "T" if ties and abs(difference) < model.tie_band else ("A" if difference > 0 else "B")
+    return chosen
+
+
+@dataclass(frozen=True)
+class ShownPair:
+    """What one placement of a pairwise assignment shows, as only the simulation may know it: the systems on
+    the left (A) and on the right (B), and the keys of their responses' fixed deviations
+    (CrowdModel.response_deviation)."""
+
+    left: str
+    right: str
+    left_key: object
+    right_key: object
+
+
+def pair_placements(engine: Engine, study: str) -> dict[tuple[int, int], ShownPair]:
+    """(assignment id, pair item id) -> ShownPair for every placement of a pairwise study: the truth the A/B
+    simulation needs (the API hides it). A response that the study's linked Likert study (`compare_with`) rates
+    is keyed by that study item's id, the key its Likert raters' deviation was drawn from; any other response by
+    "response-ID". Read once: an assignment copied on expiry later has placements this map does not hold."""
+    response_a, response_b = aliased(Response), aliased(Response)
+    system_a, system_b = aliased(System), aliased(System)
+    with Session(engine) as session:
+        found = study_by_name(session, study)
+        linked = found.config.compare_with
+        likert_item: dict[int, int] = {}
+        if linked:
+            items = session.execute(select(StudyItem.response_id, StudyItem.id)
+                                    .join(Study, Study.id == StudyItem.study_id)
+                                    .where(Study.name == linked).order_by(StudyItem.id.desc())).all()
+            # ids descending: a response's lowest item id is the one kept
+            likert_item = {response_id: item_id for response_id, item_id in items}
+        rows = session.execute(
+            select(AssignmentPair.assignment_id, AssignmentPair.pair_item_id, AssignmentPair.shown_left,
+                   system_a.name, PairItem.response_a_id, system_b.name, PairItem.response_b_id)
+            .join(PairItem, PairItem.id == AssignmentPair.pair_item_id)
+            .join(response_a, response_a.id == PairItem.response_a_id)
+            .join(system_a, system_a.id == response_a.system_id)
+            .join(response_b, response_b.id == PairItem.response_b_id)
+            .join(system_b, system_b.id == response_b.system_id)
+            .where(PairItem.study_id == found.id)).all()
+
+    def key(response_id: int) -> object:
+        return likert_item.get(response_id, f"response-{response_id}")
+
+    placements = {}
+    for assignment_id, pair_item_id, shown_left, name_a, id_a, name_b, id_b in rows:
+        a, b = (name_a, key(id_a)), (name_b, key(id_b))
+        (left, left_key), (right, right_key) = (a, b) if shown_left == "a" else (b, a)
+        placements[assignment_id, pair_item_id] = ShownPair(left, right, left_key, right_key)
+    return placements
+
+
+@register
+class PairwiseTasks(TaskKind):
+    name: ClassVar[str] = "pairwise"
+    setup = PairwiseSetup
+    fields: ClassVar[dict[str, frozenset[str]]] = {"systems": frozenset({"pairs", "anchor"}),
+                                                   "design": frozenset({"judgments_per_pair", "ties"})}
+    foreign_hints: ClassVar[dict[str, str]] = {
+        "design.ratings_per_response": "a pairwise study counts judgments per (context, pair): use "
+                                       "design.judgments_per_pair",
+        "scale": "a pairwise study has no scale: raters choose A, B (or a tie)"}
+    listing: ClassVar[dict[str, Any]] = LISTING
+    ui_page: ClassVar[str] = "pairwise"
+
+    def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[PairwiseSetup,
+                                                                                                  Design]:
+        s, d = data.get("systems", {}), data.get("design", {})
+        pairs = self._pairs(reader, s, parts.systems)
+        design = self._even_pair_slots(reader, parts.design, given="items_per_assignment" in parts.design_given,
+                                       with_controls=bool(parts.controls))
+        ties = d.get("ties", PairwiseSetup.ties)
+        if not isinstance(ties, bool):
+            raise reader.error("design.ties", f"must be true or false, got {ties!r}")
+        k = reader.integer(d, "judgments_per_pair", "design.judgments_per_pair", PairwiseSetup.judgments_per_pair,
+                           minimum=1, maximum=50)
+        return PairwiseSetup(pairs=pairs, anchor=s.get("anchor", ""), ties=ties, judgments_per_pair=k or 1), design
+
+    @staticmethod
+    def _even_pair_slots(r: StudyFileReader, design: Design, *, given: bool, with_controls: bool) -> Design:
+        """The pairwise design with an even number of real pairs per assignment (items less controls), as
+        tasks.kinds.pairwise_design needs to keep each rater's left/right orders balanced: a size left to its default
+        grows to the next one that fits (11 with one control); a size given that does not fit is refused."""
+        size, rate = design.items_per_assignment, design.control_rate
+
+        def fits(n: int) -> bool:
+            slots = pair_slots(n, rate, with_controls=with_controls)
+            return slots > 0 and slots % 2 == 0
+
+        if fits(size):
+            return design
+        if not given:
+            return replace(design, items_per_assignment=next(n for n in range(size + 1, 201) if fits(n)))
+        n_real = pair_slots(size, rate, with_controls=with_controls)
+        n_controls = size - n_real
+        near = [n for n in (next((n for n in range(size - 1, 0, -1) if fits(n)), None),
+                            next((n for n in range(size + 1, 201) if fits(n)), None)) if n is not None]
+        if with_controls:
+            controls = f"{n_controls} control{'' if n_controls == 1 else 's'} (design.control_rate = {rate})"
+            change = f"use {' or '.join(map(str, near))} items (or another design.control_rate)"
+        else:
+            controls, change = "no control", f"use {' or '.join(map(str, near))} items"
+        raise r.error("design.items_per_assignment",
+                      f"{size} items with {controls} leave {n_real} pair judgments per assignment, an odd number; "
+                      f"{change} so that each rater sees every pair's two orders equally often")
+
+    @staticmethod
+    def _pairs(r: StudyFileReader, s: dict, systems: tuple[str, ...]) -> tuple[Pair, ...]:
+        """The pairs a pairwise study compares: systems.pairs as listed, or the anchor against each other name,
+        or every pair of names (in the order they are named); every name must be in some pair."""
+        if "pairs" in s and "anchor" in s:
+            raise r.error("systems", "give pairs or anchor, not both")
+        if len(systems) < 2:
+            raise r.error("systems.names", "a pairwise study compares at least two systems")
+        if "anchor" in s:
+            anchor = r.string(s, "anchor", "systems.anchor")
+            if anchor not in systems:
+                raise r.error("systems.anchor", f"{anchor!r} is not among systems.names ({', '.join(systems)})")
+            return tuple(Pair(anchor, other) for other in systems if other != anchor)
+        if "pairs" not in s:
+            return tuple(Pair(a, b) for i, a in enumerate(systems) for b in systems[i + 1:])
+        raw = s["pairs"]
+        if not isinstance(raw, list) or not raw:
+            raise r.error("systems.pairs", f'must be a non-empty list of pairs like [["moel", "gold"]], got {raw!r}')
+        pairs: list[Pair] = []
+        seen: dict[frozenset[str], int] = {}
+        for i, entry in enumerate(raw):
+            path = f"systems.pairs[{i}]"
+            if not isinstance(entry, list) or len(entry) != 2 or not all(isinstance(v, str) for v in entry):
+                raise r.error(path, f'must be two system names like ["moel", "gold"], got {entry!r}')
+            for name in entry:
+                if name not in systems:
+                    raise r.error(path, f"{name!r} is not among systems.names ({', '.join(systems)})")
+            if entry[0] == entry[1]:
+                raise r.error(path, f"pairs {entry[0]!r} with itself; a pair is two different systems")
+            key = frozenset(entry)
+            if key in seen:
+                raise r.error(path, f"repeats systems.pairs[{seen[key]}] (a pair is the same in either order)")
+            seen[key] = i
+            pairs.append(Pair(entry[0], entry[1]))
+        paired = {name for pair in pairs for name in (pair.first, pair.second)}
+        unpaired = [name for name in systems if name not in paired]
+        if unpaired:
+            raise r.error("systems.names", f"{unpaired[0]!r} is in no pair of systems.pairs; pair it or remove it")
+        return tuple(pairs)
+
+    def system_role(self, spec: StudyConfig, system: str) -> str:
+        setup = spec.setup
+        assert isinstance(setup, PairwiseSetup)
+        pair = next((p for p in setup.pairs if system in (p.first, p.second)), None)
+        return f" (compared in the pair {pair.first} vs {pair.second})" if pair else ""
+
+    def create(self, session: Session, spec: StudyConfig, study: Study, chosen: ChosenContexts) -> StudySummary:
+        """Plan the study over the chosen contexts and write its pair items and placements. A pair item holds the
+        two responses with the lower id as 'a'; each placement logs which of them is shown on the left, as the
+        design counterbalanced it."""
+        setup = spec.setup
+        assert isinstance(setup, PairwiseSetup)
+        control_contexts = {name: [cid for cid in chosen.ids if chosen.response(cid, name)] for name in spec.controls}
+        lacking_controls(spec, chosen, chosen.ids)
+        plan = plan_pairwise(chosen.ids, [(pair.first, pair.second) for pair in setup.pairs],
+                             judgments_per_pair=setup.judgments_per_pair,
+                             items_per_assignment=spec.design.items_per_assignment,
+                             control_rate=spec.design.control_rate if spec.controls else 0.0,
+                             controls=control_contexts, seed=spec.seed)
+        pair_items: dict[tuple[Any, tuple[str, str]], PairItem] = {}
+        for planned in plan:
+            for placed in planned.items:
+                key = (placed.context, placed.systems)
+                if key in pair_items:
+                    continue
+                by_response = sorted((chosen.response(placed.context, name) or 0, name) for name in placed.systems)
+                (response_a, system_a), (response_b, system_b) = by_response
+                control_side = None
+                if placed.control is not None:
+                    control_side = "a" if system_a == placed.control else "b"
+                pair_items[key] = PairItem(
+                    study_id=study.id, context_id=placed.context, response_a_id=response_a, response_b_id=response_b,
+                    is_control=placed.control is not None,
+                    control_target=spec.control_targets[placed.control] if placed.control else None,
+                    control_side=control_side, design={"pair": placed.label, "systems": [system_a, system_b]})
+        session.add_all(pair_items.values())
+        session.flush()
+        for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
+            for position, placed in enumerate(planned.items):
+                item = pair_items[(placed.context, placed.systems)]
+                left_response = chosen.response(placed.context, placed.left)
+                session.add(AssignmentPair(assignment_id=assignment.id, pair_item_id=item.id, position=position,
+                                           shown_left="a" if left_response == item.response_a_id else "b"))
+        session.flush()
+
+        n_slots = sum(len(a.items) for a in plan)
+        expected = n_slots * len(spec.criteria)
+        cost = spec.pay.cost(len(plan))
+        real = [item for item in pair_items.values() if not item.is_control]
+        return StudySummary(
+            name=spec.name, kind=self.name, contexts=len(chosen.ids), systems=list(spec.systems), items=len(real),
+            control_items=len(pair_items) - len(real), assignments=len(plan), per_unit=setup.judgments_per_pair,
+            expected_answers=expected, cost=cost, currency=spec.pay.currency if cost is not None else None,
+            sentence=(f"pairwise study {spec.name!r}: {len(chosen.ids)} contexts x {len(setup.pairs)} pairs of "
+                      f"systems = {len(real)} pair items (+{len(pair_items) - len(real)} control pairs), "
+                      f"{len(plan)} assignments, k={setup.judgments_per_pair} judgments per (context, pair), "
+                      f"{expected} choices expected"))
+
+    def simulated_answers(self, engine: Engine, study: str, model: CrowdModel, seed: int) -> Answer:
+        """A choice per pair and criterion (pairwise_choices) from the placement's systems, each response with the
+        deviation drawn from its key (pair_placements) and `seed`: with the seed of a linked Likert study's run, each
+        response keeps the quality its Likert raters saw."""
+        placements = pair_placements(engine, study)
+
+        def judge(rater: Rater, rng: random.Random, assignment: dict) -> dict:
+            criteria = tuple(c["key"] for c in assignment["criteria"])
+            ties = bool(assignment.get("ties", True))
+            judgments = []
+            for item in assignment["items"]:
+                shown = placements.get((assignment["assignment_id"], item["item_id"]))
+                if shown is None:
+                    raise UnknownItem(f"pair item {item['item_id']} of assignment {assignment['assignment_id']} is not "
+                                      "among the placements the simulation was given")
+                seconds = rater.seconds(model, rng)
+                chosen = pairwise_choices(rater, shown.left, shown.right, criteria, model, rng, ties=ties,
+                                          left_deviation=model.response_deviation(shown.left_key, seed, criteria),
+                                          right_deviation=model.response_deviation(shown.right_key, seed, criteria))
+                judgments.append({"item_id": item["item_id"], "seconds": seconds, "choices": chosen})
+            return {"judgments": judgments}
+
+        return judge
+
+    def crowd_controls(self, session: Session, assignment_id: int) -> tuple[list[int], list[Control]]:
+        """Its contexts, and each control pair scored by the rule of analysis.kinds.pairwise.tables.control_scores:
+        it passes when the worker chose the real response, shown as B when the control is shown as A (left)."""
+        pairs = session.execute(
+            select(PairItem.id, PairItem.context_id, PairItem.is_control, PairItem.control_target,
+                   PairItem.control_side, AssignmentPair.shown_left)
+            .join(AssignmentPair, AssignmentPair.pair_item_id == PairItem.id)
+            .where(AssignmentPair.assignment_id == assignment_id)
+        ).all()
+        return (sorted({context_id for _, context_id, *_ in pairs}),
+                [Control(item_id=item_id, target=target, rule="one-of", entries="judgments", field="choices",
+                         passing=("B",) if side == left else ("A",))
+                 for item_id, _, is_control, target, side, left in pairs if is_control])
