@@ -2,3 +2,4 @@
 # ruff: noqa: I001 (registration order, not the alphabet: the default kind first, then the kinds as they came)
 import empeval.analysis.kinds.likert.part  # noqa: F401
 import empeval.analysis.kinds.pairwise.part  # noqa: F401
+import empeval.analysis.kinds.best_worst.part  # noqa: F401

@@ -29,3 +29,14 @@ def likert_schema(expected: Any | None = None) -> dict:
 def pairwise_schema(expected: Any | None = None) -> dict:
     return submission_schema(PAIRWISE, expected)
 
+
+BEST_WORST = annotation_kind("best_worst")
+
+
+def validate_best_worst(payload: Any, expected: Any):
+    """A best-worst body checked against one assignment's ExpectedPicks."""
+    return validate_submission(payload, BEST_WORST, expected)
+
+
+def best_worst_schema(expected: Any | None = None) -> dict:
+    return submission_schema(BEST_WORST, expected)

@@ -62,7 +62,7 @@ def test_the_openapi_document_serves_the_generated_schema():
     assert schemas["PairwiseSubmission"] == pairwise_submission_schema()
     names = {kind.name: "".join(part.capitalize() for part in kind.name.split("_")) + "Submission"
              for kind in annotation_kinds()}
-    assert names["pairwise"] == "PairwiseSubmission" and set(names.values()) <= set(schemas)
+    assert names["best_worst"] == "BestWorstSubmission" and set(names.values()) <= set(schemas)
     assert schemas["Submission"] == {"oneOf": [{"$ref": f"#/components/schemas/{name}"} for name in names.values()]}
     # One body is never both: each kind requires its own list and refuses the other's.
     likert = {"submission_id": "abcdefgh", "ratings": []}

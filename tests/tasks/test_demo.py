@@ -1,5 +1,5 @@
-"""A reduced `make demo`, end to end: sample import, backend responses, a Likert study and its linked A/B study,
-two simulated crowds through the real HTTP API, and both reports."""
+"""A reduced `make demo`, end to end: sample import, backend responses, a Likert study and its linked A/B and
+best-worst studies, three simulated crowds through the real HTTP API, and the three reports."""
 from __future__ import annotations
 
 import pandas as pd
@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from empeval.demo import run_demo
 from empeval.server.store import make_engine
+from empeval.server.store.kinds.best_worst import BestWorstChoice, TupleItem
 from empeval.server.store.kinds.likert import Rating, StudyItem
 from empeval.server.store.kinds.pairwise import Choice, PairItem
 from empeval.server.store.models import Annotator, Assignment, Response, Study
@@ -61,4 +62,26 @@ def test_reduced_demo_runs_end_to_end_and_its_report_ranks_gold_first(tmp_path, 
     assert len(beside) == len(ab) and beside["likert_mean_a"].notna().all()
     ab_markdown = ab_study.report["markdown"].read_text()
     assert "Linked Likert study: **demo**" in ab_markdown and ab_study.report["html"].is_file()
+
+    # The best-worst study: the same contexts, its own raters, its scores beside the Likert means.
+    bws = result.study("demo-bws")
+    assert (bws.kind, bws.counted) == ("best_worst", "choices")
+    with Session(engine) as s:
+        bws_choices = s.scalar(select(func.count(BestWorstChoice.id)))
+        tuple_contexts = set(s.scalars(select(TupleItem.context_id).join(Study).where(Study.name == "demo-bws",
+                                                                                      ~TupleItem.is_control)))
+        bws_statuses = dict(s.execute(select(Assignment.status, func.count()).join(Study)
+                                      .where(Study.name == "demo-bws").group_by(Assignment.status)).all())
+        bws_raters = set(s.scalars(select(Annotator.display_name).join(Assignment).join(Study)
+                                   .where(Study.name == "demo-bws")))
+    assert bws_statuses == {"submitted": bws.submissions}
+    assert bws.answers == bws_choices > 0
+    assert tuple_contexts == likert_contexts
+    assert bws_raters and not bws_raters & (raters["demo"] | raters["demo-ab"])
+    scores = pd.read_csv(bws.report["table_bws_scores"])
+    assert set(scores["system"]) == {"gold", "retrieval", "moel", "mime", "kemp"}
+    assert scores.loc[scores["criterion"] == "relevance"].set_index("system")["score"].idxmax() == "gold"
+    bws_beside = pd.read_csv(bws.report["table_likert_beside_bws"])
+    assert len(bws_beside) == 5 * 3 and bws_beside["likert_mean"].notna().all()
+    assert "demo-bws" in markdown  # the Likert report names its linked best-worst study too
     engine.dispose()

@@ -3,7 +3,9 @@
 // that every kind's tasks part names a page registered here (TaskKind.ui_page).
 import LikertTask from "./LikertTask.jsx";
 import PairwiseTask from "./PairwiseTask.jsx";
+import BestWorstTask from "./BestWorstTask.jsx";
 
 export const PAGES = {};
 PAGES.likert = LikertTask;
 PAGES.pairwise = PairwiseTask;
+PAGES.best_worst = BestWorstTask;
