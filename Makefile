@@ -26,11 +26,12 @@ CROWD_VENV   ?= .venv-crowd
 CROWD_STAMP  := $(CROWD_VENV)/.installed
 CROWD_BUNDLE := $(UI_DIR)/dist/mephisto/task.js
 
-.PHONY: demo test lint venv ui crowd system-deps clean help mutation FORCE
+.PHONY: demo test test-fast lint venv ui crowd system-deps clean help mutation FORCE
 
 help:
 	@echo "make demo   - set up (if needed) and run the demo on the bundled ED sample"
 	@echo "make test   - set up (if needed), check the rooms and habits (make lint) and run the whole test suite"
+	@echo "make test-fast - the inner loop: tests not marked slow or postgres, no lint (NOT the full suite)"
 	@echo "make crowd  - set up the Mephisto crowd environment (.venv-crowd, Python 3.10) and its task bundle"
 
 venv: $(LINKED)
@@ -105,6 +106,16 @@ lint: $(LINKED)
 
 test: $(LINKED) $(UI_BUNDLE) system-deps crowd lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The inner loop while editing, NOT the full suite: no test marked `slow` (Mephisto runs, the demo, MiniLM and
+# training), `postgres` or `full_data`, none that drives Chromium (the task and admin pages), no schema fuzzing and
+# property runs of hundreds of generated bodies, no fresh install; no lint, no crowd environment or system packages.
+# `make test` is what a change must pass before it is merged. One room: make test-fast PYTEST_ARGS=tests/backend
+FAST_DESELECT := -m "not slow and not postgres and not full_data" --ignore-glob='*browser*' --ignore-glob='*test_page_*' \
+  --ignore-glob='*accessibility*' --ignore-glob='*request_schemas*' --ignore-glob='*openapi_fuzz*' \
+  --ignore=tests/hostile --ignore=tests/test_annotation_only_install.py
+test-fast: $(LINKED) $(UI_BUNDLE)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(FAST_DESELECT) $(PYTEST_ARGS)
 
 # Mutation testing (mutmut) of the critical modules listed in mutation/modules.toml, each against its own fast
 # tests, in scratch copies under mutation/work/ (the working tree is never mutated): a seeded sample of 150

@@ -1,4 +1,5 @@
-"""The sentence encoder's precision, threads and cache, on the real packaged MiniLM (no mocks)."""
+"""The sentence encoder's precision, threads and cache, on the real packaged MiniLM (no mocks). The tests that run
+the model are marked slow (seconds each, more where bf16 is emulated), so that `make test-fast` keeps the rest."""
 
 from __future__ import annotations
 
@@ -120,6 +121,7 @@ def test_the_precision_is_part_of_the_model_id_and_the_cache_key(encoders):
     assert "-bf16-" in bf16.cache_path(texts, label="x").name and "-fp32-" in fp32.cache_path(texts, label="x").name
 
 
+@pytest.mark.slow
 def test_cached_embeddings_of_one_precision_are_never_served_for_the_other(encoders):
     bf16, fp32 = encoders["bf16"], encoders["fp32"]
     texts = ["I finally got the job I wanted.", "Someone broke into my car last night.", "I miss my grandmother."]
@@ -131,6 +133,7 @@ def test_cached_embeddings_of_one_precision_are_never_served_for_the_other(encod
     assert len(list((bf16.cache_dir / "embeddings").glob("separate-*.npy"))) == 2
 
 
+@pytest.mark.slow
 def test_bf16_embeddings_agree_with_fp32_on_a_real_sample(encoders, sample_texts):
     queries, candidates = sample_texts
     embeddings = {precision: (encoder.encode(queries), encoder.encode(candidates))
@@ -144,6 +147,7 @@ def test_bf16_embeddings_agree_with_fp32_on_a_real_sample(encoders, sample_texts
     assert same_nearest >= 0.9  # 99% on the full ED test set against 40,254 candidates
 
 
+@pytest.mark.slow
 def test_rows_come_back_in_the_callers_order_with_repeated_texts_encoded_once(encoders):
     fp32 = encoders["fp32"]
     texts = ["Short.", "A much longer sentence about the exam that I am really nervous about.", "Short.", "Medium one."]
@@ -159,6 +163,7 @@ def test_rows_come_back_in_the_callers_order_with_repeated_texts_encoded_once(en
     assert len(calls) == 1  # three distinct texts fit one batch of 16
 
 
+@pytest.mark.slow
 def test_encoding_runs_with_the_configured_threads_and_precision_and_restores_torch_threads(encoders, tmp_path):
     seen: list[tuple[int, bool]] = []
     two = SentenceEncoder(cache_dir=tmp_path, show_progress=False, settings=EncoderSettings("bf16", 2, 16))
@@ -174,6 +179,7 @@ def test_encoding_runs_with_the_configured_threads_and_precision_and_restores_to
     assert seen == [(1, True), (1, False), (2, True)]
 
 
+@pytest.mark.slow
 def test_auto_threads_are_measured_on_the_first_call_with_two_batches(tmp_path, sample_texts):
     # The CPU's own precision (bf16 would be emulated, and slow, where it has no bf16 instructions).
     encoder = SentenceEncoder(cache_dir=tmp_path, show_progress=False, settings=EncoderSettings("auto", None, 8))
