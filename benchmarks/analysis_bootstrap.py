@@ -1,16 +1,18 @@
 """Bootstrap CI of Krippendorff's alpha: the vectorised resample (analysis.stats.coefficients) vs a loop of
 krippendorff.alpha calls over the very same resamples.
 
-    .venv/bin/python benchmarks/analysis_bootstrap.py [--items 300] [--raters 3] [--resamples 1000] [--level ordinal]
+    .venv/bin/python -m benchmarks analysis_bootstrap [--items 300] [--raters 3] [--resamples 1000] [--level ordinal]
 
 Prints both timings, their ratio, and the largest difference between the two sets of estimates (which must
-be at floating-point noise level: both compute the same thing).
+be at floating-point noise level: both compute the same thing), as figures without a goal.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import krippendorff
 import numpy as np
@@ -18,6 +20,11 @@ import numpy as np
 from empeval.analysis.stats.bootstrap import resample_weights
 from empeval.analysis.stats.coefficients import krippendorff_alpha, unit_value_counts
 from empeval.analysis.stats.threads import single_threaded_blas
+
+if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks package is in the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.figures import Figure  # noqa: E402
+from benchmarks.session import report, run_script  # noqa: E402
 
 
 def simulated_reliability_data(n_items: int, n_raters: int, seed: int = 0) -> np.ndarray:
@@ -53,13 +60,15 @@ def main() -> None:
 
     print(f"Krippendorff's alpha ({args.level}), {args.items} items x {args.raters} raters, "
           f"{args.resamples} bootstrap resamples")
-    print(f"  vectorised (coincidences x resample weights): {vectorised_seconds * 1000:9.1f} ms")
-    print(f"  loop of krippendorff.alpha calls:             {loop_seconds * 1000:9.1f} ms")
-    print(f"  speed-up: {loop_seconds / vectorised_seconds:.0f}x")
-    print(f"  largest difference between the two: {np.max(np.abs(vectorised - looped)):.2e}")
+    report(Figure("bootstrap, vectorised (coincidences x resample weights)", vectorised_seconds * 1000, "ms",
+                  fmt=".1f"))
+    report(Figure("bootstrap, loop of krippendorff.alpha calls", loop_seconds * 1000, "ms", fmt=".1f"))
+    report(Figure("speed-up, loop / vectorised", loop_seconds / vectorised_seconds, "x", fmt=".0f"))
+    report(Figure("largest |vectorised - loop| of the estimates", np.max(np.abs(vectorised - looped)), fmt=".2e",
+                  note="floating-point noise: both compute the same"))
     print(f"  alpha = {krippendorff_alpha(counts, values, level=args.level):.4f}, "
           f"95% CI [{np.quantile(vectorised, 0.025):.4f}, {np.quantile(vectorised, 0.975):.4f}]")
 
 
 if __name__ == "__main__":
-    main()
+    run_script(__file__, main)

@@ -22,8 +22,10 @@
 The studies of parts 2, 2b, 3 and 3b are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
 10 items per assignment, k = 3, items shuffled per round; synthetic two-turn dialogues, one per context.
 
-    .venv/bin/python benchmarks/annotation_load.py                       # both stores, every part
-    .venv/bin/python benchmarks/annotation_load.py --stores sqlite --sizes 100,1000 --seconds 10
+    .venv/bin/python -m benchmarks annotation_load                       # both stores, every part
+    .venv/bin/python -m benchmarks annotation_load --stores sqlite --sizes 100,1000 --seconds 10
+
+Goals and the ratios without a goal are printed as figures (benchmarks/figures.py), each named after its store.
 
 PostgreSQL: --postgres-url (an admin URL; a database per study is created and dropped), else a throwaway cluster
 on 127.0.0.1 as the tests start one (needs the PostgreSQL server binaries).
@@ -60,6 +62,8 @@ sys.path.insert(0, str(REPO))
 from sqlalchemy import Engine, func, select, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
+from benchmarks.figures import Figure, at_least, at_most  # noqa: E402
+from benchmarks.session import report, run_script  # noqa: E402
 from empeval.server.annotation.annotators import invite  # noqa: E402
 from empeval.server.annotation.handout import next_assignment_payload, release  # noqa: E402
 from empeval.server.annotation.submission import submit_assignment  # noqa: E402
@@ -518,7 +522,7 @@ def _wait_for(port: int) -> None:
 def floor(scratch: Path, tokens: list[str], args: argparse.Namespace) -> dict:
     """The same load against benchmarks/floor_app.py (the same routes and JSON, raw sqlite3, no ORM, checks or
     validation) under the same gunicorn settings: the ratio no annotation API on this stack can beat."""
-    from floor_app import prepare
+    from benchmarks.floor_app import prepare
 
     path = scratch / f"floor-{uuid.uuid4().hex}.db"  # a new one per run (part settings runs it again)
     prepare(str(path), args.load_assignments)
@@ -616,10 +620,6 @@ def settings_sweep(databases: Stores, scratch: Path, args: argparse.Namespace) -
         print(line, flush=True)
 
 
-def _check(goal_met: bool) -> str:
-    return "met" if goal_met else "NOT MET"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", default="sqlite,postgres")
@@ -662,9 +662,8 @@ def main() -> None:
                 if "statements" in parts:
                     counts = statement_counts(databases.new(store, "bench_counts"))
                     for call, count in counts.items():
-                        print(f"statements per {call:<14} goal <= {STATEMENT_GOAL}, measured {count} "
-                              f"(max over 3 and 30 items), ratio {count / STATEMENT_GOAL:.2f}: "
-                              f"{_check(count <= STATEMENT_GOAL)}")
+                        report(Figure(f"{store}: statements per {call}", count, goal=at_most(STATEMENT_GOAL),
+                                      note="max over 3 and 30 items per assignment"))
                 if "scaling" in parts:
                     studies: dict[int, tuple[str, Built]] = {}
                     for size in sizes:
@@ -685,10 +684,9 @@ def main() -> None:
                         values = {size: pair[which] for size, pair in medians.items()}
                         ratio = values[sizes[-1]] / values[sizes[0]]
                         spread = max(values.values()) / min(values.values())
-                        print(f"next ({clock} time), {sizes[-1]:,} vs {sizes[0]:,} assignments: "
-                              f"goal <= {SCALING_GOAL}x, "
-                              f"measured {ratio:.2f}x (max/min over all sizes {spread:.2f}x; calls interleaved across "
-                              f"sizes; load {os.getloadavg()[0]:.2f}): {_check(ratio <= SCALING_GOAL)}")
+                        report(Figure(f"{store}: next ({clock} time), {sizes[-1]:,} / {sizes[0]:,} assignments", ratio,
+                                      "x", goal=at_most(SCALING_GOAL), fmt=".2f",
+                                      note=f"max/min over all sizes {spread:.2f}x; calls interleaved across sizes"))
                 if "lead" in parts:
                     built_urls = []
                     for name in ("bench_lead_hinted", "bench_lead_plain"):
@@ -703,8 +701,8 @@ def main() -> None:
                               f"{early * 1000:6.2f} ms, of the last {window} up to her {args.lead_upto}th claim "
                               f"{late * 1000:6.2f} ms: {late / early:.2f}x")
                     hinted, plain = (statistics.median(times[k][-window:]) for k in ("hinted", "from the start"))
-                    print(f"next of a rater far ahead at her {args.lead_upto}th claim: the walk after her last claim "
-                          f"takes {hinted / plain:.2f} of the time of a walk from the start (no goal: information)")
+                    report(Figure(f"{store}: next of a rater far ahead at her {args.lead_upto}th claim, walk after her "
+                                  "last claim / walk from the start", hinted / plain, "x", fmt=".2f"))
                 if "throughput" in parts:
                     result = throughput(databases.new(store, "bench_load"), args)
                     trivial, api = result["trivial"], result["api"]
@@ -728,8 +726,9 @@ def main() -> None:
                           f"{api['acknowledged'] == api['stored']}; errors: {len(api['errors'])} "
                           f"{sorted(set(map(str, api['errors'])))}")
                     ratio = api_rps / trivial_rps
-                    print(f"throughput vs trivial endpoint: goal >= {THROUGHPUT_GOAL}, measured {ratio:.2f}: "
-                          f"{_check(ratio >= THROUGHPUT_GOAL)}")
+                    report(Figure(f"{store}: throughput next+submit / trivial endpoint", ratio,
+                                  goal=at_least(THROUGHPUT_GOAL), fmt=".2f",
+                                  note=f"{api_rps:.1f} vs {trivial_rps:.1f} req/s, {args.annotators} annotators"))
                     if store == "sqlite" and args.floor:
                         least = floor(scratch, result["tokens"], args)
                         least_trivial, least_api = _per_second(least["trivial"]), _per_second(least["api"])
@@ -740,6 +739,10 @@ def main() -> None:
                               f"server CPU {_cpu_ms(least['api']):.2f} "
                               f"ms/request, ratio {least_api / least_trivial:.2f}; empeval reaches "
                               f"{ratio / (least_api / least_trivial):.2f} of the floor's ratio")
+                        report(Figure(f"{store}: the floor's throughput next+submit / trivial (floor_app.py)",
+                                      least_api / least_trivial, fmt=".2f"))
+                        report(Figure(f"{store}: empeval's throughput ratio / the floor's",
+                                      ratio / (least_api / least_trivial), fmt=".2f"))
                         schema = schema_floor(databases.new(store, "bench_schema_floor"), args)
                         print(f"  empeval's SQL at the floor's Python (benchmarks/schema_floor_app.py: its statements "
                               f"and schema through raw sqlite3): trivial {_per_second(schema['trivial']):.1f} req/s, "
@@ -751,6 +754,11 @@ def main() -> None:
                               f"errors {len(schema['api']['errors'])} "
                               f"{sorted(set(map(str, schema['api']['errors'])))}; empeval serves "
                               f"{api_rps / _per_second(schema['api']):.2f} of its requests/s")
+                        report(Figure(f"{store}: empeval's SQL at the floor's Python, throughput next+submit / trivial "
+                                      "(schema_floor_app.py)",
+                                      _per_second(schema["api"]) / _per_second(schema["trivial"]), fmt=".2f"))
+                        report(Figure(f"{store}: empeval's requests/s / those of its SQL at the floor's Python",
+                                      api_rps / _per_second(schema["api"]), fmt=".2f"))
                 if "settings" in parts and store == "sqlite":
                     settings_sweep(databases, scratch, args)
         finally:
@@ -760,4 +768,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(__file__, main)

@@ -17,7 +17,9 @@
 The machine's load average is printed beside every figure: on a shared machine absolute times move with
 it, ratios measured in the same run much less.
 
-Usage: python benchmarks/backend.py --database-url sqlite:////tmp/full.db [--cache-dir DIR] [--parts ...]
+Goals and ratios are printed as figures (benchmarks/figures.py: goal, measured, ratio = measured / goal, verdict).
+
+Usage: python -m benchmarks backend --database-url sqlite:////tmp/full.db [--cache-dir DIR] [--parts ...]
 The database must hold ED (train and test), e.g. `empeval --database-url ... data import-ed PATH`.
 Encoder settings come from EMPEVAL_ENCODER_PRECISION / _THREADS / _BATCH_SIZE as in the app.
 """
@@ -29,6 +31,7 @@ import os
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -50,6 +53,11 @@ from empeval.server.backend.retrieval import RetrievalModel, candidate_pool, poo
 from empeval.server.store import ensure_schema, make_engine  # noqa: E402
 from empeval.server.store.engine import unit_of_work  # noqa: E402
 
+if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks package is in the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.figures import Figure, at_least, at_most, below  # noqa: E402
+from benchmarks.session import report, run_script  # noqa: E402
+
 PARTS = ("throughput", "cold", "agreement", "warm", "search", "api")
 GOAL_RATIO = 2.5
 GOAL_COLD_SECONDS = 150.0
@@ -59,10 +67,6 @@ GOAL_P_AT_1_POINTS = 0.5
 
 def load() -> str:
     return f"load {os.getloadavg()[0]:.2f}"
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT met"
 
 
 @dataclass
@@ -133,10 +137,10 @@ def throughput(engine, contexts, n_texts: int, repeats: int, settings: EncoderSe
     print(f"   ours forced to fp32 ({fp32.threads} thread(s), batch {fp32.batch_size}): "
           f"{median['ours-fp32']:7.1f} texts/s; ours / ours-fp32 = {median['ours'] / median['ours-fp32']:.2f}")
     print(f"   cosine(ours, library fp32): min {cosine.min():.5f}, mean {cosine.mean():.6f}")
-    goal = (f"goal ratio >= {GOAL_RATIO} (CPU has {supported})" if supported
-            else "CPU without bf16 instructions: no ratio goal, best fp32 setting reported")
-    print(f"   GOAL {goal}; measured ratio ours / library = {ratio:.2f}"
-          + (f" -> {verdict(ratio >= GOAL_RATIO)}" if supported else "") + f"  [{load()}]")
+    report(Figure("encoder throughput, ours / SentenceTransformer.encode() defaults", ratio, "x",
+                  goal=at_least(GOAL_RATIO) if supported else None, fmt=".2f",
+                  note=f"CPU has {supported}" if supported
+                  else "CPU without bf16 instructions: no ratio goal, best fp32 setting reported"))
 
 
 def agreement(engine, cache_dir: Path, contexts, batch_size: int, cold: RetrievalRun) -> None:
@@ -154,11 +158,10 @@ def agreement(engine, cache_dir: Path, contexts, batch_size: int, cold: Retrieva
     gap = abs(ours_p - fp32_p) * 100
     print(f"3. agreement with fp32 over {len(contexts):,} contexts (fp32 retrieval took {fp32_seconds:.1f} s, "
           f"embeddings from {cache_dir} when cached):")
-    print(f"   GOAL same nearest candidate >= {GOAL_SAME_NEAREST:.0%}; measured {same:.2%} "
-          f"-> {verdict(same >= GOAL_SAME_NEAREST)}  [{load()}]")
-    print(f"   GOAL P@1,100 within {GOAL_P_AT_1_POINTS} points; measured {model.encoder.precision} "
-          f"{ours_p * 100:.2f} vs fp32 {fp32_p * 100:.2f} over {n:,} contexts: {gap:.2f} points "
-          f"-> {verdict(gap <= GOAL_P_AT_1_POINTS)}")
+    report(Figure("same nearest candidate as fp32", same * 100, "%", goal=at_least(GOAL_SAME_NEAREST * 100),
+                  fmt=".2f", note=f"{len(contexts):,} contexts"))
+    report(Figure("|P@1,100 - fp32's P@1,100|", gap, "points", goal=at_most(GOAL_P_AT_1_POINTS), fmt=".2f",
+                  note=f"{model.encoder.precision} {ours_p * 100:.2f} vs fp32 {fp32_p * 100:.2f} over {n:,} contexts"))
 
 
 def compare_search(model: RetrievalModel, contexts, repeats: int = 3) -> None:
@@ -190,8 +193,8 @@ def compare_search(model: RetrievalModel, contexts, repeats: int = 3) -> None:
     print(f"4. search only, {len(contexts):,} queries x {candidates.shape[0]:,} candidates (best of {repeats}):")
     print(f"  matmul+max (ours)        {t_ours * 1000:9.1f} ms")
     print(f"  util.semantic_search     {t_st * 1000:9.1f} ms")
-    print(f"  ratio semantic_search / ours = {t_st / t_ours:.2f}; same candidate for {agree * 100:.2f}% of queries"
-          f"  [{load()}]")
+    report(Figure("search time, util.semantic_search / matmul+max (ours)", t_st / t_ours, "x", fmt=".2f",
+                  note=f"same candidate for {agree * 100:.2f}% of queries"))
 
 
 def api_latency(database_url: str, cache_dir: Path, context_ids: list[int], n: int) -> None:
@@ -272,9 +275,8 @@ def main() -> None:
                   f"{encoder.precision}, {encoder.threads} thread(s), batch {encoder.batch_size}): "
                   f"index {cold.index_seconds:.1f} s, then {len(contexts):,} contexts in "
                   f"{cold.total_seconds - cold.index_seconds:.1f} s")
-            print(f"   GOAL cold retrieval over {len(contexts):,} contexts < {GOAL_COLD_SECONDS:.0f} s; measured "
-                  f"{cold.total_seconds:.1f} s, ratio goal / measured = {GOAL_COLD_SECONDS / cold.total_seconds:.2f} "
-                  f"-> {verdict(cold.total_seconds < GOAL_COLD_SECONDS)}  [{load()}]")
+            report(Figure(f"cold retrieval over {len(contexts):,} contexts", cold.total_seconds, "s",
+                          goal=below(GOAL_COLD_SECONDS), fmt=".1f"))
             print(f"   process CPU time of the cold run: {cold.cpu_seconds:.1f} s (all threads; with one thread, "
                   f"about its wall time on an otherwise idle machine)")
         if "agreement" in parts and cold is not None:
@@ -298,4 +300,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(__file__, main)

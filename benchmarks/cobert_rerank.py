@@ -4,16 +4,18 @@ of the split, `empeval.server.backend.metrics.draw_candidates`, seed 0, as `empe
 rerank depth K in --ks, beside the bi-encoder alone (K = 0). CoBERT scores only the bi-encoder's top max(K)
 of each set once; every smaller K reuses those scores.
 
-    python benchmarks/cobert_rerank.py --database-url sqlite:///ed.db --cache-dir ~/.cache/empeval \\
+    python -m benchmarks cobert_rerank --database-url sqlite:///ed.db --cache-dir ~/.cache/empeval \\
         --split valid --contexts 300 --ks 5,10,20,50,100
 
-Needs finished `empeval train retrieval` and `empeval train cobert` runs in the cache directory.
+Needs finished `empeval train retrieval` and `empeval train cobert` runs in the cache directory. No goal: after the
+table, each row's P@1,100 is printed as a figure (benchmarks/figures.py) too.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +28,11 @@ from empeval.server.backend.metrics import draw_candidates, rank_metrics
 from empeval.server.backend.resources import BackendResources
 from empeval.server.store import make_engine
 from empeval.server.store.engine import unit_of_work
+
+if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks package is in the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.figures import Figure  # noqa: E402
+from benchmarks.session import report, run_script  # noqa: E402
 
 
 def load() -> str:
@@ -75,14 +82,18 @@ def main() -> None:
         scores = first - 1e6
         scores.scatter_(1, order[:, :k], selector[:, :k])
         rows.append((f"cobert, rerank top {k}", scores.numpy()))
+    p_at_1 = {}
     for name, scores in rows:
         figures = rank_metrics(scores)
         print(f"{name:<26}{figures['r@1'] * 100:>9.2f}{figures['r@10'] * 100:>8.2f}{figures['r@50'] * 100:>8.2f}"
               f"{figures['mrr'] * 100:>8.2f}", flush=True)
+        p_at_1[name] = figures["r@1"] * 100
+    for name, value in p_at_1.items():
+        report(Figure(f"{args.split} P@1,100, {name}", value, fmt=".2f", note=f"{len(contexts):,} contexts"))
     print(f"bi-encoder {bi_seconds:.0f} s, CoBERT on the top {depth}: {cobert_seconds:.0f} s "
           f"({len(contexts) * depth:,} pairs); {load()}; end {time.strftime('%H:%M:%S', time.gmtime())} UTC")
     np.save(args.cache_dir / f"cobert-{args.split}-scores.npy", selector.numpy())
 
 
 if __name__ == "__main__":
-    main()
+    run_script(__file__, main)

@@ -1,6 +1,6 @@
 """How the crossed-random-intercepts fit (analysis.stats.crossed) behaves on unbalanced designs, by simulation.
 
-    .venv/bin/python benchmarks/crossed_simulation.py [--replicates 100] [--annotators 20] [--items 100]
+    .venv/bin/python -m benchmarks crossed_simulation [--replicates 100] [--annotators 20] [--items 100]
                                                       [--k 3] [--seed 0]
 
 Each replicate draws a study like the report's: 5 systems, every item rated by k annotators drawn with
@@ -16,21 +16,31 @@ not REML on), crossed random intercepts for annotator and item, true variances 0
 Printed: for each variance component and fit, the mean estimate, its bias and relative bias with a Monte Carlo
 standard error, and the RMSE; the coverage of the 95% Wald intervals of the 10 pairwise system differences
 (nominal 0.95), their mean standard error, and the largest difference of fixed effects from MixedLM.
-Goal lines state the issue's tolerances: fixed effects within 1e-3 of MixedLM's REML (ratio = max / 1e-3);
-coverage within 0.02 of 0.95.
+Figures (benchmarks/figures.py) state the issue's tolerances: fixed effects within 1e-3 of MixedLM's REML
+(ratio = max / 1e-3); coverage within 0.02 of 0.95 (ratio = |coverage - 0.95| / 0.02).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from empeval.analysis.stats.crossed import fit_crossed
+
+if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks package is in the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.figures import Figure, at_most  # noqa: E402
+from benchmarks.session import report, run_script  # noqa: E402
+
+COVERAGE_GAP_GOAL = 0.02
+FIXED_GAP_GOAL = 1e-3
 
 EFFECTS = np.array([0.9, 0.3, 0.2, 0.0, -0.6])
 TRUE = {"annotator": 0.16, "item": 0.25, "residual": 0.49}
@@ -132,14 +142,16 @@ def main() -> None:
     for fit, hits in result["covered"].items():
         coverage = float(np.mean(hits))
         mc = np.sqrt(0.95 * 0.05 / len(hits))
-        print(f"  {fit:>8}: coverage {coverage:.3f} (nominal 0.950, MC se {mc:.3f}; goal |gap| <= 0.02, ratio "
-              f"{abs(coverage - 0.95) / 0.02:.2f}), mean se {np.mean(result['standard_errors'][fit]):.4f}, "
-              f"fit time {result['seconds'][fit] / r * 1000:.1f} ms")
+        report(Figure(f"|coverage - 0.95| of the 95% Wald intervals, {fit}", abs(coverage - 0.95),
+                      goal=at_most(COVERAGE_GAP_GOAL), fmt=".3f",
+                      note=f"coverage {coverage:.3f} (MC se {mc:.3f}), mean se "
+                           f"{np.mean(result['standard_errors'][fit]):.4f}, fit time "
+                           f"{result['seconds'][fit] / r * 1000:.1f} ms"))
     for fit, gaps in result["fixed_gap"].items():
         gaps = np.asarray(gaps)
-        print(f"  fixed effects, {fit} vs MixedLM REML: max |diff| {gaps.max():.2e} (goal 1e-3, ratio "
-              f"{gaps.max() / 1e-3:.3f}), median {np.median(gaps):.2e}")
+        report(Figure(f"max |fixed effect - MixedLM REML's|, {fit}", gaps.max(), goal=at_most(FIXED_GAP_GOAL),
+                      fmt=".2e", note=f"median {np.median(gaps):.2e}"))
 
 
 if __name__ == "__main__":
-    main()
+    run_script(__file__, main)

@@ -1,15 +1,16 @@
 """The whole study report (every section, the rater-aware check with random intercepts for annotator and item)
 on simulated studies shaped like real ones, at 10k, 100k and 1M ratings.
 
-    .venv/bin/python benchmarks/report_scale.py [--sizes 10000 100000 1000000] [--resamples 1000]
+    .venv/bin/python -m benchmarks report_scale [--sizes 10000 100000 1000000] [--resamples 1000]
                                                 [--old-at 10000] [--default-at 10000]
 
 The studies: 5 systems, 3 criteria, k = 3 ratings per response, 10 real items plus one control per
 assignment, no annotator doing more than 20 assignments (so annotators grow with the study), 10% careless
 raters (random clickers and straight-liners). Each size runs in a fresh process so that its peak memory
-(``ru_maxrss``) is its own. Prints, per size: goal, measured value and their ratio; the time exponent from
-100k to 1M; the report at the default number of resamples once; and the old dense statsmodels MixedLM
-rater-aware check beside the new one at ``--old-at`` ratings.
+(``ru_maxrss``) is its own. Prints, per size, a table line and then figures (benchmarks/figures.py): the report's
+wall-clock and CPU time (goals 10 s at 100k ratings, 120 s at 1M) and its peak memory (goal 2 GB); the time
+exponent from 100k to 1M (goal <= 1.2); the report at the default number of resamples once; and the old dense
+statsmodels MixedLM rater-aware check beside the new one at ``--old-at`` ratings (their ratio, no goal).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks package is in the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.figures import Figure, at_most  # noqa: E402
+from benchmarks.session import report, run_script  # noqa: E402
 
 SYSTEMS = ("gold", "moel", "mime", "empdg", "baseline")
 SYSTEM_EFFECTS = np.array([0.9, 0.3, 0.2, 0.0, -0.6])
@@ -202,27 +208,25 @@ def main() -> None:
 
     print(f"Whole report, B = {args.resamples} resamples, 5 systems x 3 criteria, k = 3, 10 items (+1 control) "
           "per assignment, <= 20 assignments per annotator, 10% careless raters; each size in a fresh process")
-    print("report s: wall-clock time of write_report; CPU s: the process's CPU time over the same span (on a shared "
+    print("report wall-clock time: of write_report; CPU time: the process's CPU time over the same span (on a shared "
           "machine the wall clock also counts waiting for a core: compare the two, and the 1-minute load beside)")
-    print(f"{'ratings':>9} {'annotators':>10} {'report s':>9} {'CPU s':>7} {'goal s':>7} {'ratio':>6} {'ratio CPU':>9} "
-          f"{'ru_maxrss MB':>12} {'goal MB':>8} {'ratio':>6} {'load':>5}")
     results = {}
     for size in args.sizes:
         result = _in_fresh_process(size, args.resamples)
         results[size] = result
-        goal = GOALS.get(size)
-        print(f"{result['n_ratings']:>9} {result['n_annotators']:>10} {result['report_s']:>9.2f} "
-              f"{result['report_cpu_s']:>7.2f} {goal if goal else float('nan'):>7.0f} "
-              f"{result['report_s'] / goal if goal else float('nan'):>6.2f} "
-              f"{result['report_cpu_s'] / goal if goal else float('nan'):>9.2f} "
-              f"{result['peak_mb']:>12.0f} {MEMORY_GOAL_MB:>8.0f} {result['peak_mb'] / MEMORY_GOAL_MB:>6.2f} "
-              f"{result['load']:>5.1f}", flush=True)
+        goal = at_most(GOALS[size]) if size in GOALS else None
+        print(f"{result['n_ratings']:,} ratings, {result['n_annotators']:,} annotators "
+              f"(load {result['load']:.1f} at the end of the report):", flush=True)
+        report(Figure(f"report wall-clock time, {size:,} ratings", result["report_s"], "s", goal=goal, fmt=".2f"))
+        report(Figure(f"report CPU time, {size:,} ratings", result["report_cpu_s"], "s", goal=goal, fmt=".2f"))
+        report(Figure(f"peak memory (ru_maxrss), {size:,} ratings", result["peak_mb"], "MB",
+                      goal=at_most(MEMORY_GOAL_MB), fmt=".0f"))
     if 100_000 in results and 1_000_000 in results:
         small, large = results[100_000], results[1_000_000]
         for key, what in (("report_s", "wall"), ("report_cpu_s", "CPU")):
             exponent = math.log(large[key] / small[key]) / math.log(large["n_ratings"] / small["n_ratings"])
-            print(f"time exponent 100k -> 1M ({what}): {exponent:.2f} (goal <= {EXPONENT_GOAL}, ratio "
-                  f"{exponent / EXPONENT_GOAL:.2f})")
+            report(Figure(f"time exponent 100k -> 1M ratings ({what})", exponent, goal=at_most(EXPONENT_GOAL),
+                          fmt=".2f"))
     if args.default_at:
         from empeval.analysis.kinds.likert.report import write_report
 
@@ -235,11 +239,12 @@ def main() -> None:
     if args.old_at:
         new = results.get(args.old_at) or _in_fresh_process(args.old_at, args.resamples)
         old = _in_fresh_process(args.old_at, args.resamples, old=True)
-        print(f"old dense statsmodels MixedLM at {old['n_ratings']} ratings: whole report {old['report_s']:.2f} s vs "
-              f"{new['report_s']:.2f} s now (ratio {old['report_s'] / new['report_s']:.1f}x; CPU "
-              f"{old['report_cpu_s']:.2f} s vs {new['report_cpu_s']:.2f} s), "
-              f"ru_maxrss {old['peak_mb']:.0f} MB vs {new['peak_mb']:.0f} MB")
+        report(Figure(f"whole report with the old dense statsmodels MixedLM / now, {old['n_ratings']:,} ratings",
+                      old["report_s"] / new["report_s"], "x", fmt=".1f",
+                      note=f"{old['report_s']:.2f} s vs {new['report_s']:.2f} s (CPU {old['report_cpu_s']:.2f} s vs "
+                           f"{new['report_cpu_s']:.2f} s), ru_maxrss {old['peak_mb']:.0f} MB vs "
+                           f"{new['peak_mb']:.0f} MB"))
 
 
 if __name__ == "__main__":
-    main()
+    run_script(__file__, main)

@@ -25,7 +25,9 @@ pairs; 320 test dialogues, 668 test contexts) and a fresh cache directory (the e
 bf16 autocast (training and encoding) where the CPU has bf16 instructions, fp32 elsewhere (`--precision` to force
 one); the load average is printed beside every figure, since the shared 2-core machine's load moves the times.
 
-Usage: python benchmarks/sample_quality.py [--parts emotion,retrieval,retrieval-ft,cobert] [--threads 1]
+Each goal is printed as a figure (benchmarks/figures.py: goal, measured, ratio, verdict).
+
+Usage: python -m benchmarks sample_quality [--parts emotion,retrieval,retrieval-ft,cobert] [--threads 1]
     [--precision auto|bf16|fp32] [--keep FOLDER]
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ import argparse
 import dataclasses
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -53,19 +56,21 @@ from empeval.server.datasets.sample import ED_DATASET, ED_LICENSE, SAMPLE_SOURCE
 from empeval.server.store import ensure_schema, make_engine  # noqa: E402
 from empeval.server.store.engine import unit_of_work  # noqa: E402
 
+if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks package is in the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.figures import Figure, above, at_least  # noqa: E402
+from benchmarks.session import report, run_script  # noqa: E402
+
 PARTS = ("emotion", "retrieval", "retrieval-ft", "cobert")
 RETRIEVAL_FT_MARGIN = 1.5  # points of P@1,100 the bounded run must gain over the zero-shot encoder
 COBERT_SLACK = 2.0  # points of P@1,100 the short CoBERT run may lose against the bi-encoder it reranks
 EMOTION_GOAL = 25.0  # % test accuracy; chance is 1/32
 RETRIEVAL_GOAL = 15.0  # P@1,100 of the zero-shot systems; chance is 1
+MNRL_DROP_GOAL = 0.05  # how much lower the training loss of fixed batches must be after the bounded run
 
 
 def load() -> str:
     return "load average " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT MET"
 
 
 def sample_store(folder: Path):
@@ -114,8 +119,8 @@ def part_retrieval_ft(engine, cache: Path, args) -> None:
     queries, replies = data.queries[:256], data.replies[:256]
     before = mean_mnrl_loss(base_model_path(), queries, replies, max_seq_length=config.max_seq_length)
     after = mean_mnrl_loss(result.run / MODEL_DIR, queries, replies, max_seq_length=config.max_seq_length)
-    print(f"MNRL loss on 8 fixed batches of 32 train pairs: {before:.3f} before, {after:.3f} after "
-          f"(goal: at least 0.05 lower): {verdict(after < before - 0.05)}")
+    report(Figure("MNRL loss drop on 8 fixed batches of 32 train pairs, before - after training", before - after,
+                  goal=above(MNRL_DROP_GOAL), fmt=".3f", note=f"{before:.3f} before, {after:.3f} after"))
 
     resources = BackendResources(engine=engine, cache_dir=cache, show_progress=False, encoder_settings=args.encoder)
     registry = Registry.from_config(None, resources)
@@ -129,8 +134,8 @@ def part_retrieval_ft(engine, cache: Path, args) -> None:
               f"MRR {figures[name]['mrr'] * 100:6.2f}  over {len(contexts)} test contexts, scored in "
               f"{time.perf_counter() - start:.0f} s ({load()})", flush=True)
     gain = (figures["retrieval-ft"]["r@1"] - figures["retrieval"]["r@1"]) * 100
-    print(f"fine-tuned - zero-shot: {gain:+.2f} points (goal >= +{RETRIEVAL_FT_MARGIN}): "
-          f"{verdict(gain >= RETRIEVAL_FT_MARGIN)}")
+    report(Figure("P@1,100 gain, retrieval-ft - zero-shot retrieval", gain, "points",
+                  goal=at_least(RETRIEVAL_FT_MARGIN), fmt="+.2f", note=f"{len(contexts)} test contexts"))
 
 
 def part_cobert(engine, cache: Path, args) -> None:
@@ -176,8 +181,8 @@ def part_cobert(engine, cache: Path, args) -> None:
         print(f"{name:<14} P@1,100 {figures['r@1'] * 100:6.2f}  R@10 {figures['r@10'] * 100:6.2f}  "
               f"R@50 {figures['r@50'] * 100:6.2f}  MRR {figures['mrr'] * 100:6.2f}  over {len(contexts)} test contexts")
     difference = (cobert["r@1"] - bi_encoder["r@1"]) * 100
-    print(f"cobert - bi-encoder: {difference:+.2f} points (goal >= -{COBERT_SLACK}): "
-          f"{verdict(difference >= -COBERT_SLACK)}")
+    report(Figure("P@1,100, cobert top 20 - bi-encoder", difference, "points", goal=at_least(-COBERT_SLACK),
+                  fmt="+.2f", note=f"{len(contexts)} test contexts"))
 
 
 def part_emotion(engine, cache: Path, args) -> None:
@@ -188,9 +193,10 @@ def part_emotion(engine, cache: Path, args) -> None:
     start = time.perf_counter()
     classifier = emotion_classifier(resources)
     accuracy, n = accuracy_on_split(resources, classifier)
-    print(f"{len(classifier.labels)} labels, {classifier.n_train:,} train dialogues; test accuracy "
-          f"{accuracy * 100:.2f}% over {n} test dialogues (goal > {EMOTION_GOAL:.0f}%, chance {100 / 32:.1f}%): "
-          f"{verdict(accuracy * 100 > EMOTION_GOAL)}; {time.perf_counter() - start:.0f} s ({load()})", flush=True)
+    print(f"{len(classifier.labels)} labels, {classifier.n_train:,} train dialogues, {n} test dialogues; "
+          f"{time.perf_counter() - start:.0f} s ({load()})", flush=True)
+    report(Figure("emotion classifier test accuracy", accuracy * 100, "%", goal=above(EMOTION_GOAL), fmt=".2f",
+                  note=f"{n} test dialogues, chance {100 / 32:.1f}%"))
 
 
 def part_retrieval(engine, cache: Path, args) -> None:
@@ -203,9 +209,10 @@ def part_retrieval(engine, cache: Path, args) -> None:
         start = time.perf_counter()
         figures = rank_metrics(score_shared(registry.get(name), contexts, candidates))
         print(f"{name:<22} P@1,100 {figures['r@1'] * 100:6.2f}  R@10 {figures['r@10'] * 100:6.2f}  "
-              f"R@50 {figures['r@50'] * 100:6.2f}  MRR {figures['mrr'] * 100:6.2f}  (goal P@1,100 > "
-              f"{RETRIEVAL_GOAL:.0f}: {verdict(figures['r@1'] * 100 > RETRIEVAL_GOAL)}); "
+              f"R@50 {figures['r@50'] * 100:6.2f}  MRR {figures['mrr'] * 100:6.2f}; "
               f"{time.perf_counter() - start:.0f} s ({load()})", flush=True)
+        report(Figure(f"P@1,100, {name} (zero-shot)", figures["r@1"] * 100, goal=above(RETRIEVAL_GOAL), fmt=".2f",
+                      note=f"{len(contexts)} test contexts, chance 1"))
 
 
 def main() -> None:
@@ -243,4 +250,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(__file__, main)
