@@ -39,3 +39,11 @@ def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         empeval.analysis.nope  # noqa: B018
 
+
+def test_the_public_face_lists_each_name_once_where_it_lives_and_docs_api_names_them_all():
+    from pathlib import Path
+
+    homes = empeval.analysis._HOMES
+    assert empeval.analysis.__all__ == list(homes)
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
+    assert [name for name in empeval.analysis.__all__ if f"`{name}`" not in api] == []
