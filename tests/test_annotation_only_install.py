@@ -10,7 +10,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from empeval.server.backend.registry import BACKEND_EXTRA
+
+pytestmark = pytest.mark.slow  # seconds to minutes: a fresh install, a real server fuzzed; first in the run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # seconds to minutes: a fresh install, a real server fuzzed; first in the run
+
 REPO = Path(__file__).resolve().parents[1]
 
 STUDY = """

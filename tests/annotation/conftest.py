@@ -11,14 +11,11 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import make_engine, unit_of_work
 from empeval.server.store.models import Context, Dialogue, Response, System
 from empeval.server.web import create_app
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import parse_study
-from tests.conftest import SAMPLE_ED
 
 SYSTEMS = ["sys-a", "sys-b", "sys-c"]
 CONTROLS = ["control-generic", "control-mismatched", "control-scrambled"]
@@ -78,10 +75,11 @@ def make_study(
 
 
 @pytest.fixture
-def sample_engine(store_url):
+def sample_engine(store_url, sample_templates):
+    """A store migrated to head with the bundled sample's test split, on each backend (a copy of the session's
+    template, tests/conftest.py SampleTemplates)."""
+    sample_templates.fill(store_url)
     engine = make_engine(store_url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
     yield engine
     engine.dispose()
 

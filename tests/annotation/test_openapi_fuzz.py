@@ -16,6 +16,8 @@ from empeval.server.annotation.secrets import admin_token, secret_key
 from empeval.server.web import create_app
 from tests.annotation.conftest import add_responses, make_study
 
+pytestmark = pytest.mark.slow  # seconds to minutes: a fresh install, a real server fuzzed; first in the run
+
 
 @pytest.fixture(scope="module")
 def fuzz_target(tmp_path_factory):
