@@ -105,7 +105,7 @@ lint: $(LINKED)
 	$(BIN)/mypy
 
 test: $(LINKED) $(UI_BUNDLE) system-deps crowd lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The inner loop while editing, NOT the full suite: no test marked `slow` (Mephisto runs, the demo, MiniLM and
 # training), `postgres` or `full_data`, none that drives Chromium (the task and admin pages), no schema fuzzing and
@@ -115,7 +115,7 @@ FAST_DESELECT := -m "not slow and not postgres and not full_data" --ignore-glob=
   --ignore-glob='*accessibility*' --ignore-glob='*request_schemas*' --ignore-glob='*openapi_fuzz*' \
   --ignore=tests/hostile --ignore=tests/test_annotation_only_install.py
 test-fast: $(LINKED) $(UI_BUNDLE)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(FAST_DESELECT) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(FAST_DESELECT) $(PYTEST_ARGS)
 
 # Mutation testing (mutmut) of the critical modules listed in mutation/modules.toml, each against its own fast
 # tests, in scratch copies under mutation/work/ (the working tree is never mutated): a seeded sample of 150

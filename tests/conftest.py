@@ -224,9 +224,18 @@ def embedding_cache_dir(tmp_path_factory) -> Path:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files holding a test marked `slow` (a Mephisto run, the demo, a fresh install) run first. pytest-xdist's
-    `--dist loadfile` hands files to the workers in collection order, so a 90 s file collected late kept one
-    worker busy for minutes after the other had run out of work; first, it runs beside the short tests. The
-    order inside a file is unchanged."""
+    """Files holding a test marked `slow` run first, those with fewest tests first (a file of one slow test is one
+    long end-to-end run: the demo, a Mephisto run, a fresh install), then the others by their number of tests,
+    most first. pytest-xdist's `--dist loadfile` hands files to the workers in this
+    order when `--no-loadscope-reorder` is given (the Makefile gives it); its own order, most tests first, put
+    the demo (one test, 88 s) last, and two full runs ended with one worker on it for minutes while the other
+    idled. The order inside a file is unchanged."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: collection order within each group
+    counts: dict[Path, int] = {}
+    for item in items:
+        counts[item.path] = counts.get(item.path, 0) + 1
+    def rank(item) -> tuple[bool, int]:
+        slow = item.path in slow_files
+        return (not slow, counts[item.path] if slow else -counts[item.path])
+
+    items.sort(key=rank)  # stable: the order inside a file is kept
