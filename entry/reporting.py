@@ -40,7 +40,8 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
         name=name, kind=inputs.kind, table=pd.DataFrame(inputs.rows), meta=inputs.meta,
         linked=[LinkedStudy(linked.name, linked.kind, linked.names_this,
                             pd.DataFrame(linked.rows) if linked.rows else None) for linked in inputs.linked],
-        judge=judged, include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex)
+        judge=judged, include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex,
+        tables={table: pd.DataFrame(rows, columns=list(columns)) for table, (columns, rows) in inputs.tables.items()})
     return _report(request, out_dir)
 
 

@@ -24,7 +24,7 @@ from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.server.store.study_config import StudyConfig
 from empeval.tasks.design import controls_per_assignment
 from empeval.tasks.kind_parts import ChosenContexts, StudySetupError, StudySummary
-from empeval.tasks.kinds import task_kind
+from empeval.tasks.kinds import TaskKind, task_kind
 
 
 def import_command(dataset: str, split: str) -> str:
@@ -140,6 +140,15 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
         if dataset is None:
             raise StudySetupError(f"no dataset {spec.contexts.dataset!r} in the store: import it first with "
                                   f"{import_command(spec.contexts.dataset, spec.contexts.split)}")
+        if kind.live_systems:
+            # The systems answer live while raters work (the backend serves them): nothing stored to find, only
+            # the prompts to choose. The kind checks that its systems are configured.
+            kind.check_live_systems(spec)
+            prompts = {_context_key(conv, n): cid for cid, conv, n in session.execute(
+                select(Context.id, Dialogue.conv_id, Context.n_turns).join(Dialogue, Dialogue.id == Context.dialogue_id)
+                .where(Dialogue.dataset_id == dataset.id, Dialogue.split == spec.contexts.split, Context.n_turns == 1,
+                       *([Dialogue.emotion.in_(spec.contexts.emotions)] if spec.contexts.emotions else []))).all()}
+            return _create_with(session, kind, spec, prompts, prompts, {}, {})
         systems: dict[str, System] = {}
         for name in (*spec.systems, *spec.controls):
             system = _latest_system(session, name)
@@ -164,33 +173,44 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
         }
         complete = {key: cid for key, cid in all_contexts.items()
                     if all((cid, sid) in responses for sid in real_ids)}
+        return _create_with(session, kind, spec, all_contexts, complete, systems, responses)
 
-        if spec.contexts.ids:
-            missing = [key for key in spec.contexts.ids if key not in all_contexts]
-            if missing:
-                raise StudySetupError(f"contexts.ids: {missing[0]!r} is not a {spec.contexts.split} context of "
-                                      f"{spec.contexts.dataset!r} "
-                                      f"({len(missing)} of {len(spec.contexts.ids)} not found)")
-            unanswered = [key for key in spec.contexts.ids if key not in complete]
-            if unanswered:
-                raise StudySetupError(f"context {unanswered[0]!r} lacks a response from some of the systems: "
-                                      f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
-            chosen = list(spec.contexts.ids)
-        else:
-            count = spec.contexts.count or 0
-            if len(complete) < count:
-                raise StudySetupError(
-                    f"contexts.count is {count} but only {len(complete)} {spec.contexts.split} "
-                    f"contexts have responses from all of {', '.join(spec.systems)}: lower the count, or "
-                    f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
-            chosen = random.Random(spec.seed).sample(sorted(complete), count)
 
-        study = Study(name=spec.name, config=spec, seed=spec.seed, status=StudyStatus.OPEN)
-        session.add(study)
-        session.flush()
-        return kind.create(session, spec, study, ChosenContexts(
-            ids=sorted({complete[key] for key in chosen}), keys=chosen, key_to_id=complete, systems=systems,
-            responses=responses))
+def _create_with(session: Session, kind: TaskKind, spec: StudyConfig, all_contexts: dict[str, int],
+                 complete: dict[str, int], systems: dict[str, System], responses: dict[tuple[int, int], int]
+                 ) -> StudySummary:
+    """Choose the study's contexts among `complete` (key -> id: those with every system's response, or a live
+    kind's prompts; `all_contexts`: every context of the split), write the study row and hand over to the kind's
+    `create`."""
+    live = kind.live_systems
+    if spec.contexts.ids:
+        missing = [key for key in spec.contexts.ids if key not in all_contexts]
+        if missing:
+            raise StudySetupError(f"contexts.ids: {missing[0]!r} is not a {spec.contexts.split} "
+                                  f"{'prompt (a first turn, `#1`)' if live else 'context'} of "
+                                  f"{spec.contexts.dataset!r} ({len(missing)} of {len(spec.contexts.ids)} not found)")
+        unanswered = [key for key in spec.contexts.ids if key not in complete]
+        if unanswered:
+            raise StudySetupError(f"context {unanswered[0]!r} lacks a response from some of the systems: "
+                                  f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
+        chosen = list(spec.contexts.ids)
+    else:
+        count = spec.contexts.count or 0
+        if len(complete) < count:
+            raise StudySetupError(
+                f"contexts.count is {count} but the {spec.contexts.split} split holds only {len(complete)} prompts"
+                if live else
+                f"contexts.count is {count} but only {len(complete)} {spec.contexts.split} "
+                f"contexts have responses from all of {', '.join(spec.systems)}: lower the count, or "
+                f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
+        chosen = random.Random(spec.seed).sample(sorted(complete), count)
+
+    study = Study(name=spec.name, config=spec, seed=spec.seed, status=StudyStatus.OPEN)
+    session.add(study)
+    session.flush()
+    return kind.create(session, spec, study, ChosenContexts(
+        ids=sorted({complete[key] for key in chosen}), keys=chosen, key_to_id=complete, systems=systems,
+        responses=responses))
 
 
 def lacking_controls(spec: StudyConfig, chosen: ChosenContexts, context_ids: list[int] | set[int]) -> None:

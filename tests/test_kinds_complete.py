@@ -3,7 +3,8 @@ fields, design, simulated raters, crowd parts and task page in tasks, its hand-o
 readers in annotation, its tidy table and report in analysis; and a kind that lacks one is named with the part.
 
 A part is what the room's base class declares: every public method of the base (which only raises
-NotImplementedError) must be overridden, every class attribute it annotates must be set.
+NotImplementedError) must be overridden, except the hooks it names in `optional_parts` (they have a default that
+most kinds keep), and every class attribute it annotates must be set.
 """
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def missing_parts(base: type, part: Any, kind: str, room: str) -> list[str]:
     missing = []
     for name, member in vars(base).items():
         if name.startswith("_") or not (inspect.isfunction(member) or isinstance(member, classmethod)):
+            continue
+        if name in getattr(base, "optional_parts", ()):  # a hook with a default every kind may keep
             continue
         owner = next(k for k in cls.__mro__ if name in vars(k))
         if owner is base:

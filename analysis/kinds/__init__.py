@@ -65,8 +65,9 @@ class LinkedStudy:
 class ReportRequest:
     """What a report is written from: the study's name and kind, its table (the kind's export or tidy table),
     `meta` (what the report needs of the study's configuration: criteria in order, k, design, recruitment, pay;
-    see each kind), the studies linked to it, a judge's scores for the model-assisted section (Likert), and the
-    options: leave out late answers, exclude flagged raters, the bootstrap seed, LaTeX tables."""
+    see each kind), the kind's further tables (`tables`), the studies linked to it, a judge's scores for the
+    model-assisted section (Likert), and the options: leave out late answers, exclude flagged raters, the
+    bootstrap seed, LaTeX tables."""
 
     name: str
     kind: str
@@ -74,6 +75,9 @@ class ReportRequest:
     meta: dict[str, Any] = field(default_factory=dict)
     linked: list[LinkedStudy] = field(default_factory=list)
     judge: JudgeRequest | None = None
+    #: A kind's further tidy tables by name, beside `table` (a chat study's conversations, turns and turn
+    #: annotations); empty for the kinds that have one table.
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     include_late: bool = True
     exclude_flagged: bool = True
     seed: int = 0

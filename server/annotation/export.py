@@ -72,6 +72,8 @@ class ReportInputs(NamedTuple):
     meta: dict[str, Any]
     linked: list[LinkedExport]
     counted: str  # what the rows are, in the kind's words ("ratings", "choices")
+    # The kind's further tables (AnnotationKind.extra_exports): name -> (columns, rows); empty for most kinds.
+    tables: dict[str, tuple[tuple[str, ...], list[dict[str, Any]]]] = {}
 
 
 def report_meta(config: StudyConfig) -> dict[str, Any]:
@@ -95,4 +97,5 @@ def report_inputs(engine: Engine, study: str) -> ReportInputs:
                            rows=annotation_kind(other.kind).export_rows(engine, name))
               for name, other in sorted(others) if other.compare_with == study or config.compare_with == name]
     kind = annotation_kind(config.kind)
-    return ReportInputs(config.kind, kind.export_rows(engine, study), report_meta(config), linked, kind.counted)
+    return ReportInputs(config.kind, kind.export_rows(engine, study), report_meta(config), linked, kind.counted,
+                        kind.extra_exports(engine, study))

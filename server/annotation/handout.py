@@ -231,7 +231,7 @@ def _forget_walk_hints(executor: Executor, annotator_id: int) -> None:
 
 
 def _claim_first_fitting(connection: Executor, kind: AnnotationKind, study_id: int, annotator_id: int, *,
-                         now: datetime, minutes: int | None) -> Handed | None:
+                         now: datetime, minutes: int | None, limit: int | None = None) -> Handed | None:
     """Claim the first open assignment of the study, in design order, holding no context this annotator has seen
     (in this study or in the one its compare_with names), in one UPDATE whose WHERE chooses it (walked by index,
     stopping at the first that fits), and write its seen rows (under the linked study too); None when none
@@ -247,8 +247,12 @@ def _claim_first_fitting(connection: Executor, kind: AnnotationKind, study_id: i
     fits. A release in another process leaves this one's hint: she then gets the released assignment back only
     when nothing after her last claim fits. So the
     promises do not depend on the hint: it changes which fitting assignment she gets first, not whether she
-    gets one."""
+    gets one. With `limit` (the kind's claims_per_annotator), nothing once she has claimed that many in the study:
+    counted in the claim's transaction, after her turn is taken, so two tabs cannot both pass the count."""
     expires_at = None if minutes is None else now + timedelta(minutes=minutes)
+    if limit is not None and hot_sql.run(connection, hot_sql.CLAIMED_BY_HER,
+                                         {"study": study_id, "annotator": annotator_id}).scalar_one() >= limit:
+        return None  # she has had as many as the kind allows one annotator (see AnnotationKind.claims_per_annotator)
     statement = hot_sql.kind_statements(kind).claim
     hint_key = (hot_sql.store_of(connection), annotator_id)
     hints = _walk_hints.get(hint_key)
@@ -292,7 +296,7 @@ def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: d
                 # assignment (and claiming the next) while this one reads it as still hers.
                 handed = (_active_after_expiry(connection, kind, study.id, annotator_id, now)
                           or _claim_first_fitting(connection, kind, study.id, annotator_id, now=now,
-                                                  minutes=minutes))
+                                                  minutes=minutes, limit=kind.claims_per_annotator(study.config)))
                 return None if handed is None else (study, kind, handed)
         except IntegrityError:
             # This annotator's concurrent claim committed first (one active assignment per study, one seen row
@@ -373,7 +377,8 @@ def contexts_seen_before(session: Session, kind: AnnotationKind, assignment_id: 
 def release(session: Session, assignment_id: int, annotator_id: int) -> bool:
     """Undo a claim whose work was not stored: the assignment goes back to the pool as it was, if this
     annotator still holds it unsubmitted, and the seen rows its claim wrote go with it (those under a linked
-    study too: every row names the assignment whose claim wrote it). True when it was released."""
+    study too: every row names the assignment whose claim wrote it), as does what the kind kept of work in progress
+    (a chat's turns: AnnotationKind.forget_unsubmitted). True when it was released."""
     released = session.execute(
         update(Assignment).where(Assignment.id == assignment_id, Assignment.status == AssignmentStatus.ASSIGNED,
                                  Assignment.annotator_id == annotator_id)
@@ -384,6 +389,10 @@ def release(session: Session, assignment_id: int, annotator_id: int) -> bool:
     _forget_walk_hints(session, annotator_id)
     session.execute(delete(SeenContext).where(SeenContext.assignment_id == assignment_id,
                                               SeenContext.annotator_id == annotator_id))
+    study_kind = session.scalar(select(Study).join(Assignment, Assignment.study_id == Study.id)
+                                .where(Assignment.id == assignment_id))
+    if study_kind is not None:
+        annotation_kind(study_kind.config.kind).forget_unsubmitted(session, assignment_id)
     return True
 
 

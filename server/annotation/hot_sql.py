@@ -166,6 +166,12 @@ ACTIVE_OR_OVERDUE = _both(
     "AND (assignment.annotator_id = :annotator OR assignment.expires_at < :now) {skip_locked}")
 
 
+# How many assignments of the study she has ever claimed (held, submitted or expired; a released claim is open
+# again and no longer hers): what a kind's bound on claims per annotator counts.
+CLAIMED_BY_HER = statement(
+    "SELECT count(*) FROM assignment WHERE assignment.study_id = :study AND assignment.annotator_id = :annotator")
+
+
 def _seen(context: str) -> str:
     """SQL truth value: she (:annotator) has seen the context `context` (a column) in the study (:study) or the
     linked one. Probed per context, by seen_context's unique key (study, annotator, context), behind the

@@ -2,7 +2,9 @@
 
 - `control-generic`: a fluent but generic, non-empathetic stock reply ("OK. What else is new?"): low Empathy.
 - `control-mismatched`: the gold reply of another dialogue whose emotion differs: low Relevance.
-- `control-scrambled`: the gold reply with its words shuffled (same multiset of words): low Fluency.
+- `control-scrambled`: the gold reply with its words shuffled (same multiset of words): low Fluency. In a live chat
+  there is no gold reply: it shuffles the words of one of a few caring stock replies instead (LIVE_CARING_REPLIES),
+  so that it still fails Fluency alone rather than refusing to talk.
 
 Every choice is drawn from a random generator seeded with sha256(seed, context key), so the same seed
 gives the same control for the same context in every run and process, independent of batch order.
@@ -30,6 +32,16 @@ GENERIC_REPLIES = (
     "Okay. Have you watched any good movies lately?",
     "Sure. What is the weather like where you are?",
     "Right. What do you do for a living?",
+)
+
+
+# What control-scrambled shuffles in a live conversation (no gold reply exists): replies that would be empathetic and
+# relevant enough if their words were in order.
+LIVE_CARING_REPLIES = (
+    "That sounds like a lot to go through, how are you feeling about it now?",
+    "I am really glad you told me about this, it must have meant a lot to you.",
+    "Oh wow, I can imagine how that felt, what happened after that?",
+    "I am sorry you had to deal with that, did anyone help you through it?",
 )
 
 
@@ -83,9 +95,15 @@ class ScrambledControl(ResponseModel):
         return f"reference-shuffled:{self.dataset}"
 
     def respond_one(self, context: DialogueContext) -> Reply:
+        rng = context_rng(self.parameters["seed"], context)
         if context.reference is None:
-            raise ResponseUnavailable("control-scrambled shuffles the gold reply; this context has no reference")
-        text = scramble_words(context.reference, context_rng(self.parameters["seed"], context))
+            if context.context_id is not None:  # a stored context with no gold reply: nothing to shuffle
+                raise ResponseUnavailable("control-scrambled shuffles the gold reply; this context has no reference")
+            index = rng.randrange(len(LIVE_CARING_REPLIES))  # a live chat's turn (see the module docstring)
+            return Reply(scramble_words(LIVE_CARING_REPLIES[index], rng),
+                         {"control_target": self.target_criterion, "seed": self.parameters["seed"],
+                          "live_reply_index": index})
+        text = scramble_words(context.reference, rng)
         return Reply(text, {"control_target": self.target_criterion, "seed": self.parameters["seed"],
                             "source_turn_id": context.reference_turn_id})
 

@@ -109,9 +109,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 def _role_blueprints() -> list:
     """The blueprints of each role. Each module also adds its routes to the OpenAPI document."""
     from empeval.server.web.backend_api import blueprint as backend_blueprint
+    from empeval.server.web.chat_api import blueprint as chat_blueprint
     from empeval.server.web.prolific import blueprint as prolific_blueprint
 
-    return [backend_blueprint, prolific_blueprint]
+    return [backend_blueprint, prolific_blueprint, chat_blueprint]
 
 
 _TOKEN_IN_PATH = re.compile(r"(\s/annotate/)[^\s?#\"]+|([?&](?:token|PROLIFIC_PID)=)[^&\s\"]+")

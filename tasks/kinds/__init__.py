@@ -52,6 +52,12 @@ class TaskKind:
     listing: ClassVar[dict[str, Any]]
     # The page of the task UI that shows the kind: its name in tasks/webapp/src/kinds/index.js.
     ui_page: ClassVar[str]
+    # Whether the kind's systems answer live while raters work (the backend serves them: a chat study) rather than
+    # with responses stored beforehand: creating a study then needs no stored response, only the prompts (each
+    # dialogue's first turn) and the systems configured (`check_live_systems`).
+    live_systems: ClassVar[bool] = False
+    # The hooks below with a default most kinds keep (tests/test_kinds_complete.py does not ask for them).
+    optional_parts: ClassVar[frozenset[str]] = frozenset({"check_live_systems"})
 
     # --- the study file ---------------------------------------------------------------------------------------
     def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[StudySetup,
@@ -62,6 +68,11 @@ class TaskKind:
         raise self._missing("parse")
 
     # --- creating a study -------------------------------------------------------------------------------------
+    def check_live_systems(self, spec: StudyConfig) -> None:
+        """For a kind with `live_systems`: StudySetupError naming the first system the backend cannot serve."""
+        if self.live_systems:
+            raise self._missing("check_live_systems")
+
     def system_role(self, spec: StudyConfig, system: str) -> str:
         """Where `system` sits in the study's design, for messages about it (" (compared in the pair a vs b)"), or ""
         when the kind has nothing to add to its name."""

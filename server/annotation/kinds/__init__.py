@@ -82,6 +82,9 @@ class AnnotationKind:
     context_column: ClassVar[str]
     # The receipt, the export and the hand-out name what they count by these; the export's columns in order.
     export_columns: ClassVar[tuple[str, ...]]
+    # The hooks with a default most kinds keep (tests/test_kinds_complete.py does not ask for them).
+    optional_parts: ClassVar[frozenset[str]] = frozenset({"claims_per_annotator", "forget_unsubmitted",
+                                                          "extra_exports"})
 
     # --- what a claim hands out -------------------------------------------------------------------------------
     def payload(self, executor: Any, study: Any, assignment_id: int, status: str,
@@ -89,6 +92,17 @@ class AnnotationKind:
         """What the task page shows of the assignment: text only, never a system's name or which unit is a
         control; the items read in one statement on `executor`."""
         raise self._missing("payload")
+
+    def claims_per_annotator(self, config: StudyConfig) -> int | None:
+        """The most assignments of the study one annotator may ever claim (a chat study's sessions per rater: she
+        talks to each system at most once), or None for no bound beyond the study's other rules. Kept by the claim's
+        own statement (hot_sql), which counts her assignments while her claims take turns."""
+        return None
+
+    def forget_unsubmitted(self, session: Session, assignment_id: int) -> None:
+        """Remove what the kind keeps of an assignment's work before it is submitted (a chat's turns), when its
+        claim is released and it goes back to the pool as it was. Kinds that keep nothing before the submission
+        have nothing to do."""
 
     # --- a submission -----------------------------------------------------------------------------------------
     def expected(self, executor: Any, assignment_id: int, config: StudyConfig) -> Any:
@@ -117,6 +131,11 @@ class AnnotationKind:
         """Every answer of the study as the kind's tidy table (its columns: `export_columns`), in assignment and
         position order."""
         raise self._missing("export_rows")
+
+    def extra_exports(self, engine: Engine, study: str) -> dict[str, tuple[tuple[str, ...], list[dict[str, Any]]]]:
+        """The kind's further tidy tables beside its export (a chat study's conversations, turns and turn
+        annotations): name -> (columns, rows). Most kinds have one table and none further."""
+        return {}
 
     def report_meta(self, config: StudyConfig) -> dict[str, Any]:
         """What the kind's report needs of the study's configuration beyond what every study has (k, ties, the

@@ -4,8 +4,10 @@
 import LikertTask from "./LikertTask.jsx";
 import PairwiseTask from "./PairwiseTask.jsx";
 import BestWorstTask from "./BestWorstTask.jsx";
+import ChatTask from "./ChatTask.jsx";
 
 export const PAGES = {};
 PAGES.likert = LikertTask;
 PAGES.pairwise = PairwiseTask;
 PAGES.best_worst = BestWorstTask;
+PAGES.chat = ChatTask;

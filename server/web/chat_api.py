@@ -1,0 +1,108 @@
+"""Routes of a chat study's live conversation: a rater's turn (answered by the system the conversation is with) and
+ending a conversation. Authenticated as the other annotate routes are (the invite cookie with X-Requested-With, or
+the invite token as Bearer).
+
+A turn is taken in three steps (server.annotation.kinds.chat_turns): the rater's utterance is stored, the system
+is asked outside any transaction (the backend's LiveReplies: micro-batched per system, a timeout per attempt,
+bounded retries), and its reply, or the conversation's failure, is stored. The answer is held back until
+`chat.min_reply_seconds` have passed since the request arrived, so that a fast system and a slow one are not told
+apart by how soon they answer (a slower system still shows: the floor hides speed below it, not above). The page
+learns only the reply's text: no system name, no latency, no provenance.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from flask import Blueprint, current_app, request
+
+from empeval.server.annotation.kinds.chat_turns import begin_turn, end_conversation, record_reply, stored_reply
+from empeval.server.backend.base import ContextTurn, DialogueContext
+from empeval.server.backend.live import LiveReplies
+from empeval.server.web import openapi
+from empeval.server.web.auth import current_annotator
+from empeval.server.web.backend_api import registry
+
+blueprint = Blueprint("chat_api", __name__)
+
+
+def live_replies() -> LiveReplies:
+    """The app's live reply service over its backend registry, started at the first turn (one per app)."""
+    app = current_app
+    live = app.extensions.get("empeval.live")
+    if live is None:
+        with app.extensions.setdefault("empeval.live.lock", threading.Lock()):
+            live = app.extensions.get("empeval.live")
+            if live is None:
+                live = app.extensions["empeval.live"] = LiveReplies(registry())
+    return live
+
+
+def _body() -> Any:
+    return request.get_json(silent=True)
+
+
+@blueprint.post("/api/assignments/<int:assignment_id>/conversations/<int:position>/turns")
+def take_turn(assignment_id: int, position: int):
+    started = time.monotonic()
+    annotator_id, study = current_annotator()
+    engine = current_app.extensions["empeval.engine"]
+    pending = begin_turn(engine, assignment_id, position, annotator_id, study, _body())
+    setup = pending.conversation.setup
+    if pending.reply is not None:
+        result = stored_reply(pending)
+    else:
+        context = DialogueContext(turns=tuple(ContextTurn(role, text) for role, text in pending.history))
+        reply = live_replies().reply(pending.conversation.system, context, timeout=setup.turn_timeout_seconds,
+                                     retries=setup.turn_retries)
+        result = record_reply(engine, pending, text=reply.text, provenance=reply.provenance,
+                              failure=None if reply.text is not None else (reply.error or "no reply"))
+    wait = setup.min_reply_seconds - (time.monotonic() - started)
+    if wait > 0:
+        time.sleep(wait)
+    return result.as_json()
+
+
+@blueprint.post("/api/assignments/<int:assignment_id>/conversations/<int:position>/end")
+def end(assignment_id: int, position: int):
+    annotator_id, study = current_annotator()
+    return end_conversation(current_app.extensions["empeval.engine"], assignment_id, position, annotator_id, study)
+
+
+_ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_BEARER: list[dict[str, list[str]]] = [{"inviteToken": []}, {"inviteCookie": []}]
+_PATH = [{"name": "assignment_id", "in": "path", "required": True, "schema": {"type": "integer"}},
+         {"name": "position", "in": "path", "required": True, "schema": {"type": "integer"}}]
+_REFUSALS = {"400": {"description": "a malformed turn (empty, too long, control characters, an odd index)", **_ERR},
+             "401": {"description": "no token", **_ERR},
+             "403": {"description": "invalid token, revoked rater or closed study", **_ERR},
+             "404": {"description": "no such assignment of yours, or no conversation at that position", **_ERR},
+             "409": {"description": "out of order, after the end, beyond the study's length, another text at a "
+                                    "taken index, or an assignment no longer active", **_ERR}}
+
+openapi.register_paths(
+    {
+        "/api/assignments/{assignment_id}/conversations/{position}/turns": {"post": {
+            "summary": "Send the rater's next utterance in a chat study's conversation and get the partner's reply "
+                       "(a resend of the same utterance is answered from the store)",
+            "security": _BEARER, "parameters": _PATH,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "additionalProperties": False, "required": ["index", "text"],
+                "properties": {"index": {"type": "integer", "minimum": 0, "multipleOf": 2},
+                               "text": {"type": "string", "minLength": 1}}}}}},
+            "responses": {"200": {"description": "the partner's reply, or that the partner failed", "content": {
+                                  "application/json": {"schema": {"$ref": "#/components/schemas/ChatReply"}}}},
+                          **_REFUSALS}}},
+        "/api/assignments/{assignment_id}/conversations/{position}/end": {"post": {
+            "summary": "End a chat study's conversation (idempotent) once it is long enough and the partner spoke "
+                       "last",
+            "security": _BEARER, "parameters": _PATH,
+            "responses": {"200": {"description": "ended", "content": {"application/json": {"schema": {
+                "type": "object", "properties": {"state": {"const": "ended"}}}}}}, **_REFUSALS}}},
+    },
+    {"ChatReply": {"type": "object", "properties": {
+        "index": {"type": "integer"}, "text": {"type": "string"}, "utterances": {"type": "integer"},
+        "can_end": {"type": "boolean"}, "must_end": {"type": "boolean"}, "failed": {"type": "boolean"},
+        "message": {"type": "string"}}}},
+)
