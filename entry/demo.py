@@ -136,7 +136,9 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
     registry = Registry.from_config(None, BackendResources(engine=engine, dataset=ED_DATASET,
                                                            cache_dir=cache_dir or default_cache_dir()))
     specs[0] = with_fine_tuned_retrieval(specs[0], registry.resources.cache_dir, echo)
-    names = list(dict.fromkeys(name for s in specs for name in (*s.systems, *s.controls)))
+    # Responses are stored beforehand for the studies that rate them; a chat study's partners answer live.
+    names = list(dict.fromkeys(name for s in specs if not task_kind(s.kind).live_systems
+                               for name in (*s.systems, *s.controls)))
     with progress_bar() as progress:
         for name in names:
             task = progress.add_task(f"2/{STEPS} responses: {name}", total=None)

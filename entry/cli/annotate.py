@@ -69,12 +69,14 @@ def admin_token_command(obj: CliContext) -> None:
 @click.argument("study")
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout).")
+@click.option("--table", default=None, help="One of the kind's further tables instead of its answers: a chat "
+                                            "study's conversations, turns or turn_annotations.")
 @pass_cli
-def export(obj: CliContext, study: str, fmt: str, out: Path | None) -> None:
+def export(obj: CliContext, study: str, fmt: str, out: Path | None, table: str | None) -> None:
     """Export STUDY's answers as its kind's tidy table: a Likert study's ratings one row per rating, an A/B study's
-    choices one row per judgment and criterion, ... (the columns are documented with each kind's schema, under
-    analysis/kinds/)."""
-    text, n_rows, what = export_text(obj.engine(), study, fmt)
+    choices one row per judgment and criterion, a chat study's conversation ratings, ... (the columns are documented
+    with each kind's schema, under analysis/kinds/); --table for a chat study's further tables."""
+    text, n_rows, what = export_text(obj.engine(), study, fmt, table)
     if out:
         out.write_text(text, encoding="utf-8")
         click.echo(f"{n_rows} {what} written to {out}", err=True)

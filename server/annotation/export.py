@@ -12,6 +12,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.kinds import AnnotationKind, annotation_kind
+from empeval.server.errors import BadInput
 from empeval.server.store.models import Study
 from empeval.server.store.queries import study_by_name
 from empeval.server.store.study_config import StudyConfig
@@ -43,13 +44,22 @@ def rows_to_jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
-def export_text(engine: Engine, study: str, fmt: str) -> tuple[str, int, str]:
+def export_text(engine: Engine, study: str, fmt: str, table: str | None = None) -> tuple[str, int, str]:
     """The study's export as text in `fmt` ("csv" or "jsonl"), how many rows it has and what they are (the kind's
-    word for its answers: "ratings", "judgments", ...)."""
+    word for its answers: "ratings", "judgments", ...). `table` names one of the kind's further tables instead
+    (AnnotationKind.extra_exports: a chat study's "turns", ...); BadInput listing them for another name."""
     kind = study_kind(engine, study)
-    rows = kind.export_rows(engine, study)
-    text = rows_to_csv(rows, kind.export_columns) if fmt == "csv" else rows_to_jsonl(rows)
-    return text, len(rows), kind.entries
+    if table is None:
+        rows, columns, what = kind.export_rows(engine, study), kind.export_columns, kind.entries
+    else:
+        further = kind.extra_exports(engine, study)
+        if table not in further:
+            listed = ", ".join(map(repr, further)) if further else "none"
+            raise BadInput(f"study {study!r} has no table {table!r}; its further tables: {listed} (without --table: "
+                           f"its {kind.entries})")
+        (columns, rows), what = further[table], table.replace("_", " ")
+    text = rows_to_csv(rows, columns) if fmt == "csv" else rows_to_jsonl(rows)
+    return text, len(rows), what
 
 
 class LinkedExport(NamedTuple):

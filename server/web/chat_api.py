@@ -11,6 +11,7 @@ learns only the reply's text: no system name, no latency, no provenance.
 """
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from typing import Any
@@ -20,6 +21,7 @@ from flask import Blueprint, current_app, request
 from empeval.server.annotation.kinds.chat_turns import begin_turn, end_conversation, record_reply, stored_reply
 from empeval.server.backend.base import ContextTurn, DialogueContext
 from empeval.server.backend.live import LiveReplies
+from empeval.server.backend.registry import Registry
 from empeval.server.web import openapi
 from empeval.server.web.auth import current_annotator
 from empeval.server.web.backend_api import registry
@@ -27,16 +29,29 @@ from empeval.server.web.backend_api import registry
 blueprint = Blueprint("chat_api", __name__)
 
 
-def live_replies() -> LiveReplies:
-    """The app's live reply service over its backend registry, started at the first turn (one per app)."""
+def live_replies(systems_config: str = "") -> LiveReplies:
+    """The app's live reply service over the backend registry of `systems_config` (a chat study's own systems
+    file; "": the app's registry, BACKEND_CONFIG or the built-in one), started at the first turn that needs it."""
     app = current_app
-    live = app.extensions.get("empeval.live")
+    key = "empeval.live" + (f":{systems_config}" if systems_config else "")
+    live = app.extensions.get(key)
     if live is None:
         with app.extensions.setdefault("empeval.live.lock", threading.Lock()):
-            live = app.extensions.get("empeval.live")
+            live = app.extensions.get(key)
             if live is None:
-                live = app.extensions["empeval.live"] = LiveReplies(registry())
+                backend = registry()
+                if systems_config:
+                    backend = Registry.from_config(systems_config, backend.resources)
+                live = app.extensions[key] = LiveReplies(backend)
+                # Its threads are daemons; closing at exit lets a model call in flight end as a failure, not mid-air.
+                atexit.register(live.close)
     return live
+
+
+def close_live_replies(app: Any) -> None:
+    """Stop every live reply service the app started (tests and embedders that stop what they start)."""
+    for key in [k for k in app.extensions if k == "empeval.live" or k.startswith("empeval.live:")]:
+        app.extensions.pop(key).close()
 
 
 def _body() -> Any:
@@ -54,8 +69,8 @@ def take_turn(assignment_id: int, position: int):
         result = stored_reply(pending)
     else:
         context = DialogueContext(turns=tuple(ContextTurn(role, text) for role, text in pending.history))
-        reply = live_replies().reply(pending.conversation.system, context, timeout=setup.turn_timeout_seconds,
-                                     retries=setup.turn_retries)
+        reply = live_replies(setup.systems_config).reply(
+            pending.conversation.system, context, timeout=setup.turn_timeout_seconds, retries=setup.turn_retries)
         result = record_reply(engine, pending, text=reply.text, provenance=reply.provenance,
                               failure=None if reply.text is not None else (reply.error or "no reply"))
     wait = setup.min_reply_seconds - (time.monotonic() - started)

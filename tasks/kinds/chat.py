@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from empeval.server.backend.controls import CONTROL_TARGETS
-from empeval.server.backend.registry import load_config
+from empeval.server.backend.registry import ConfigError, load_config
 from empeval.server.store.kinds.chat import (
     MAX_CHARS,
     MAX_UTTERANCES,
@@ -130,6 +131,21 @@ def _questions(reader: StudyFileReader, chat: dict[str, Any]) -> tuple[TurnQuest
     return tuple(questions)
 
 
+def _systems_config(reader: StudyFileReader, chat: dict[str, Any]) -> str:
+    """chat.systems_config as an absolute path (a relative one is read from the study file's folder), checked to be
+    a readable systems configuration; "" when the file names none (the built-in systems)."""
+    if "systems_config" not in chat:
+        return ""
+    given = Path(reader.string(chat, "systems_config", "chat.systems_config"))
+    source = Path(reader.source)
+    path = given if given.is_absolute() or not source.is_file() else source.parent / given
+    try:
+        load_config(path)
+    except ConfigError as error:
+        raise reader.error("chat.systems_config", str(error)) from None
+    return str(path.resolve())
+
+
 @register
 class ChatTasks(TaskKind):
     name: ClassVar[str] = "chat"
@@ -150,7 +166,8 @@ class ChatTasks(TaskKind):
 
     def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[ChatSetup, Design]:
         known = {"conversations_per_system", "sessions_per_rater", "min_utterances", "max_utterances", "max_chars",
-                 "turn_questions", "turn_timeout_seconds", "turn_retries", "min_reply_seconds", "scale_labels"}
+                 "turn_questions", "turn_timeout_seconds", "turn_retries", "min_reply_seconds", "scale_labels",
+                 "systems_config"}
         chat = reader.table(data, "chat", "chat", known)
         d = ChatSetup()
         low = reader.integer(chat, "min_utterances", "chat.min_utterances", d.min_utterances,
@@ -183,7 +200,7 @@ class ChatTasks(TaskKind):
                                         maximum=5) or 0,
             min_reply_seconds=reader.number(chat, "min_reply_seconds", "chat.min_reply_seconds",
                                             d.min_reply_seconds, minimum=0, maximum=30),
-            scale_labels=labels)
+            scale_labels=labels, systems_config=_systems_config(reader, chat))
         sessions = -(-k // partners) * partners
         if parts.n_contexts and parts.n_contexts < sessions:
             raise reader.error("contexts.count", f"{sessions} sessions of {partners} conversations need {sessions} "
@@ -195,9 +212,11 @@ class ChatTasks(TaskKind):
         return " (a control partner)" if system in spec.controls else " (a chat partner)"
 
     def check_live_systems(self, spec: StudyConfig) -> None:
-        """Each partner must be a system of the backend's configuration (the built-in systems.toml, which `empeval
-        serve` serves) and not a replay of stored outputs, which cannot hold a conversation."""
-        configured = {s.name: s.kind for s in load_config(None)}
+        """Each partner must be a system of the study's backend configuration (chat.systems_config, else the
+        built-in systems.toml) and not a replay of stored outputs, which cannot hold a conversation."""
+        setup = spec.setup
+        assert isinstance(setup, ChatSetup)
+        configured = {s.name: s.kind for s in load_config(setup.systems_config or None)}
         for name in (*spec.systems, *spec.controls):
             if name not in configured:
                 raise StudySetupError(f"system {name!r}{self.system_role(spec, name)} is not configured in the "
@@ -237,7 +256,7 @@ class ChatTasks(TaskKind):
                 position=position) for position, talk in enumerate(planned.items))
         session.flush()
         real = sum(1 for c in conversations.values() if not c.is_control)
-        expected = real * len(spec.criteria)
+        expected = len(conversations) * len(spec.criteria)  # the control conversations are rated too
         cost = spec.pay.cost(len(plan))
         return StudySummary(
             name=spec.name, kind=self.name, contexts=sessions, systems=list(spec.systems), items=real,
@@ -246,7 +265,7 @@ class ChatTasks(TaskKind):
             sentence=(f"chat study {spec.name!r}: {len(plan)} sessions, each a conversation with every one of "
                       f"{len(partners)} partners ({', '.join(partners)}) on its own prompt; {sessions} prompts, "
                       f"{sessions} conversations per partner, {setup.min_utterances}-{setup.max_utterances} "
-                      f"utterances each; {expected} conversation ratings expected"))
+                      f"utterances each; {expected} conversation ratings expected (controls included)"))
 
     def simulated_answers(self, engine: Engine, study: str, model: CrowdModel, seed: int) -> Answer:
         from empeval.tasks.kinds.chat_simulate import simulated_chat

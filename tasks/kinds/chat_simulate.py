@@ -14,7 +14,7 @@ from empeval.server.annotation.kinds.chat_turns import begin_turn, end_conversat
 from empeval.server.backend.base import ContextTurn, DialogueContext
 from empeval.server.backend.registry import Registry
 from empeval.server.backend.resources import BackendResources
-from empeval.server.store.kinds.chat import ChatConversation
+from empeval.server.store.kinds.chat import ChatConversation, ChatSetup
 from empeval.server.store.models import Assignment, Context, Study, Turn
 from empeval.tasks.kinds import Answer
 from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
@@ -33,7 +33,9 @@ def simulated_chat(engine: Engine, study: str, model: CrowdModel, seed: int) -> 
                 .join(Turn, Turn.dialogue_id == Context.dialogue_id)
                 .where(ChatConversation.study_id == study_row.id, Turn.role == "speaker").order_by(Turn.idx)):
             speaker_turns.setdefault(conversation_id, []).append(text)
-    backend = Registry.from_config(None, BackendResources(engine=engine, show_progress=False))
+    setup = study_row.config.setup
+    assert isinstance(setup, ChatSetup)
+    backend = Registry.from_config(setup.systems_config or None, BackendResources(engine=engine, show_progress=False))
 
     def answer(rater: Rater, rng: random.Random, assignment: dict) -> dict:
         assignment_id = assignment["assignment_id"]

@@ -275,7 +275,7 @@ def test_an_export_file_is_recognised_and_read_as_csv_or_json_lines(tmp_path):
     assert not kind.recognises(["item_id", "score", "criterion", "annotator"])
 
 
-def test_the_report_builds_with_its_sections_in_order(tmp_path, study):
+def test_the_report_builds_with_its_sections_in_order(tmp_path):
     request = ReportRequest(name="chat-pilot", kind="chat", table=make_study(planted="r3")["chat"],
                             meta={"criteria": list(CRITERIA), "scale": [1, 5], "turn_questions": list(QUESTIONS[:-1]),
                                   "chat": {"min_utterances": 4, "max_utterances": 8}},
@@ -301,12 +301,14 @@ def test_a_report_from_the_chat_table_alone_notes_the_missing_tables(tmp_path):
     kind = export_kind(tmp_path / "chat.csv")
     request = ReportRequest(name="export", kind=kind.name, table=kind.read_export(tmp_path / "chat.csv"),
                             meta={"criteria": list(CRITERIA)})
-    report = kind.report(request)
-    assert [section.name for section in report.sections] == list(SECTIONS)
-    text = {s.name: " ".join(getattr(b, "text", "") for b in s.blocks) for s in report.sections}
-    assert "no `turn_annotations` table" in text["turn_annotations"]
-    assert "no `conversations` table" in text["length_latency"]
     paths = report_study(request, tmp_path / "report")
+    markdown = paths["markdown"].read_text()
+    headings = [line for line in markdown.splitlines() if line.startswith("#")]
+    assert headings[1:] == ["## Conversation ratings", "### Pairwise comparisons (unpaired)",
+                            "### Mixed model: rater and prompt intercepts", "### Per-turn annotations",
+                            "### Length, latency and model failures", "### Controls", "## Methods"]
+    assert "Per-turn annotations\n\nNot computed: this report was given no **turn_annotations** table" in markdown
+    assert "failures\n\nNot computed: this report was given no **conversations** table" in markdown
     assert report_summary_lines(paths)[1].split()[:2] == ["empathy", "alpha"]
 
 

@@ -13,9 +13,10 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import release
 from empeval.server.annotation.kinds import annotation_kind
-from empeval.server.store.kinds.chat import AssignmentConversation, ChatConversation, ChatRating, ChatTurn
+from empeval.server.store.kinds.chat import AssignmentConversation, ChatConversation, ChatTurn
 from empeval.server.store.models import Assignment, SeenContext
 from empeval.server.web import create_app
+from empeval.server.web.chat_api import close_live_replies
 from empeval.tasks.kind_parts import StudyFileError, StudySetupError
 from empeval.tasks.kinds.chat import plan_sessions
 from empeval.tasks.study_create import create_study
@@ -35,8 +36,9 @@ def chat_file(name="talk", **chat):
                      "min_reply_seconds": 0, "turn_timeout_seconds": 10, **chat}}
 
 
-def make_chat(engine, name="talk", **chat):
-    return create_study(engine, parse_study(chat_file(name, **chat)))
+def make_chat(engine, name="talk", *, extra=None, **chat):
+    """The chat study `name` (`extra`: further top-level sections of its study file, e.g. recruitment)."""
+    return create_study(engine, parse_study({**chat_file(name, **chat), **(extra or {})}))
 
 
 @pytest.fixture
@@ -44,9 +46,7 @@ def chat_app(sample_engine):
     make_chat(sample_engine)
     app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True})
     yield app
-    live = app.extensions.get("empeval.live")
-    if live is not None:
-        live.close()
+    close_live_replies(app)
 
 
 def rater(app, engine, name="rita", study="talk"):
@@ -277,37 +277,49 @@ def test_a_release_forgets_the_turns_and_the_session_starts_afresh_for_the_next_
 
 
 def test_a_model_that_fails_ends_the_conversation_which_then_needs_no_ratings(sample_engine, tmp_path):
-    make_chat(sample_engine, turn_timeout_seconds=1, turn_retries=1)
-    # The same names served by a remote model that cannot be reached: a real failure on the real path.
-    broken = tmp_path / "systems.toml"
-    broken.write_text("".join(f'[systems.{name}]\nkind = "http"\nprotocol = "openai"\nurl = "http://127.0.0.1:9"\n'
-                              f'model = "m"\ntimeout = 1\nretries = 0\n\n' for name in ALL), encoding="utf-8")
-    app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True,
-                      "BACKEND_CONFIG": str(broken)})
+    # The researcher's own model, configured in the study file's systems file, behind an address nothing answers:
+    # a real failure on the real path (the http system, LiveReplies' retries, the failed mark).
+    config = tmp_path / "my-systems.toml"
+    config.write_text('[systems.my-bot]\nkind = "http"\nprotocol = "openai"\nurl = "http://127.0.0.1:9"\n'
+                      'model = "m"\ntimeout = 1\nretries = 0\n\n[systems.control-generic]\nkind = "control-generic"\n',
+                      encoding="utf-8")
+    study = {**chat_file(turn_timeout_seconds=5, turn_retries=1, systems_config=str(config)),
+             "systems": {"names": ["my-bot"], "controls": ["control-generic"]}}
+    with pytest.raises(StudySetupError, match="'my-bot' \\(a chat partner\\) is not configured"):
+        create_study(sample_engine, parse_study({**study, "chat": {k: v for k, v in study["chat"].items()
+                                                                   if k != "systems_config"}}))
+    create_study(sample_engine, parse_study(study))
+    app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True})
     try:
         client = rater(app, sample_engine)
         page = client.get("/api/annotate/next").get_json()["assignment"]
-        failed = turn(client, page["assignment_id"], 0, 0, SPEAKER[0])
-        assert failed.status_code == 200 and failed.get_json()["failed"] is True
-        assert "not be penalised" in failed.get_json()["message"] and "127.0.0.1" not in failed.get_json()["message"]
-        again = turn(client, page["assignment_id"], 0, 2, SPEAKER[1])
-        assert again.status_code == 409
+        position = next(p for p, item in enumerate(page["items"])
+                        if turn(client, page["assignment_id"], p, 0, SPEAKER[0]).get_json().get("failed"))
+        again = turn(client, page["assignment_id"], position, 0, SPEAKER[0])
+        assert again.status_code == 409 and "could not answer" in again.get_json()["message"]
         with Session(sample_engine) as session:
             placed = session.scalars(select(AssignmentConversation).where(
                 AssignmentConversation.assignment_id == page["assignment_id"],
-                AssignmentConversation.position == 0)).one()
-            assert placed.failed and "control-" in (placed.failure or "") or placed.failure
+                AssignmentConversation.position == position)).one()
+            assert placed.failed and "my-bot" in placed.failure and "2 attempts" in placed.failure
         page = client.get("/api/annotate/next").get_json()["assignment"]
-        assert page["items"][0]["state"] == "failed" and page["items"][0]["message"]
+        failed = page["items"][position]
+        assert failed["state"] == "failed" and "not be penalised" in failed["message"]
+        assert "127.0.0.1" not in str(page) and "my-bot" not in str(page)
+        other = 1 - position
+        turn(client, page["assignment_id"], other, 2, SPEAKER[1])
+        assert client.post(f"/api/assignments/{page['assignment_id']}/conversations/{other}/end").status_code == 200
+        page = client.get("/api/annotate/next").get_json()["assignment"]
         body = full_body(page)
         refused = client.post(f"/api/assignments/{page['assignment_id']}/submit", json=body)
-        assert refused.status_code == 400  # the failed one takes no ratings (and the others are still open)
-        with Session(sample_engine) as session:
-            assert session.scalar(select(func.count()).select_from(ChatRating)) == 0
+        assert refused.status_code == 400 and "takes no ratings" in refused.get_json()["message"]
+        body["conversations"][position].pop("ratings")
+        receipt = client.post(f"/api/assignments/{page['assignment_id']}/submit", json=body)
+        assert receipt.status_code == 200 and receipt.get_json()["ratings"] == 3
+        conversations = annotation_kind("chat").extra_exports(sample_engine, "talk")["conversations"][1]
+        assert sorted(c["state"] for c in conversations) == ["ended", "failed"]
     finally:
-        live = app.extensions.get("empeval.live")
-        if live is not None:
-            live.close()
+        close_live_replies(app)
 
 
 def test_the_report_is_written_from_the_store_with_the_further_tables(chat_app, sample_engine, tmp_path):
@@ -352,3 +364,29 @@ def test_simulated_speakers_talk_live_and_their_sessions_are_accepted(sample_eng
     ratings = {r["system"]: r["score"] for r in annotation_kind("chat").export_rows(sample_engine, "talk")
                if r["criterion"] == "empathy"}
     assert ratings["control-generic"] < 3  # the simulation's quality table: a generic reply shows no empathy
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_empeval_export_writes_every_table_and_the_analysis_reads_each_back(chat_app, sample_engine, tmp_path, fmt):
+    from click.testing import CliRunner
+
+    from empeval.analysis.kinds.chat.schema import read_chat_file
+    from empeval.cli import cli
+
+    client = rater(chat_app, sample_engine)
+    page = client.get("/api/annotate/next").get_json()["assignment"]
+    for position in range(3):
+        talk(client, page, position)
+    page = client.get("/api/annotate/next").get_json()["assignment"]
+    assert client.post(f"/api/assignments/{page['assignment_id']}/submit", json=full_body(page)).status_code == 200
+    url = sample_engine.url.render_as_string(hide_password=False)
+    sizes = {"chat": 9, "conversations": 3, "turns": 12, "turn_annotations": 36}
+    for table, n in sizes.items():
+        out = tmp_path / f"{table}.{fmt}"
+        args = ["--database-url", url, "export", "talk", "--format", fmt, "--out", str(out)]
+        ran = CliRunner().invoke(cli, args + ([] if table == "chat" else ["--table", table]))
+        assert ran.exit_code == 0, ran.output
+        read = read_chat_file(out, table)  # the analysis's validated reader: the export keeps its contract
+        assert len(read) == n
+    wrong = CliRunner().invoke(cli, ["--database-url", url, "export", "talk", "--table", "ratings"])
+    assert wrong.exit_code != 0 and "further tables: 'conversations', 'turns', 'turn_annotations'" in wrong.output

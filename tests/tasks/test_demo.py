@@ -10,9 +10,10 @@ from sqlalchemy.orm import Session
 from empeval.demo import run_demo
 from empeval.server.store import make_engine
 from empeval.server.store.kinds.best_worst import BestWorstChoice, TupleItem
+from empeval.server.store.kinds.chat import ChatRating, ChatTurn
 from empeval.server.store.kinds.likert import Rating, StudyItem
 from empeval.server.store.kinds.pairwise import Choice, PairItem
-from empeval.server.store.models import Annotator, Assignment, Response, Study
+from empeval.server.store.models import Annotator, Assignment, Response, Study, System
 
 
 @pytest.mark.slow
@@ -84,4 +85,22 @@ def test_reduced_demo_runs_end_to_end_and_its_report_ranks_gold_first(tmp_path, 
     bws_beside = pd.read_csv(bws.report["table_likert_beside_bws"])
     assert len(bws_beside) == 5 * 3 and bws_beside["likert_mean"].notna().all()
     assert "demo-bws" in markdown  # the Likert report names its linked best-worst study too
+
+    # The chat study: simulated speakers talked live with retrieval, its EmoPrepend variant and a control.
+    chat = result.study("demo-chat")
+    assert (chat.kind, chat.counted, chat.submissions) == ("chat", "ratings", 6)
+    with Session(engine) as s:
+        turns = dict(s.execute(select(ChatTurn.speaker, func.count()).group_by(ChatTurn.speaker)).all())
+        partners = set(s.scalars(select(ChatTurn.system).where(ChatTurn.speaker == "system")))
+        chat_ratings = s.scalar(select(func.count(ChatRating.id)))
+        stored_for_chat = s.scalar(select(func.count(Response.id)).join(System)
+                                   .where(System.name == "retrieval-emoprepend"))
+    assert turns["system"] == turns["rater"] >= 6 * 3 * 2 and partners == {"retrieval", "retrieval-emoprepend",
+                                                                             "control-generic"}
+    assert chat.answers == chat_ratings == 6 * 3 * 3
+    assert stored_for_chat == 0  # live partners need no responses generated beforehand
+    chat_means = pd.read_csv(chat.report["table_chat_means"])
+    assert set(chat_means["system"]) >= {"retrieval", "retrieval-emoprepend"}
+    controls = pd.read_csv(chat.report["table_chat_controls"])
+    assert "control-generic" in set(controls.astype(str).stack())
     engine.dispose()

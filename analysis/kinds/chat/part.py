@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from empeval.analysis.kinds import AnalysisKind, LinkedStudy, ReportRefused, ReportRequest, register
+from empeval.analysis.kinds import AnalysisKind, LinkedStudy, ReportRefused, ReportRequest, linked_sections, register
 from empeval.analysis.kinds.chat.schema import CHAT_COLUMNS, CHAT_SCHEMAS, ChatExportError
 from empeval.analysis.report.document import Block, Heading, Image, Paragraph, Table
 from empeval.analysis.report.sections import Report, Section
@@ -90,6 +90,10 @@ def _count(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
 def _conversations(table: pd.DataFrame) -> int:
     return int(table[["assignment_id", "conversation_id"]].drop_duplicates().shape[0])
 
@@ -102,8 +106,8 @@ def _late_assignments(ratings: pd.DataFrame, conversations: pd.DataFrame | None)
 
 
 def _missing(table: str) -> Paragraph:
-    return Paragraph(f"Not computed: this report was given no `{table}` table (a report from an export file has "
-                     "the `chat` table only).")
+    return Paragraph(f"Not computed: this report was given no **{table}** table (a report from an export file has "
+                     "the **chat** table only).")
 
 
 def _summary(ratings: pd.DataFrame, conversations: pd.DataFrame | None, done: Any, late: int,
@@ -124,18 +128,19 @@ def _summary(ratings: pd.DataFrame, conversations: pd.DataFrame | None, done: An
                  f"({', '.join(sorted(controls['system'].unique()))})." if len(controls) else ".")
     if conversations is not None:
         states = conversations["state"].value_counts()
-        text += (f" {_count(len(conversations), 'conversation')} were claimed: {int(states.get('ended', 0))} ended, "
+        text += (f" {_count(len(conversations), 'conversation')} {_were(len(conversations))} claimed: "
+                 f"{int(states.get('ended', 0))} ended, "
                  f"{int(states.get('failed', 0))} failed (the model did not answer), {int(states.get('open', 0))} "
                  "still open.")
         if len(conversations) and states.get("failed", 0) == len(conversations):
             text += " **Every conversation failed**: the systems' backend needs looking at before raters talk again."
     if late:
-        text += (f" {_count(late, 'session')} were submitted after they had expired; "
+        text += (f" {_count(late, 'session')} {_were(late)} submitted after expiring; "
                  + ("they are included." if include_late else "they are left out of every table."))
     if done.flagged:
         action = "left out of the comparisons" if exclude_flagged else "kept (exclude_flagged off)"
         text += (f" {_count(len(done.flagged), 'rater')} scored a control conversation high and "
-                 f"{'was' if len(done.flagged) == 1 else 'were'} {action}: {', '.join(done.flagged)}.")
+                 f"{_were(len(done.flagged))} {action}: {', '.join(done.flagged)}.")
     return text
 
 
@@ -152,7 +157,7 @@ def means_display(means: pd.DataFrame) -> pd.DataFrame:
         "SD": [fmt(v) for v in means["sd"]]})
 
 
-def _means_section(done: Any, criteria: list[str], figure: bytes | None, latex: bool) -> Section:
+def _means_section(done: Any, figure: bytes | None, latex: bool) -> Section:
     blocks: list[Block] = [Heading("Conversation ratings")]
     if done.means.empty:
         return Section("conversation_means", [*blocks, Paragraph("No conversation with a real system was rated.")],
@@ -410,7 +415,7 @@ def chat_report(table: pd.DataFrame, *, name: str, tables: dict[str, pd.DataFram
                        exclude_flagged=exclude_flagged, correction=CORRECTION)
     report = Report(title=f"Human evaluation report: {name} (chat, live conversations)", sections=[
         Section("summary", [Paragraph(_summary(ratings, conversations, done, late, include_late, exclude_flagged))])])
-    report.add(_means_section(done, criteria, _means_figure(done.means), latex), _tests_section(done),
+    report.add(_means_section(done, _means_figure(done.means), latex), _tests_section(done),
                _mixed_section(done), _rates_section(done, given), _length_section(done, given),
                _controls_section(done, scale, exclude_flagged),
                Section("methods", [Heading("Methods"), Paragraph(methods_paragraph(
@@ -469,9 +474,11 @@ class ChatAnalysis(AnalysisKind):
         from empeval.analysis.stats.threads import single_threaded_blas
 
         with single_threaded_blas():
-            return chat_report(request.table, name=request.name, tables=request.tables, meta=request.meta,
-                               include_late=request.include_late, exclude_flagged=request.exclude_flagged,
-                               latex=request.latex)
+            report = chat_report(request.table, name=request.name, tables=request.tables, meta=request.meta,
+                                 include_late=request.include_late, exclude_flagged=request.exclude_flagged,
+                                 latex=request.latex)
+        report.add(*linked_sections(request))  # what the studies linked to it say (an ACUTE study's win table)
+        return report
 
     def summary_lines(self, paths: dict[str, Path], criteria: Sequence[str]) -> list[str]:
         if "table_chat_means" not in paths:

@@ -315,7 +315,11 @@ def mixed_model_table(ratings: pd.DataFrame, *, criteria: Sequence[str] | None =
                                          "system_b": "", "lmm_diff": np.nan, "lmm_se": np.nan, "lmm_z": np.nan,
                                          "lmm_p": np.nan, **counts, "note": why}]))
             continue
-        pairs = mixed_model_pairs(part, criterion=criterion, random_effects=RANDOM_EFFECTS)
+        with warnings.catch_warnings():
+            # The REML optimiser steps through infinite likelihoods on a degenerate design (inf - inf in its
+            # finite differences); the fit then says what went wrong in its note.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pairs = mixed_model_pairs(part, criterion=criterion, random_effects=RANDOM_EFFECTS)
         frames.append(pairs.rename(columns={"lmm_note": "note"}).assign(**counts))
     if not frames:
         return pd.DataFrame(columns=list(MIXED_COLUMNS))

@@ -104,6 +104,9 @@ class ChatSetup(StudySetup):
     min_reply_seconds: float = 1.5
     scale_labels: tuple[str, ...] = ("1 - Not at all", "2 - Slightly", "3 - Moderately", "4 - Mostly",
                                      "5 - Completely")
+    # The backend configuration the partners are served from (an absolute path; "" for the built-in systems.toml):
+    # what lets a study talk to the researcher's own http model.
+    systems_config: str = ""
 
     @property
     def questions_shown(self) -> tuple[TurnQuestion, ...]:
@@ -141,7 +144,8 @@ class ChatSetup(StudySetup):
             turn_retries=reader.integer(setup, "turn_retries", "chat.turn_retries", d.turn_retries),
             min_reply_seconds=reader.number(setup, "min_reply_seconds", "chat.min_reply_seconds",
                                             d.min_reply_seconds),
-            scale_labels=reader.texts(setup, "scale_labels", "chat.scale_labels", d.scale_labels))
+            scale_labels=reader.texts(setup, "scale_labels", "chat.scale_labels", d.scale_labels),
+            systems_config=reader.text(setup, "systems_config", "chat.systems_config", d.systems_config))
 
     def stored(self) -> dict[str, Any]:
         return {"chat": {
@@ -150,7 +154,8 @@ class ChatSetup(StudySetup):
             "max_utterances": self.max_utterances, "max_chars": self.max_chars,
             "turn_questions": [{"key": q.key, "label": q.label} for q in self.turn_questions],
             "turn_timeout_seconds": self.turn_timeout_seconds, "turn_retries": self.turn_retries,
-            "min_reply_seconds": self.min_reply_seconds, "scale_labels": list(self.scale_labels)}}
+            "min_reply_seconds": self.min_reply_seconds, "scale_labels": list(self.scale_labels),
+            "systems_config": self.systems_config}}
 
 
 class ChatConversation(Base):
