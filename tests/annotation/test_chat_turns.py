@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import release
 from empeval.server.annotation.kinds import annotation_kind
-from empeval.server.store.kinds.chat import AssignmentConversation, ChatConversation, ChatTurn
+from empeval.server.store.kinds.chat import AssignmentConversation, ChatConversation, ChatRating, ChatTurn
 from empeval.server.store.models import Assignment, SeenContext
 from empeval.server.web import create_app
 from empeval.server.web.chat_api import close_live_replies
@@ -390,3 +390,59 @@ def test_empeval_export_writes_every_table_and_the_analysis_reads_each_back(chat
         assert len(read) == n
     wrong = CliRunner().invoke(cli, ["--database-url", url, "export", "talk", "--table", "ratings"])
     assert wrong.exit_code != 0 and "further tables: 'conversations', 'turns', 'turn_annotations'" in wrong.output
+
+
+def _ended_session(chat_app, sample_engine):
+    client = rater(chat_app, sample_engine)
+    page = client.get("/api/annotate/next").get_json()["assignment"]
+    for position in range(3):
+        talk(client, page, position)
+    return client, client.get("/api/annotate/next").get_json()["assignment"]
+
+
+@pytest.mark.parametrize("spoil, words", [
+    (lambda e: e[0]["ratings"].pop("empathy"), "has no score for 'empathy'"),
+    (lambda e: e[0]["ratings"].update(empathy=6), "must be an integer from 1 to 5"),
+    (lambda e: e[0]["ratings"].update(empathy=4.5), "must be an integer from 1 to 5"),
+    (lambda e: e[0]["ratings"].update(empathy=True), "must be an integer from 1 to 5"),
+    (lambda e: e[0]["ratings"].update(warmth=3), "unknown criterion 'warmth'"),
+    (lambda e: e[0].update(ratings=[4, 4, 4]), "ratings must be an object"),
+    (lambda e: e[0]["turns"].pop("1"), "turn 1 in conversation"),
+    (lambda e: e[0]["turns"].update({"0": ["none"]}), "'0' is not one of your partner's turns"),
+    (lambda e: e[0]["turns"].update({"9": ["none"]}), "'9' is not one of your partner's turns"),
+    (lambda e: e[0]["turns"].update({"1": []}), "must list at least one question"),
+    (lambda e: e[0]["turns"].update({"1": ["none", "empathetic"]}), "cannot be ticked with other questions"),
+    (lambda e: e[0]["turns"].update({"1": ["kind"]}), "unknown question 'kind'"),
+    (lambda e: e[0]["turns"].update({"1": ["made_sense", "made_sense"]}), "lists a question twice"),
+    (lambda e: e[0].update(turns="all good"), "turns must be an object"),
+    (lambda e: e.pop(), "has no entry"),
+    (lambda e: e.append(dict(e[0])), "answered twice"),
+    (lambda e: e[0].update(item_id=10**6), "is not part of this assignment"),
+    (lambda e: e[0].update(system="control-generic"), "unknown field"),
+])
+def test_a_hostile_session_submission_is_refused_naming_where_and_stores_nothing(chat_app, sample_engine, spoil,
+                                                                                 words):
+    client, page = _ended_session(chat_app, sample_engine)
+    body = full_body(page)
+    spoil(body["conversations"])
+    refused = client.post(f"/api/assignments/{page['assignment_id']}/submit", json=body)
+    assert refused.status_code == 400 and words in refused.get_json()["message"], refused.get_json()
+    with Session(sample_engine) as session:
+        assert session.scalar(select(func.count()).select_from(ChatRating)) == 0
+        assert session.scalar(select(Assignment.status).where(Assignment.id == page["assignment_id"])) == "assigned"
+
+
+def test_no_reply_comes_back_sooner_than_the_study_floor(sample_engine):
+    import time
+
+    make_chat(sample_engine, min_reply_seconds=0.6)
+    app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True})
+    try:
+        client = rater(app, sample_engine)
+        a = client.get("/api/annotate/next").get_json()["assignment"]["assignment_id"]
+        for position in range(3):  # a stock-reply control answers in microseconds; the page sees 0.6 s for all
+            started = time.monotonic()
+            assert turn(client, a, position, 0, SPEAKER[0]).status_code == 200
+            assert time.monotonic() - started >= 0.6
+    finally:
+        close_live_replies(app)
