@@ -6,10 +6,15 @@ the web app keeps one registry per app):
 
 - **Micro-batching per system.** Requests for the same system are gathered by that system's dispatcher thread for
   at most `window_ms` after the first one arrived (or until `max_batch` are waiting) and answered by one
-  `respond_batch` call. Batch encoding amortises the encoder's per-call overhead (tokenisation, one forward pass,
-  one matrix product against the candidate index instead of one each), so under load a system answers more turns
-  per second of CPU; `benchmarks/chat_load.py` measures it against one `respond_one` call per turn. Below load
-  the price is at most `window_ms` of added latency per turn. `window_ms=0` batches only what is already queued.
+  `respond_batch` call. A batch amortises a model's per-call overhead (Python and tokenizer calls, a remote
+  endpoint's round trip, one matrix product against the candidate index instead of one each) but pads every context
+  to the batch's longest. `benchmarks/chat_load.py` measures both: on a 2-core CPU without bf16 the MiniLM encoder's
+  arithmetic dominates, and its CPU per context did not fall with batch size (batches of 2 to 15 cost 1.0-1.2x one
+  at a time), hence a small default `max_batch` (see DEFAULT_MAX_BATCH). What the service does save there under load
+  is running at most `batches_per_system` model calls of a system at once, where one call per request runs as many
+  as there are requests: at 32 and 128 concurrent callers, one call per turn cost 1.1-2x the CPU per turn of the
+  service. Below load the price is at most `window_ms` of added latency per turn; `window_ms=0` batches only what is
+  already queued.
 - **Batches run on a few threads of their system.** Each system has one dispatcher thread and
   `batches_per_system` batch threads (default 2), so a batch that hangs blocks only its own system, and the next
   batch of that system can still start on another of its threads. When every batch thread of a system is stuck,
@@ -18,6 +23,12 @@ the web app keeps one registry per app):
   started at a system's first request: at most (1 + batches_per_system) per system asked for; a study has a
   handful of systems. Python cannot stop a thread: a model call that never returns keeps its thread (a daemon
   thread, so it does not keep the process alive), which is why the threads are bounded per system.
+- **Remote systems are not batched.** An `http` system's work is done elsewhere: its `respond_batch` sends one
+  request after another (unless its `concurrency` is raised), so batching would only queue a turn behind others'
+  and two calls at once would serve two chats at a time. Its turns go one per call, up to REMOTE_LIMITS'
+  calls at once (threads waiting on sockets); the remote server bounds the work. For live use give it a `timeout`
+  below the study's turn timeout and `retries = 0`: the caller's own retries apply. Any system's limits can be set
+  by name (`limits`).
 - **A bounded wait per turn.** The caller waits at most `timeout` seconds per attempt and makes at most
   `retries + 1` attempts, so `reply` returns within about (retries + 1) x timeout whatever the model does. A
   timed-out attempt, an exception raised by the model and an error outcome of kind 'upstream' (a remote model's
@@ -37,6 +48,7 @@ import queue
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -45,13 +57,37 @@ from empeval.server.backend.base import UPSTREAM, DialogueContext, Outcome, Resp
 from empeval.server.backend.registry import Registry
 
 DEFAULT_WINDOW_MS = 5.0
-# One below retrieval's CACHED_QUERY_BATCH (16), from which `retrieval` keeps a batch's query embeddings in a file
-# of the embedding cache: live turns never repeat, so a file per full batch would only fill the cache.
-DEFAULT_MAX_BATCH = 15
+# Small: padding every context to the batch's longest grows with the batch, and measured (benchmarks/chat_load.py,
+# part "backend") the MiniLM encoder saved no CPU per context at any batch size on a 2-core CPU without bf16. It must
+# also stay below retrieval's CACHED_QUERY_BATCH (16), from which `retrieval` keeps a batch's query embeddings in a
+# file of the embedding cache: live turns never repeat, so a file per batch would only fill it. Raise it for a
+# system whose per-call overhead is large (a GPU model, a remote endpoint that takes batches).
+DEFAULT_MAX_BATCH = 4
 DEFAULT_BATCHES_PER_SYSTEM = 2
 CLOSED = "the live reply service was closed"  # the failure of the turns still waiting when it closes
 # How long close() waits for each thread; a thread stuck in a model call is left behind (it is a daemon).
 CLOSE_JOIN_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class SystemLimits:
+    """How one system's turns are served: at most `max_batch` contexts per `respond_batch` call, at most
+    `concurrent_batches` calls at once (its batch threads)."""
+
+    max_batch: int = DEFAULT_MAX_BATCH
+    concurrent_batches: int = DEFAULT_BATCHES_PER_SYSTEM
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1 or self.concurrent_batches < 1:
+            raise ValueError(f"max_batch ({self.max_batch}) and concurrent_batches ({self.concurrent_batches}) must "
+                             f"be at least 1")
+
+
+# System kinds whose model runs elsewhere (server.backend.registry.KINDS), and how their turns are served: one per
+# call, many calls at once (see the module docstring); 10 is the connection pool of the `requests` session an `http`
+# system keeps (requests.adapters.DEFAULT_POOLSIZE): more calls at once would open connections it cannot keep.
+REMOTE_KINDS = frozenset({"http"})
+REMOTE_LIMITS = SystemLimits(max_batch=1, concurrent_batches=10)
 
 
 @dataclass(frozen=True)
@@ -94,11 +130,12 @@ class _Attempt:
 class _SystemWorker:
     """One system's queue, dispatcher thread and batch threads."""
 
-    def __init__(self, model: ResponseModel, *, window_ms: float, max_batch: int, batch_threads: int):
+    def __init__(self, model: ResponseModel, *, window_ms: float, limits: SystemLimits):
         self.model = model
         self.name = model.name
         self.window = window_ms / 1000
-        self.max_batch = max_batch
+        self.max_batch = limits.max_batch
+        batch_threads = limits.concurrent_batches
         self.lock = threading.Lock()  # guards the attempts' states, `closed` and the counters
         self.closed = False
         self.requests: queue.SimpleQueue[_Attempt | None] = queue.SimpleQueue()
@@ -265,7 +302,9 @@ class LiveReplies:
 
     `window_ms`: how long a system's dispatcher gathers requests after the first before answering them in one
     batch; `max_batch`: the most contexts in one batch; `batches_per_system`: the batches of one system that may
-    run at once (its threads; more than one, so one hung batch does not stop its system at once).
+    run at once (its threads; more than one, so one hung batch does not stop its system at once). Those two are
+    every local system's limits; remote systems (REMOTE_KINDS) get REMOTE_LIMITS; `limits` sets a system's own, by
+    name.
 
         with LiveReplies(registry) as live:
             turn = live.reply("retrieval", context, timeout=20, retries=1)
@@ -273,29 +312,39 @@ class LiveReplies:
     """
 
     def __init__(self, registry: Registry, *, window_ms: float = DEFAULT_WINDOW_MS,
-                 max_batch: int = DEFAULT_MAX_BATCH, batches_per_system: int = DEFAULT_BATCHES_PER_SYSTEM):
+                 max_batch: int = DEFAULT_MAX_BATCH, batches_per_system: int = DEFAULT_BATCHES_PER_SYSTEM,
+                 limits: Mapping[str, SystemLimits] | None = None):
         if window_ms < 0:
             raise ValueError(f"window_ms must be at least 0, not {window_ms}")
-        if max_batch < 1 or batches_per_system < 1:
-            raise ValueError(f"max_batch ({max_batch}) and batches_per_system ({batches_per_system}) must be "
-                             f"at least 1")
         self.registry = registry
-        self.window_ms, self.max_batch, self.batches_per_system = window_ms, max_batch, batches_per_system
+        self.window_ms = window_ms
+        self.local_limits = SystemLimits(max_batch, batches_per_system)  # validates both
+        self.limits = dict(limits or {})
         self._lock = threading.Lock()
         self._workers: dict[str, _SystemWorker] = {}
         self._closed = False
 
     def _worker(self, system: str) -> _SystemWorker:
         with self._lock:
+            worker = self._workers.get(system)
+        if worker is not None:
+            return worker
+        # Outside our lock (the registry has its own), so that building one system never holds up another's turns.
+        model = self.registry.get(system)  # KeyError for an unknown system, ConfigError for a broken one
+        with self._lock:
             if self._closed:
                 raise RuntimeError("the live reply service is closed")
             worker = self._workers.get(system)
             if worker is None:
-                model = self.registry.get(system)  # KeyError for an unknown system, ConfigError for a broken one
-                worker = _SystemWorker(model, window_ms=self.window_ms, max_batch=self.max_batch,
-                                       batch_threads=self.batches_per_system)
+                worker = _SystemWorker(model, window_ms=self.window_ms, limits=self.limits_of(model))
                 self._workers[system] = worker
             return worker
+
+    def limits_of(self, model: ResponseModel) -> SystemLimits:
+        """The limits `model`'s turns are served under: its own by name, else by where it runs."""
+        if model.name in self.limits:
+            return self.limits[model.name]
+        return REMOTE_LIMITS if model.kind in REMOTE_KINDS else self.local_limits
 
     def reply(self, system: str, context: DialogueContext, *, timeout: float, retries: int) -> LiveReply:
         """`system`'s reply to `context`, waiting at most `timeout` seconds per attempt, at most `retries + 1`

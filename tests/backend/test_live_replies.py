@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -25,9 +26,11 @@ from empeval.server.backend.base import (
     ResponseUnavailable,
 )
 from empeval.server.backend.controls import GENERIC_REPLIES
-from empeval.server.backend.live import DEFAULT_MAX_BATCH, LiveReplies
+from empeval.server.backend.http_model import HttpModel
+from empeval.server.backend.live import DEFAULT_MAX_BATCH, REMOTE_LIMITS, LiveReplies, SystemLimits
 from empeval.server.backend.registry import Registry, SystemSpec
 from empeval.server.backend.resources import BackendResources
+from tests.backend.stub_http import JsonStubHandler, stub_server
 
 # Long enough for any bounded wait on a loaded 2-core machine, short against the test's timeout.
 PATIENCE = 10.0
@@ -315,6 +318,55 @@ def test_a_turn_waiting_when_the_service_closes_fails_at_once():
     while "live-stuck-batch-0" in live_threads() and time.monotonic() < deadline:
         time.sleep(0.005)  # polling, bounded: the thread ends once its model call returns
     assert "live-stuck-batch-0" not in live_threads()
+
+
+REMOTE_CALLERS = 8
+
+
+class GatheringRemoteModel(JsonStubHandler):
+    """A remote model (the `json` protocol) that answers a request only once REMOTE_CALLERS requests are in flight
+    together (or after 2 s), recording the most it had in flight at once."""
+
+    in_flight = 0
+    most = 0
+    together = threading.Condition()
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.calls.append((self.path, body, dict(self.headers)))
+        cls = GatheringRemoteModel
+        with cls.together:
+            cls.in_flight += 1
+            cls.most = max(cls.most, cls.in_flight)
+            cls.together.notify_all()
+            cls.together.wait_for(lambda: cls.most >= REMOTE_CALLERS, timeout=2.0)
+            cls.in_flight -= 1
+        self.send_json(200, {"response": f"remote: {body['context'][-1]['text']}"})
+
+
+def test_a_remote_systems_turns_are_sent_at_once_not_batched_behind_each_other():
+    GatheringRemoteModel.in_flight = GatheringRemoteModel.most = 0
+    with stub_server(GatheringRemoteModel) as httpd:
+        remote = HttpModel("llm", {"url": f"http://127.0.0.1:{httpd.server_port}/json", "timeout": 5, "retries": 0})
+        with LiveReplies(Systems(remote)) as live:
+            assert live.limits_of(remote) == REMOTE_LIMITS
+            replies = concurrently(REMOTE_CALLERS, lambda i: live.reply("llm", said(f"news {i}"), timeout=PATIENCE,
+                                                                        retries=0))
+            stats = live.stats("llm")
+    assert [reply.text for reply in replies] == [f"remote: news {i}" for i in range(REMOTE_CALLERS)]
+    assert stats["batch_sizes"] == {1: REMOTE_CALLERS}
+    # Batched as a local system, two batches would each send their requests one after another: two in flight.
+    assert GatheringRemoteModel.most == REMOTE_CALLERS
+
+
+def test_a_systems_own_limits_are_set_by_name():
+    model = Echo("echo", seconds=0.01)
+    with LiveReplies(Systems(model), window_ms=20, limits={"echo": SystemLimits(max_batch=1,
+                                                                                concurrent_batches=1)}) as live:
+        replies = concurrently(6, lambda i: live.reply("echo", said(f"turn {i}"), timeout=PATIENCE, retries=0))
+    assert not any(reply.failed for reply in replies) and model.batch_sizes == [1] * 6
+    with pytest.raises(ValueError, match="at least 1"):
+        SystemLimits(max_batch=0)
 
 
 def test_an_unknown_system_is_a_configuration_error():

@@ -30,7 +30,7 @@ class Route:
     method: str
     path: str  # a concrete path; {assignment} is the rater's claimed assignment
     auth: str  # what the route checks: "none", "invite" (the rater's token) or "admin"
-    body: str | None = None  # the JSON body it reads: "submission", "respond" or "batch"
+    body: str | None = None  # the JSON body it reads: "submission", "respond", "batch" or "turn"
     query_token: bool = False  # also reads a token from ?token= (or a form field `token`)
     form_token: bool = False
     # A page that, to a caller it does not let in, shows its sign-in form (200) rather than a 4xx.
@@ -61,6 +61,10 @@ ROUTES = [
     Route("/api/respond", "POST", "/api/respond", "admin", body="respond"),
     Route("/api/respond/batch", "POST", "/api/respond/batch", "admin", body="batch"),
     Route("/prolific/<path:token>", "GET", "/prolific/some-study-link-token", "none"),
+    Route("/api/assignments/<int:assignment_id>/conversations/<int:position>/turns", "POST",
+          "/api/assignments/{assignment}/conversations/0/turns", "invite", body="turn"),
+    Route("/api/assignments/<int:assignment_id>/conversations/<int:position>/end", "POST",
+          "/api/assignments/{assignment}/conversations/0/end", "invite"),
 ]
 
 
@@ -101,7 +105,13 @@ def batch(target: Target, *, system: Any = "gold", extra: dict | None = None, **
     return {"system": system, "contexts": [item], **(extra or {})}
 
 
-BODIES: dict[str, Callable[..., dict]] = {"submission": submission, "respond": respond, "batch": batch}
+def chat_turn(_target: Target, *, text: Any = "I lost my keys today.", extra: dict | None = None) -> dict:
+    """A chat study's turn (the hostile store's study is a Likert one: a valid turn is refused as such, 400)."""
+    return {"index": 0, "text": text, **(extra or {})}
+
+
+BODIES: dict[str, Callable[..., dict]] = {"submission": submission, "respond": respond, "batch": batch,
+                                          "turn": chat_turn}
 
 
 @dataclass(frozen=True)
@@ -202,7 +212,7 @@ def _body_cases(route: Route) -> list[Case]:
              for name, body in corpus.DEEP_JSON.items()]
     bad_text = {**{f"unpaired surrogate ({k})": v for k, v in corpus.LONE_SURROGATES.items()},
                 **{f"NUL ({k})": v for k, v in corpus.NULS.items()}}
-    fields = ["comment"] if route.body == "submission" else ["text", "emotion", "situation"]
+    fields = {"submission": ["comment"], "turn": ["text"]}.get(route.body, ["text", "emotion", "situation"])
     for field_name in fields:
         for name, value in bad_text.items():
             found.append(Case(route, f"{name} in {field_name}",

@@ -461,11 +461,12 @@ def _placed(session: Session, study_id: int, study: str) -> dict[tuple[int, int]
     for (assignment_id, conversation_id, position, ended_at, failed, failure, context_id, system, is_control,
          control_target, emotion, pseudonym, status, late) in rows:
         utterances, system_turns, latency = counts.get((assignment_id, conversation_id), (0, 0, None))
+        done = status == AssignmentStatus.SUBMITTED
         placed[assignment_id, conversation_id] = {
             "study": study, "assignment_id": assignment_id, "annotator": pseudonym,
             "conversation_id": conversation_id, "context_id": context_id, "emotion": emotion or "", "system": system,
             "is_control": bool(is_control), "control_target": control_target, "position": position,
             "state": _state(ended_at, failed), "utterances": int(utterances), "system_turns": int(system_turns or 0),
             "mean_latency_ms": None if latency is None else round(float(latency), 3), "failure": failure,
-            "submitted": status == AssignmentStatus.SUBMITTED, "late": bool(late)}
+            "submitted": done, "late": bool(late)}
     return placed

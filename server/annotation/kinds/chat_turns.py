@@ -29,7 +29,7 @@ from empeval.server.annotation import hot_sql
 from empeval.server.annotation.handout import refuse_unless_may_work
 from empeval.server.errors import BadInput, Conflict, NotFound
 from empeval.server.store.engine import write_transaction
-from empeval.server.store.kinds.chat import ChatSetup
+from empeval.server.store.kinds.chat import MAX_CHARS, ChatSetup
 from empeval.server.store.queries import now_utc
 from empeval.server.store.statuses import AssignmentStatus
 from empeval.server.store.storable import text_problem
@@ -183,9 +183,12 @@ def begin_turn(engine: Engine, assignment_id: int, position: int, annotator_id: 
     `reply` set when the reply is stored already. See the module docstring for the rules; 409 (Conflict) for a turn
     out of order, after the end, beyond the study's length, or different from the one stored at its index."""
     now = now or now_utc()
+    index, text = checked_text(payload, MAX_CHARS)  # the body first: a hostile one costs no read
     with engine.connect() as connection:
         conversation = _conversation(connection, assignment_id, position, annotator_id, study_name, now)
-        index, text = checked_text(payload, conversation.setup.max_chars)
+        if len(text) > conversation.setup.max_chars:
+            raise BadInput(f"text is {len(text):,} characters long; at most {conversation.setup.max_chars} are "
+                           "allowed")
         for _ in range(2):  # a second tab's INSERT of the same index: read again and answer as a resend
             if conversation.failed:
                 raise Conflict("this conversation has ended because your partner could not answer; go on with the "
