@@ -136,6 +136,10 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
         if spec.compare_with and session.scalar(select(Study.id).where(Study.name == spec.compare_with)) is None:
             raise StudySetupError(f"compare_with: no study named {spec.compare_with!r} in the store: create it "
                                   "first (`empeval study create FILE`), or correct the name")
+        if kind.own_contexts:
+            # The kind finds its contexts itself (an ACUTE study: its chat study's prompts): nothing stored to find.
+            found = kind.study_contexts(session, spec)
+            return _create_with(session, kind, spec, found, found, {}, {})
         dataset = session.scalar(select(Dataset).where(Dataset.name == spec.contexts.dataset))
         if dataset is None:
             raise StudySetupError(f"no dataset {spec.contexts.dataset!r} in the store: import it first with "
@@ -194,10 +198,14 @@ def _create_with(session: Session, kind: TaskKind, spec: StudyConfig, all_contex
             raise StudySetupError(f"context {unanswered[0]!r} lacks a response from some of the systems: "
                                   f"{how_to_get_responses(spec.systems, spec.contexts.split)}")
         chosen = list(spec.contexts.ids)
+    elif spec.contexts.count is None and kind.own_contexts:
+        chosen = sorted(complete)  # every context the kind found
     else:
         count = spec.contexts.count or 0
         if len(complete) < count:
             raise StudySetupError(
+                f"contexts.count is {count} but the study can be made over only {len(complete)} contexts"
+                if kind.own_contexts else
                 f"contexts.count is {count} but the {spec.contexts.split} split holds only {len(complete)} prompts"
                 if live else
                 f"contexts.count is {count} but only {len(complete)} {spec.contexts.split} "

@@ -102,8 +102,9 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     for i, context_id in enumerate(ids):
         if "#" not in context_id or not context_id.rsplit("#", 1)[1].isdigit():
             raise r.error(f"contexts.ids[{i}]", f"{context_id!r} must be conv_id#n_turns, e.g. hit:0_conv:0#1")
-    if (count is None) == (not ids):
-        raise r.error("contexts", "give exactly one of count (random contexts) or ids (listed contexts)")
+    if (count is None) == (not ids) and not (kind.own_contexts and count is None):
+        raise r.error("contexts", "give exactly one of count (random contexts) or ids (listed contexts)"
+                      + (", or neither (all of the study's)" if kind.own_contexts else ""))
     contexts = ContextSelection(dataset=r.string(c, "dataset", "contexts.dataset", "empatheticdialogues"),
                                 split=split, count=count, ids=ids,
                                 emotions=r.strings(c, "emotions", "contexts.emotions"))
@@ -148,7 +149,8 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     parts = StudyFileParts(name=name, seed=seed, n_contexts=count if count is not None else len(ids),
                            systems=systems, controls=controls, design=design, design_given=frozenset(d))
     setup, design = kind.parse(r, data, parts)
-    criteria = _criteria(r, data) if "criteria" in data else setup.default_criteria
+    compare_with = compare_with or kind.linked_study(setup)
+    criteria = _criteria(r, data) if "criteria" in data else kind.criteria_asked(setup)
     return StudyConfig(name=name, seed=seed, contexts=contexts, systems=systems, controls=controls, design=design,
                        criteria=criteria, setup=setup, pay=pay,
                        title=data.get("title", "") if isinstance(data.get("title", ""), str) else "",

@@ -148,3 +148,13 @@ def analysis_kind(name: str, *, unknown: Callable[[str], Exception] | None = Non
 def analysis_kinds() -> tuple[AnalysisKind, ...]:
     """Every registered kind's analysis part, in registration order."""
     return tuple(_KINDS.values())
+
+
+def linked_sections(request: ReportRequest) -> list[Any]:
+    """What the studies whose compare_with names the reported one add to its report: their kind's linked_section,
+    called once per kind with its studies (a section, or None when it has nothing to say)."""
+    by_kind: dict[str, list[LinkedStudy]] = {}
+    for linked in request.linked:
+        if linked.names_this:
+            by_kind.setdefault(linked.kind, []).append(linked)
+    return [analysis_kind(kind).linked_section(request, studies) for kind, studies in by_kind.items()]

@@ -4,3 +4,4 @@ import empeval.analysis.kinds.likert.part  # noqa: F401
 import empeval.analysis.kinds.pairwise.part  # noqa: F401
 import empeval.analysis.kinds.best_worst.part  # noqa: F401
 import empeval.analysis.kinds.chat.part  # noqa: F401
+import empeval.analysis.kinds.acute.part  # noqa: F401

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from empeval.server.store.models import Study
     from empeval.server.store.study_config import StudyConfig
-    from empeval.server.store.study_parts import Design
+    from empeval.server.store.study_parts import Criterion, Design
     from empeval.tasks.crowd.contract import Control
     from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySummary
     from empeval.tasks.simulate import CrowdModel, Rater
@@ -56,8 +56,13 @@ class TaskKind:
     # with responses stored beforehand: creating a study then needs no stored response, only the prompts (each
     # dialogue's first turn) and the systems configured (`check_live_systems`).
     live_systems: ClassVar[bool] = False
+    # Whether the kind finds the contexts it is made over itself (`study_contexts`: an ACUTE study's are the prompts of
+    # its chat study's finished conversations) rather than among the split's: creating a study then needs no stored
+    # response, and a study file may give no [contexts] count or ids (every context the kind finds).
+    own_contexts: ClassVar[bool] = False
     # The hooks below with a default most kinds keep (tests/test_kinds_complete.py does not ask for them).
-    optional_parts: ClassVar[frozenset[str]] = frozenset({"check_live_systems"})
+    optional_parts: ClassVar[frozenset[str]] = frozenset({"check_live_systems", "criteria_asked", "linked_study",
+                                                          "study_contexts"})
 
     # --- the study file ---------------------------------------------------------------------------------------
     def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[StudySetup,
@@ -67,11 +72,28 @@ class TaskKind:
         naming the field, for what is wrong."""
         raise self._missing("parse")
 
+    def criteria_asked(self, setup: StudySetup) -> tuple[Criterion, ...]:
+        """The criteria a study of this kind asks when its file lists no [[criteria]]: the setup's defaults, or the
+        ones its file chose otherwise (an ACUTE study's question presets)."""
+        return setup.default_criteria
+
+    def linked_study(self, setup: StudySetup) -> str:
+        """The study a study of this kind is linked to by its nature when its file names none in compare_with (an
+        ACUTE study's chat study), or ""."""
+        return ""
+
     # --- creating a study -------------------------------------------------------------------------------------
     def check_live_systems(self, spec: StudyConfig) -> None:
         """For a kind with `live_systems`: StudySetupError naming the first system the backend cannot serve."""
         if self.live_systems:
             raise self._missing("check_live_systems")
+
+    def study_contexts(self, session: Session, spec: StudyConfig) -> dict[str, int]:
+        """For a kind with `own_contexts`: the contexts a study of it may be made over, key (conv_id#n_turns) -> id;
+        StudySetupError saying what is missing in the store."""
+        if self.own_contexts:
+            raise self._missing("study_contexts")
+        return {}
 
     def system_role(self, spec: StudyConfig, system: str) -> str:
         """Where `system` sits in the study's design, for messages about it (" (compared in the pair a vs b)"), or ""

@@ -4,3 +4,4 @@ import empeval.tasks.kinds.likert  # noqa: F401
 import empeval.tasks.kinds.pairwise  # noqa: F401
 import empeval.tasks.kinds.best_worst  # noqa: F401
 import empeval.tasks.kinds.chat  # noqa: F401
+import empeval.tasks.kinds.acute  # noqa: F401

@@ -4,3 +4,4 @@ import empeval.server.annotation.kinds.likert  # noqa: F401
 import empeval.server.annotation.kinds.pairwise  # noqa: F401
 import empeval.server.annotation.kinds.best_worst  # noqa: F401
 import empeval.server.annotation.kinds.chat  # noqa: F401
+import empeval.server.annotation.kinds.acute  # noqa: F401

@@ -4,3 +4,4 @@ import empeval.server.store.kinds.likert  # noqa: F401
 import empeval.server.store.kinds.pairwise  # noqa: F401
 import empeval.server.store.kinds.best_worst  # noqa: F401
 import empeval.server.store.kinds.chat  # noqa: F401
+import empeval.server.store.kinds.acute  # noqa: F401

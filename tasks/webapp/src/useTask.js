@@ -10,13 +10,18 @@ import {
   dropDraft, forgetConsent, hasConsented, readDraft, rememberConsent, saveDraft, storageKeys,
 } from "./drafts.js";
 
+const given = (value) => value !== undefined;
+
 /**
  * assignment: the payload; rater / submissionId: who works on it and the page's id of its submission (they key
  * the stored draft and consent); isAnswer(value): whether a stored value is an answer this page offers;
- * answerForKey(key): the answer a key press gives, or undefined; toBody(answers, seconds): the submit body's
- * answers; onSubmit(body): sends it and resolves to the server's receipt.
+ * answerForKey(key): the answer a key press gives (or a function of the question's answer so far), or undefined;
+ * toBody(answers, seconds): the submit body's answers; onSubmit(body): sends it and resolves to the server's
+ * receipt; isComplete(value): whether a question's answer is finished (by default: given at all; an answer made of
+ * parts, such as a side and a justification, says when it is whole).
  */
-export function useTask({ assignment, rater, submissionId, isAnswer, answerForKey, toBody, onSubmit }) {
+export function useTask({ assignment, rater, submissionId, isAnswer, answerForKey, toBody, onSubmit,
+                          isComplete = given }) {
   const { items, criteria } = assignment;
   const preview = assignment.preview === true;
   const keys = useMemo(() => storageKeys(assignment, rater, submissionId), [assignment, rater, submissionId]);
@@ -59,30 +64,33 @@ export function useTask({ assignment, rater, submissionId, isAnswer, answerForKe
     return () => window.removeEventListener("pagehide", onHide);
   }, [keys, phase, draft]);
 
-  const itemDone = useCallback((i) => criteria.every((c) => answers[i][c.key] !== undefined), [answers, criteria]);
+  const itemDone = useCallback((i) => criteria.every((c) => isComplete(answers[i][c.key])), [answers, criteria,
+    isComplete]);
   const answered = useMemo(() => items.filter((_, i) => itemDone(i)).length, [items, itemDone]);
   const allDone = answered === items.length;
 
+  // `value` may be a function of the question's answer so far (an answer made of parts changes one of them).
   const choose = useCallback((criterionKey, value) => {
-    setAnswers((old) => old.map((a, i) => (i === index ? { ...a, [criterionKey]: value } : a)));
+    setAnswers((old) => old.map((a, i) => (i === index
+      ? { ...a, [criterionKey]: typeof value === "function" ? value(a[criterionKey]) : value } : a)));
   }, [index]);
 
   // An item opens with its first unanswered question highlighted (the first if all are answered).
   const goTo = useCallback((i) => {
     setIndex(i);
-    setFocus(Math.max(0, criteria.findIndex((c) => answers[i][c.key] === undefined)));
-  }, [criteria, answers]);
+    setFocus(Math.max(0, criteria.findIndex((c) => !isComplete(answers[i][c.key]))));
+  }, [criteria, answers, isComplete]);
   const next = useCallback(() => {
     if (index < items.length - 1) goTo(index + 1); else setPhase("review");
   }, [index, items.length, goTo]);
 
   const goOn = useCallback(() => {
     if (phase !== "rating") return;
-    if (answers[index][criteria[focus].key] === undefined) return;
+    if (!isComplete(answers[index][criteria[focus].key])) return;
     if (focus < criteria.length - 1) { setFocus(focus + 1); return; }
-    if (!itemDone(index)) { setFocus(criteria.findIndex((c) => answers[index][c.key] === undefined)); return; }
+    if (!itemDone(index)) { setFocus(criteria.findIndex((c) => !isComplete(answers[index][c.key]))); return; }
     next();
-  }, [phase, criteria, focus, answers, index, itemDone, next]);
+  }, [phase, criteria, focus, answers, index, itemDone, next, isComplete]);
 
   useEffect(() => {
     function onKey(event) {

@@ -5,9 +5,11 @@ import LikertTask from "./LikertTask.jsx";
 import PairwiseTask from "./PairwiseTask.jsx";
 import BestWorstTask from "./BestWorstTask.jsx";
 import ChatTask from "./ChatTask.jsx";
+import AcuteTask from "./AcuteTask.jsx";
 
 export const PAGES = {};
 PAGES.likert = LikertTask;
 PAGES.pairwise = PairwiseTask;
 PAGES.best_worst = BestWorstTask;
 PAGES.chat = ChatTask;
+PAGES.acute = AcuteTask;
