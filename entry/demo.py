@@ -18,6 +18,7 @@ import threading
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import click
 from werkzeug.serving import make_server
@@ -77,13 +78,17 @@ class DemoResult:
 
 
 def linked_demo_studies(main: str, folder: Path = STUDIES_DIR) -> list[Path]:
-    """The study files of `folder` whose compare_with names the study `main`, by file name."""
-    linked = []
-    for path in sorted(folder.glob("*.toml")):
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        if data.get("compare_with") == main:
-            linked.append(path)
-    return linked
+    """The study files of `folder` whose compare_with names the study `main`, by file name, and then those whose
+    compare_with names one of them (an ACUTE study over the demo's chat study), each after the study it names."""
+    files = {path: tomllib.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.toml"))}
+    linked: list[Path] = []
+    names = {main}
+    while True:
+        found = [path for path, data in files.items() if path not in linked and data.get("compare_with") in names]
+        if not found:
+            return linked
+        linked += found
+        names |= {str(files[path].get("name")) for path in found}
 
 
 def _free_port() -> int:
@@ -132,12 +137,14 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
         linked_files = linked_demo_studies(spec.name, study_file.parent)
     specs = [spec, *(load_study_file(path) for path in linked_files)]
     if contexts is not None:
-        specs = [replace(s, contexts=replace(s.contexts, count=contexts)) for s in specs]
+        specs = [s if task_kind(s.kind).own_contexts else replace(s, contexts=replace(s.contexts, count=contexts))
+                 for s in specs]
     registry = Registry.from_config(None, BackendResources(engine=engine, dataset=ED_DATASET,
                                                            cache_dir=cache_dir or default_cache_dir()))
     specs[0] = with_fine_tuned_retrieval(specs[0], registry.resources.cache_dir, echo)
     # Responses are stored beforehand for the studies that rate them; a chat study's partners answer live.
-    names = list(dict.fromkeys(name for s in specs if not task_kind(s.kind).live_systems
+    names = list(dict.fromkeys(name for s in specs
+                               if not (task_kind(s.kind).live_systems or task_kind(s.kind).own_contexts)
                                for name in (*s.systems, *s.controls)))
     with progress_bar() as progress:
         for name in names:
@@ -148,9 +155,13 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
             progress.update(task, description=f"2/{STEPS} responses: {name} ({report.stored} stored, "
                                               f"{len(report.errors)} not answerable)")
 
-    summaries = [create_study(engine, s) for s in specs]
+    # A study made over another study's answers (an ACUTE study over the chat study's conversations) is created once
+    # the crowd before it has answered; the others now.
+    later = {s.name for s in specs if task_kind(s.kind).own_contexts}
+    summaries: list[Any] = [None if s.name in later else create_study(engine, s) for s in specs]
     for summary in summaries:
-        echo(f"3/{STEPS} " + summary.describe())
+        if summary is not None:
+            echo(f"3/{STEPS} " + summary.describe())
     crowds = [draw_crowd(raters, CrowdModel(), seed=seed, bad=bad_raters)]
     # A fresh crowd for each linked study: the same people would meet the Likert study's contexts again.
     crowds += [draw_crowd(linked_raters, CrowdModel(), seed=seed + i, bad=linked_bad_raters, prefix=f"sim-{s.name}")
@@ -163,9 +174,12 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
     base = f"http://127.0.0.1:{server.server_port}"
     results = []
     try:
-        for number, (s, summary, crowd) in enumerate(zip(specs, summaries, crowds, strict=True)):
-            results.append(_run_crowd(engine, base, s, summary.assignments, crowd, seed=seed, time_scale=time_scale,
-                                      step=f"{4 if number == 0 else 5}/{STEPS}"))
+        for number, (s, crowd) in enumerate(zip(specs, crowds, strict=True)):
+            if summaries[number] is None:
+                summaries[number] = create_study(engine, s)
+                echo(f"3/{STEPS} " + summaries[number].describe())
+            results.append(_run_crowd(engine, base, s, summaries[number].assignments, crowd, seed=seed,
+                                      time_scale=time_scale, step=f"{4 if number == 0 else 5}/{STEPS}"))
     finally:
         server.shutdown()
         server.server_close()

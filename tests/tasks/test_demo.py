@@ -1,5 +1,6 @@
 """A reduced `make demo`, end to end: sample import, backend responses, a Likert study and its linked A/B and
-best-worst studies, three simulated crowds through the real HTTP API, and the three reports."""
+best-worst studies, the chat study and the ACUTE study over its conversations, their simulated crowds through the
+real HTTP API, and the reports."""
 from __future__ import annotations
 
 import pandas as pd
@@ -9,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from empeval.demo import run_demo
 from empeval.server.store import make_engine
+from empeval.server.store.kinds.acute import AcuteChoice
 from empeval.server.store.kinds.best_worst import BestWorstChoice, TupleItem
 from empeval.server.store.kinds.chat import ChatRating, ChatTurn
 from empeval.server.store.kinds.likert import Rating, StudyItem
@@ -103,4 +105,15 @@ def test_reduced_demo_runs_end_to_end_and_its_report_ranks_gold_first(tmp_path, 
     assert set(chat_means["system"]) >= {"retrieval", "retrieval-emoprepend"}
     controls = pd.read_csv(chat.report["table_chat_controls"])
     assert "control-generic" in set(controls.astype(str).stack())
+
+    # The ACUTE-Eval study, created once the chat study's speakers had talked, over their finished conversations.
+    acute = result.study("demo-acute")
+    assert acute.kind == "acute" and acute.submissions > 0 and acute.answers > 0
+    with Session(engine) as s:
+        acute_choices = s.scalar(select(func.count(AcuteChoice.id)))
+        justified = s.scalar(select(func.count(AcuteChoice.id)).where(func.length(AcuteChoice.justification) >= 10))
+    assert acute.answers == acute_choices == justified
+    ab = pd.read_csv(acute.report["table_acute_ab_table"])
+    assert {"retrieval", "retrieval-emoprepend"} <= set(ab.astype(str).stack())
+    assert "demo-acute" in chat.report["markdown"].read_text()  # the chat report shows its linked ACUTE study
     engine.dispose()
