@@ -57,8 +57,8 @@ def talker(base: str, token: str, acknowledged: list, failures: list, stop: thre
             elif reply.status_code < 500:
                 failures.append(f"{reply.status_code} {reply.text[:200]}")
                 return
-        except (requests.ConnectionError, requests.Timeout, ValueError, KeyError):
-            time.sleep(0.05)  # the server is down (or restarting): try again, as the page's Retry does
+        except (requests.RequestException, ValueError, KeyError):  # down, restarting, or cut mid-answer by the kill
+            time.sleep(0.05)  # try again, as the page's Retry does
 
 
 @pytest.mark.slow
