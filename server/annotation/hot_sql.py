@@ -130,7 +130,7 @@ def _both(sql: str) -> ByDialect:
     return ByDialect(sqlite, _pyformat(postgresql))
 
 
-def _revoked(study: str) -> str:
+def revoked_sql(study: str) -> str:
     """SQL truth value: the annotator (:annotator) is revoked in every study, or in `study` (a column)."""
     return ("(EXISTS (SELECT 1 FROM annotator WHERE annotator.id = :annotator AND annotator.revoked_at IS NOT NULL)"
             " OR EXISTS (SELECT 1 FROM study_revocation WHERE study_revocation.study_id = " + study +
@@ -148,7 +148,7 @@ def _studies_seen_in(study: str) -> str:
 
 # Whether she may work (study status, revocations) and what she holds that is not overdue, in one read.
 STUDY_AND_RESUMABLE = _both(
-    "SELECT study.id, study.status, {config} AS config, " + _revoked("study.id") + " AS revoked, "
+    "SELECT study.id, study.status, {config} AS config, " + revoked_sql("study.id") + " AS revoked, "
     "resumable.id AS resumable_id, resumable.expires_at "
     "FROM study LEFT OUTER JOIN assignment AS resumable ON resumable.study_id = study.id "
     f"AND resumable.annotator_id = :annotator AND resumable.status = '{ASSIGNED}' "
@@ -271,7 +271,7 @@ def kind_statements(kind: AnnotationKind) -> KindStatements:
 ASSIGNMENT_FOR_SUBMIT = _both(
     "SELECT assignment.annotator_id, assignment.status, assignment.submission_id, assignment.late, "
     "assignment.submitted_at, study.id AS study_id, study.name, study.status AS study_status, {config} AS config, "
-    + _revoked("study.id") + " AS revoked, annotator.provider FROM assignment "
+    + revoked_sql("study.id") + " AS revoked, annotator.provider FROM assignment "
     "JOIN study ON study.id = assignment.study_id "
     "LEFT OUTER JOIN annotator ON annotator.id = assignment.annotator_id WHERE assignment.id = :assignment")
 
@@ -283,7 +283,7 @@ MARK_SUBMITTED = statement(
     "(assignment.expires_at IS NOT NULL AND assignment.expires_at < :now)) "
     "WHERE assignment.id = :assignment AND assignment.annotator_id = :annotator "
     f"AND assignment.status != '{SUBMITTED}' AND EXISTS (SELECT 1 FROM study WHERE study.id = assignment.study_id "
-    f"AND study.status != '{StudyStatus.CLOSED}') AND NOT " + _revoked("assignment.study_id") + " RETURNING late")
+    f"AND study.status != '{StudyStatus.CLOSED}') AND NOT " + revoked_sql("assignment.study_id") + " RETURNING late")
 
 
 class RowsStatement(NamedTuple):

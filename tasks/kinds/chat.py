@@ -60,6 +60,7 @@ from empeval.tasks.crowd.contract import Control
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
 from empeval.tasks.simulate import CrowdModel
+from empeval.tasks.study_create import add_assignments
 
 LISTING = {"title": "Chat about a feeling and rate your partner",
            "description": "Talk for a few turns about a situation we give you, with a conversational partner, tick "
@@ -248,8 +249,6 @@ class ChatTasks(TaskKind):
                     if control else None, design={"session": planned.index})
         session.add_all(conversations.values())
         session.flush()
-        from empeval.tasks.study_create import add_assignments  # the shared writer (study_create imports kinds)
-
         for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
             session.add_all(AssignmentConversation(
                 assignment_id=assignment.id, conversation_id=conversations[talk.context, talk.partner].id,

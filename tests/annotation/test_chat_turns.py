@@ -446,3 +446,23 @@ def test_no_reply_comes_back_sooner_than_the_study_floor(sample_engine):
             assert time.monotonic() - started >= 0.6
     finally:
         close_live_replies(app)
+
+
+def test_a_study_of_one_system_and_one_rater_runs_and_its_report_says_nothing_was_compared(sample_engine, tmp_path):
+    from empeval.reporting import write_study_report
+
+    create_study(sample_engine, parse_study({**chat_file(conversations_per_system=1),
+                                             "systems": {"names": ["control-generic"], "controls": []}}))
+    app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True})
+    try:
+        client = rater(app, sample_engine)
+        page = client.get("/api/annotate/next").get_json()["assignment"]
+        assert len(page["items"]) == 1
+        talk(client, page, 0)
+        page = client.get("/api/annotate/next").get_json()["assignment"]
+        assert client.post(f"/api/assignments/{page['assignment_id']}/submit", json=full_body(page)).status_code == 200
+        assert client.get("/api/annotate/next").get_json()["assignment"] is None
+    finally:
+        close_live_replies(app)
+    written = write_study_report(sample_engine, "talk", tmp_path / "report")
+    assert "Only one system was rated: no pair of systems was tested." in written["markdown"].read_text()

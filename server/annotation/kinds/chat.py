@@ -33,6 +33,7 @@ from empeval.analysis.kinds.chat.schema import (
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.item_browser import page_bounds, with_comments
 from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, ItemPage, register
+from empeval.server.annotation.kinds.chat_turns import FAILED_MESSAGE
 from empeval.server.annotation.submission_schema import (
     entries_schema,
     entry_item,
@@ -228,8 +229,6 @@ class ChatAnnotation(AnnotationKind):
                               "prompt": {"emotion": emotion or "", "situation": situation or ""}, "turns": [],
                               "state": state, "message": None})
                 if state == FAILED:
-                    from empeval.server.annotation.kinds.chat_turns import FAILED_MESSAGE
-
                     items[-1]["message"] = FAILED_MESSAGE
             if idx is not None:
                 items[-1]["turns"].append({"index": idx, "speaker": speaker, "text": text})

@@ -18,6 +18,7 @@ work in, on a conversation neither ended nor failed, within the study's utteranc
 """
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -39,12 +40,12 @@ FAILED_MESSAGE = ("Your partner could not answer just now, so this conversation 
 # C0 and C1 control characters other than tab and newline: nothing a person types into a chat box.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
+# The assignment with its study and whether she may work (hot_sql's revocation rule, the one `next` and `submit`
+# read), and the conversation at the position asked.
 CONVERSATION = hot_sql.statement(
     "SELECT assignment.annotator_id, assignment.status, assignment.expires_at, study.id AS study_id, study.name, "
     "study.status AS study_status, CAST(study.config AS TEXT) AS config, "
-    "(EXISTS (SELECT 1 FROM annotator WHERE annotator.id = :annotator AND annotator.revoked_at IS NOT NULL) OR "
-    "EXISTS (SELECT 1 FROM study_revocation WHERE study_revocation.study_id = study.id "
-    "AND study_revocation.annotator_id = :annotator)) AS revoked, "
+    + hot_sql.revoked_sql("study.id") + " AS revoked, "
     "placed.conversation_id, placed.ended_at, placed.failed, conversation.system "
     "FROM assignment JOIN study ON study.id = assignment.study_id "
     "LEFT OUTER JOIN assignment_conversation AS placed ON placed.assignment_id = assignment.id "
@@ -259,8 +260,9 @@ def record_reply(engine: Engine, pending: Pending, *, text: str | None, provenan
 
 def stored_reply(pending: Pending) -> TurnResult:
     """The answer to a resend whose reply is stored already."""
-    utterances = len([t for t in pending.conversation.turns])
-    return _state(pending.conversation, max(utterances, pending.reply_index + 1), pending.reply_index, pending.reply)
+    # The stored turns may run past the reply resent (a turn resent late): count what is stored, at least the reply.
+    utterances = max(len(pending.conversation.turns), pending.reply_index + 1)
+    return _state(pending.conversation, utterances, pending.reply_index, pending.reply)
 
 
 def end_conversation(engine: Engine, assignment_id: int, position: int, annotator_id: int, study_name: str,
@@ -288,6 +290,4 @@ def end_conversation(engine: Engine, assignment_id: int, position: int, annotato
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False)

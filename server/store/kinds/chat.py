@@ -126,10 +126,10 @@ class ChatSetup(StudySetup):
         if raw is not None:
             if not isinstance(raw, list):
                 raise reader.fail("chat.turn_questions", f"expected a list, got {raw!r}")
-            questions = tuple(
-                TurnQuestion(reader.text(q, "key", f"chat.turn_questions[{i}].key", ""),
-                             reader.text(q, "label", f"chat.turn_questions[{i}].label", ""))
-                for i, q in enumerate(reader.mapping(q, f"chat.turn_questions[{i}]") for i, q in enumerate(raw)))
+            tables = [reader.mapping(q, f"chat.turn_questions[{i}]") for i, q in enumerate(raw)]
+            questions = tuple(TurnQuestion(reader.text(q, "key", f"chat.turn_questions[{i}].key", ""),
+                                           reader.text(q, "label", f"chat.turn_questions[{i}].label", ""))
+                              for i, q in enumerate(tables))
         return cls(
             conversations_per_system=reader.integer(setup, "conversations_per_system",
                                                     "chat.conversations_per_system", d.conversations_per_system),
