@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from empeval.cli.common import EXIT_BAD_INPUT, CliContext, checked_base_url, fail, invite_base_url, pass_cli
 from empeval.server.annotation.annotators import pseudonym_for
 from empeval.server.annotation.secrets import secret_key
 from empeval.tasks.crowd import contract, jobs
@@ -69,17 +69,23 @@ def crowd() -> None:
               help="A short qualification test before the first unit; failing workers are blocked.")
 @click.option("--min-control-pass-rate", type=click.FloatRange(0, 1), default=0.5, show_default=True,
               help="Work that passes at least this share of its control items is approved automatically.")
+@click.option("--live-url", default=None, callback=checked_base_url,
+              help="A chat study: where the workers' browsers reach `empeval serve`, which answers their turns "
+                   "(HTTPS on MTurk; default: where the latest `empeval serve` of this store listens).")
 @click.option("--yes", is_flag=True, help="Do not ask before spending money on live MTurk.")
 @click.option("--wait", is_flag=True, help="Stay until the run ends, then ingest its results.")
 @pass_cli
 def launch(obj: CliContext, study: str, provider: str, units: int | None, reward: float | None, port: int,
            public_url: str | None, aws_profile: str | None, timeout_seconds: int, onboarding: bool,
-           min_control_pass_rate: float, yes: bool, wait: bool) -> None:
-    """Put STUDY's open assignments on the crowd: one Mephisto unit per assignment."""
+           min_control_pass_rate: float, live_url: str | None, yes: bool, wait: bool) -> None:
+    """Put STUDY's open assignments on the crowd: one Mephisto unit per assignment. A chat study's turns are
+    answered by `empeval serve` at --live-url while the run is live."""
     jobs.crowd_python()
-    job_dir, cost = jobs.create_job(obj.engine(), study, provider=provider, units=units, port=port, reward=reward,
+    engine = obj.engine()
+    job_dir, cost = jobs.create_job(engine, study, provider=provider, units=units, port=port, reward=reward,
                                     timeout_seconds=timeout_seconds, public_url=public_url, aws_profile=aws_profile,
-                                    onboarding=onboarding, min_control_pass_rate=min_control_pass_rate)
+                                    onboarding=onboarding, min_control_pass_rate=min_control_pass_rate,
+                                    live_url=live_url or invite_base_url(engine))
     click.echo(f"cost: {cost.describe(provider)}")
     spend = f"Spend up to {cost.total:.2f} {cost.currency} on live MTurk?"
     if provider == "mturk" and not yes and not click.confirm(spend):

@@ -1,6 +1,7 @@
 """Routes of a chat study's live conversation: a rater's turn (answered by the system the conversation is with) and
-ending a conversation. Authenticated as the other annotate routes are (the invite cookie with X-Requested-With, or
-the invite token as Bearer).
+ending a conversation; and, for a crowd unit, the assignment as it stands. Authenticated as the other annotate
+routes are (the invite cookie with X-Requested-With, or the invite token as Bearer), or, from a crowd platform's task
+page, by the unit's token (server.web.crowd_live: cross-origin, her first turn claims the unit for her).
 
 A turn is taken in three steps (server.annotation.kinds.chat_turns): the rater's utterance is stored, the system
 is asked outside any transaction (the backend's LiveReplies: micro-batched per system, a timeout per attempt,
@@ -18,15 +19,17 @@ from typing import Any
 
 from flask import Blueprint, current_app, request
 
+from empeval.server.annotation.handout import assignment_payload
 from empeval.server.annotation.kinds.chat_turns import begin_turn, end_conversation, record_reply, stored_reply
 from empeval.server.backend.base import ContextTurn, DialogueContext
 from empeval.server.backend.live import LiveReplies
 from empeval.server.backend.registry import Registry
 from empeval.server.web import openapi
-from empeval.server.web.auth import current_annotator
 from empeval.server.web.backend_api import registry
+from empeval.server.web.crowd_live import allow_unit_requests_across_origins, live_annotator
 
 blueprint = Blueprint("chat_api", __name__)
+allow_unit_requests_across_origins(blueprint)
 
 
 def live_replies(systems_config: str = "") -> LiveReplies:
@@ -61,7 +64,7 @@ def _body() -> Any:
 @blueprint.post("/api/assignments/<int:assignment_id>/conversations/<int:position>/turns")
 def take_turn(assignment_id: int, position: int):
     started = time.monotonic()
-    annotator_id, study = current_annotator()
+    annotator_id, study = live_annotator(assignment_id, on_open="claim")
     engine = current_app.extensions["empeval.engine"]
     pending = begin_turn(engine, assignment_id, position, annotator_id, study, _body())
     setup = pending.conversation.setup
@@ -81,12 +84,21 @@ def take_turn(assignment_id: int, position: int):
 
 @blueprint.post("/api/assignments/<int:assignment_id>/conversations/<int:position>/end")
 def end(assignment_id: int, position: int):
-    annotator_id, study = current_annotator()
+    annotator_id, study = live_annotator(assignment_id)
     return end_conversation(current_app.extensions["empeval.engine"], assignment_id, position, annotator_id, study)
 
 
+@blueprint.get("/api/assignments/<int:assignment_id>/live")
+def live_state(assignment_id: int):
+    """A crowd unit's assignment as it stands (its conversations' turns and states), for the platform's page, whose
+    own copy of the unit was written before any turn: 200 while it is open or hers, 409 once another worker holds
+    it. A local rater has /api/annotate/next."""
+    live_annotator(assignment_id, on_open="show", units_only=True)
+    return {"assignment": assignment_payload(current_app.extensions["empeval.engine"], assignment_id)}
+
+
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_BEARER: list[dict[str, list[str]]] = [{"inviteToken": []}, {"inviteCookie": []}]
+_BEARER: list[dict[str, list[str]]] = [{"inviteToken": []}, {"inviteCookie": []}, {"crowdUnit": []}]
 _PATH = [{"name": "assignment_id", "in": "path", "required": True, "schema": {"type": "integer"}},
          {"name": "position", "in": "path", "required": True, "schema": {"type": "integer"}}]
 _REFUSALS = {"400": {"description": "a malformed turn (empty, too long, control characters, an odd index)", **_ERR},
@@ -94,7 +106,8 @@ _REFUSALS = {"400": {"description": "a malformed turn (empty, too long, control 
              "403": {"description": "invalid token, revoked rater or closed study", **_ERR},
              "404": {"description": "no such assignment of yours, or no conversation at that position", **_ERR},
              "409": {"description": "out of order, after the end, beyond the study's length, another text at a "
-                                    "taken index, or an assignment no longer active", **_ERR}}
+                                    "taken index, or an assignment no longer active", **_ERR},
+             "429": {"description": "too many failed token checks from this address", **_ERR}}
 
 openapi.register_paths(
     {
@@ -115,6 +128,18 @@ openapi.register_paths(
             "security": _BEARER, "parameters": _PATH,
             "responses": {"200": {"description": "ended", "content": {"application/json": {"schema": {
                 "type": "object", "properties": {"state": {"const": "ended"}}}}}}, **_REFUSALS}}},
+        "/api/assignments/{assignment_id}/live": {"get": {
+            "summary": "A crowd chat unit's assignment as it stands (its conversations' turns and states), for the "
+                       "platform's task page; cross-origin, authenticated by the unit's token",
+            "security": [{"crowdUnit": []}], "parameters": _PATH[:1],
+            "responses": {"200": {"description": "the assignment, as /api/annotate/next gives a local rater hers",
+                                  "content": {"application/json": {"schema": {"type": "object"}}}},
+                          "401": {"description": "no unit token", **_ERR},
+                          "403": {"description": "invalid or expired unit token, revoked worker or closed study",
+                                  **_ERR},
+                          "404": {"description": "no such assignment in the unit's study", **_ERR},
+                          "409": {"description": "another worker holds the unit, or it is finished", **_ERR},
+                          "429": _REFUSALS["429"]}}},
     },
     {"ChatReply": {"type": "object", "properties": {
         "index": {"type": "integer"}, "text": {"type": "string"}, "utterances": {"type": "integer"},

@@ -36,6 +36,10 @@ def document() -> dict[str, Any]:
                 "inviteCookie": {"type": "apiKey", "in": "cookie", "name": "empeval_invite",
                                  "description": "set by POST /api/annotate/session; a POST it authenticates must "
                                                 "also carry the X-Requested-With header"},
+                "crowdUnit": {"type": "apiKey", "in": "header", "name": "X-Empeval-Unit",
+                              "description": "a crowd chat unit's token (from the job's items.jsonl), sent by the "
+                                             "platform's task page with the worker's platform id in "
+                                             "X-Empeval-Worker; it also authenticates that unit's turns and end"},
                 "adminToken": {"type": "http", "scheme": "bearer", "description": "`empeval admin-token`"},
                 "adminCookie": {"type": "apiKey", "in": "cookie", "name": "empeval_admin",
                                 "description": "the session set by signing in at /admin (12 hours)"},

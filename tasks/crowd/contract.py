@@ -68,6 +68,11 @@ REVIEW_FILE = "review.jsonl"
 STOP_FILE = "stop"
 
 PROVIDERS = ("mock", "mturk_sandbox", "mturk")
+# What Mephisto 1.1.1 appends to the worker id the task page knows (its getWorkerName(): the URL's worker_id or
+# workerId) in the worker name it records, per provider (MockWorker.new and SandboxMTurkWorker.new add "_sandbox").
+# A chat unit's live calls name the worker as the page knows her; ingest names her as Mephisto recorded her; both
+# must come to the same annotator (tests/crowd/test_chat_mock_run.py checks it on a real run).
+RECORDED_NAME_SUFFIX = {"mock": "_sandbox", "mturk_sandbox": "_sandbox", "mturk": ""}
 
 # status.json states. STARTING and RUNNING are live; the others are final. DEAD is written by `collect` (and
 # shown by the app) for a runner that was killed without a chance to say so; NOT_STARTED is what the app

@@ -17,14 +17,18 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from empeval.server.annotation.crowd_units import CrowdUnitToken, make_unit_token
 from empeval.server.annotation.handout import assignment_payload
+from empeval.server.annotation.secrets import secret_key
 from empeval.server.errors import BadInput
 from empeval.server.store.models import Assignment, Study
 from empeval.server.store.queries import study_by_name
@@ -90,12 +94,47 @@ def open_assignments(session: Session, study_id: int) -> list[int]:
                                 .order_by(Assignment.design_index, Assignment.id)))
 
 
-def unit_line(engine: Engine, session: Session, assignment_id: int, kind: TaskKind) -> CrowdUnit:
+def unit_line(engine: Engine, session: Session, assignment_id: int, kind: TaskKind,
+              live: Callable[[int], dict[str, str]] | None = None) -> CrowdUnit:
     """The assignment as one crowd unit: its contexts, its controls (as the study's kind scores them) and what the
-    task page shows."""
+    task page shows; for a kind whose systems answer live, `live(assignment_id)` (where the page reaches this
+    server, and the unit's token) goes into the payload as "live"."""
     context_ids, controls = kind.crowd_controls(session, assignment_id)
-    return CrowdUnit(assignment_id=assignment_id, context_ids=context_ids, controls=controls,
-                     payload=assignment_payload(engine, assignment_id))
+    payload = assignment_payload(engine, assignment_id)
+    if live is not None:
+        payload["live"] = live(assignment_id)
+    return CrowdUnit(assignment_id=assignment_id, context_ids=context_ids, controls=controls, payload=payload)
+
+
+def live_units(engine: Engine, *, study: str, job_id: str, provider: str, live_url: str,
+               until: float) -> Callable[[int], dict[str, str]]:
+    """For a chat study's job: each unit's {"url": where its page reaches this server's live routes, "token": the
+    unit's token (server.annotation.crowd_units), valid until `until`}."""
+    secret = secret_key(engine)
+
+    def live(assignment_id: int) -> dict[str, str]:
+        token = make_unit_token(secret, CrowdUnitToken(
+            assignment_id=assignment_id, study=study, job_id=job_id, provider=provider,
+            name_suffix=contract.RECORDED_NAME_SUFFIX[provider], expires=until))
+        return {"url": live_url, "token": token}
+
+    return live
+
+
+def checked_live_url(provider: str, live_url: str | None) -> str:
+    """The address a chat unit's page calls for its partner's replies: given, http(s) with a host, and HTTPS on
+    MTurk (an HTTPS task page may not call plain HTTP)."""
+    if not live_url:
+        raise CrowdError("a chat study's partners answer live from `empeval serve`: give --live-url, the address "
+                         "at which the workers' browsers reach it (e.g. http://127.0.0.1:5000 for the mock provider, "
+                         "the public HTTPS address on MTurk), and keep it serving while the run is live")
+    parsed = urlsplit(live_url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query or parsed.fragment:
+        raise CrowdError(f"--live-url {live_url!r} is not an http(s) address such as https://eval.example.org")
+    if provider != "mock" and parsed.scheme != "https":
+        raise CrowdError(f"--live-url {live_url!r}: on {provider} the task page is served over HTTPS, and a browser "
+                         "refuses its calls to plain HTTP; give the HTTPS address of `empeval serve`")
+    return live_url.rstrip("/")
 
 
 def linked_studies(session: Session, study: Study) -> list[str]:
@@ -136,8 +175,9 @@ def load_job(job_dir: Path) -> CrowdJob:
 def create_job(engine: Engine, study_name: str, *, provider: str, units: int | None = None, port: int = 3000,
                reward: float | None = None, timeout_seconds: int = 3600, public_url: str | None = None,
                aws_profile: str | None = None, onboarding: bool = True, min_control_pass_rate: float = 0.5,
-               lifetime_seconds: int = 86400) -> tuple[Path, Cost]:
-    """Write the job directory for a crowd run of the study's open assignments (the first `units` of them)."""
+               lifetime_seconds: int = 86400, live_url: str | None = None) -> tuple[Path, Cost]:
+    """Write the job directory for a crowd run of the study's open assignments (the first `units` of them). A chat
+    study's units carry `live_url` (where `empeval serve` answers their turns) and each its own token."""
     if provider not in PROVIDERS:
         raise CrowdError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
     if provider != "mock" and not public_url:
@@ -167,7 +207,13 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
         if not assignment_ids:
             raise CrowdError(f"study {study_name!r} has no open assignments left to put on the crowd")
         kind = task_kind(study.config.kind)
-        lines = [unit_line(engine, session, a, kind) for a in assignment_ids]
+        job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        live = None
+        if kind.live_systems:
+            live = live_units(engine, study=study_name, job_id=job_id, provider=provider,
+                              live_url=checked_live_url(provider, live_url),
+                              until=time.time() + lifetime_seconds + config.design.assignment_minutes * 60 + 86400)
+        lines = [unit_line(engine, session, a, kind, live) for a in assignment_ids]
     pay = config.pay
     unit_reward = reward if reward is not None else pay.per_assignment
     if unit_reward is None:
@@ -175,7 +221,6 @@ def create_job(engine: Engine, study_name: str, *, provider: str, units: int | N
     fee = 0.0 if provider == "mock" else pay.platform_fee
     cost = Cost(units=len(lines), reward=float(unit_reward), fee_rate=fee, pay=pay)
 
-    job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     job_dir = crowd_root() / study_name / job_id
     job = CrowdJob(
         job_id=job_id, study=study_name, provider=provider, reward=cost.reward, created_at=time.time(),

@@ -9,6 +9,7 @@ with what it reads.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,8 @@ from urllib.parse import quote
 
 import pytest
 
+from empeval.server.annotation.crowd_units import CrowdUnitToken, make_unit_token
+from empeval.server.annotation.secrets import secret_key
 from empeval.server.store.storable import MAX_ROW_ID
 from empeval.server.web import create_app
 from empeval.server.web.json_limits import LimitedJSONProvider
@@ -29,7 +32,7 @@ class Route:
     rule: str  # as in app.url_map
     method: str
     path: str  # a concrete path; {assignment} is the rater's claimed assignment
-    auth: str  # what the route checks: "none", "invite" (the rater's token) or "admin"
+    auth: str  # what the route checks: "none", "invite" (the rater's token), "unit" (a crowd unit's) or "admin"
     body: str | None = None  # the JSON body it reads: "submission", "respond", "batch" or "turn"
     query_token: bool = False  # also reads a token from ?token= (or a form field `token`)
     form_token: bool = False
@@ -65,6 +68,7 @@ ROUTES = [
           "/api/assignments/{assignment}/conversations/0/turns", "invite", body="turn"),
     Route("/api/assignments/<int:assignment_id>/conversations/<int:position>/end", "POST",
           "/api/assignments/{assignment}/conversations/0/end", "invite"),
+    Route("/api/assignments/<int:assignment_id>/live", "GET", "/api/assignments/{assignment}/live", "unit"),
 ]
 
 
@@ -79,6 +83,10 @@ class Target:
     criteria: list[str]
 
     def token(self, auth: str) -> str | None:
+        if auth == "unit":  # a crowd unit's token for the claimed assignment (server.annotation.crowd_units)
+            return make_unit_token(secret_key(self.store.engine), CrowdUnitToken(
+                assignment_id=self.assignment, study=STUDY, job_id="hostile", provider="mock", name_suffix="_sandbox",
+                expires=time.time() + 3600))
         return {"invite": self.store.invite_token, "admin": self.store.admin_token}.get(auth)
 
 
@@ -133,7 +141,9 @@ def _valid(route: Route, target: Target, *, path: str | None = None, token: Any 
     request: dict[str, Any] = {"method": route.method,
                                "path": (path or route.path).format(assignment=target.assignment)}
     token = target.token(route.auth) if token is ... else token
-    if token is not None:
+    if token is not None and route.auth == "unit":
+        request["headers"] = {"X-Empeval-Unit": token, "X-Empeval-Worker": "worker-1"}
+    elif token is not None:
         request["headers"] = {"Authorization": f"Bearer {token}"}
     if route.body is not None:
         data = BODIES[route.body](target) if body is ... else body

@@ -2,7 +2,7 @@
 // initialTaskData is {"payload": <the same shape as the local host's assignment>}; the ratings (or, on a pairwise
 // page, the judgments) go back with Mephisto's submit call and are stored as the agent's outputs. An onboarding agent gets the short
 // qualification test instead (its questions come without their answers; the runner checks them).
-import { useState } from "react";
+import { useMemo, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { postCompleteTask, useMephistoTask } from "mephisto-task";
 import TaskApp from "./TaskApp.jsx";
@@ -65,7 +65,13 @@ function Blocked({ reason, explanation }) {
 
 function MephistoHost() {
   const { isLoading, isPreview, isOnboarding, initialTaskData, blockedReason, blockedExplanation, agentId,
-          mephistoWorkerId, handleSubmit, taskConfig } = useMephistoTask();
+          mephistoWorkerId, providerWorkerId, handleSubmit, taskConfig } = useMephistoTask();
+  // A chat unit's page calls the empeval server live (payload.live: its address and the unit's token) and says
+  // which worker is at work as the platform names her to the page. Made once, so the page keeps its identity.
+  const withWorker = useMemo(() => {
+    const payload = initialTaskData ? initialTaskData.payload : null;
+    return payload && payload.live ? { ...payload, live: { ...payload.live, worker: providerWorkerId } } : payload;
+  }, [initialTaskData, providerWorkerId]);
   if (blockedReason) return <Blocked reason={blockedReason} explanation={blockedExplanation} />;
   if (isPreview) {
     // The job's own title and description (the runner passes them as task_config): a pairwise job asks for A/B
@@ -77,7 +83,7 @@ function MephistoHost() {
   }
   if (isLoading || !initialTaskData) return <main><p id="loading">Loading...</p></main>;
   if (isOnboarding) return <Onboarding data={initialTaskData} onSubmit={handleSubmit} />;
-  const assignment = initialTaskData.payload;
+  const assignment = withWorker;
   // postCompleteTask returns a promise, so the page says "saved" only once Mephisto has the ratings.
   const onSubmit = (ratings) => postCompleteTask(agentId, ratings);
   return <TaskApp assignment={assignment} onSubmit={onSubmit} rater={mephistoWorkerId} submissionId={agentId} />;

@@ -6,7 +6,11 @@
 // wording. After the last conversation: the comment and Submit (the shared review step).
 //
 // The page talks to the server itself for the live part (POST .../conversations/<position>/turns and .../end,
-// GET /api/annotate/next to resync after a conflict); the host adapter sends the submission. Nothing the rater
+// GET /api/annotate/next to resync after a conflict); the host adapter sends the submission. On a crowd platform
+// (assignment.live: {url, token, worker}, set by the Mephisto adapter) the page is served at the platform's origin:
+// it calls the empeval server at live.url with the unit's token and the worker's platform id instead of a cookie,
+// and reads its conversations' state from GET .../live when it opens (the platform's copy of the unit predates
+// every turn) and after a conflict. Nothing the rater
 // receives names or hints at the system: her partner is "Partner". A reply that could not be made ({"failed":
 // true}) is shown kindly and the page moves on; a network error or a server error keeps her message and offers
 // Retry, which sends the same {index, text} (the server takes an identical resend as the same turn); a conflict
@@ -33,22 +37,30 @@ class CallError extends Error {
   }
 }
 
-async function call(path, options = {}) {
-  let response;
-  try {
-    response = await fetch(path, {
-      ...options, credentials: "same-origin", headers: { ...CSRF, ...(options.headers || {}) },
-    });
-  } catch (error) {
-    throw new CallError("the server could not be reached", 0);
+// How the page reaches the server: same origin with the invite cookie (and the CSRF header), or, for a crowd unit
+// (`live`), the server's address with the unit's token and no cookie.
+function serverOf(live) {
+  const where = live
+    ? { base: String(live.url).replace(/\/+$/, ""), credentials: "omit",
+        headers: { "X-Empeval-Unit": String(live.token), "X-Empeval-Worker": String(live.worker || "") } }
+    : { base: "", credentials: "same-origin", headers: CSRF };
+  async function call(path, options = {}) {
+    let response;
+    try {
+      response = await fetch(where.base + path, {
+        ...options, credentials: where.credentials, headers: { ...where.headers, ...(options.headers || {}) },
+      });
+    } catch (error) {
+      throw new CallError("the server could not be reached", 0);
+    }
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) throw new CallError(body.message || `HTTP ${response.status}`, response.status);
+    return body;
   }
-  const body = await response.json().catch(() => ({}));
-  if (!response.ok) throw new CallError(body.message || `HTTP ${response.status}`, response.status);
-  return body;
-}
-
-function post(path, body) {
-  return call(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  function post(path, body) {
+    return call(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  }
+  return { call, post };
 }
 
 const unreachable = (error) => error.status === 0 || error.status >= 500;
@@ -217,6 +229,9 @@ function Messages({ turns, questions, ticks, onToggle, editable, label = "Conver
 export default function ChatTask({ assignment, onSubmit, onDone, rater = null, submissionId = null }) {
   const { items, criteria, scale, study, chat } = assignment;
   const preview = assignment.preview === true;
+  const live = assignment.live || null;
+  const { call, post } = useMemo(() => serverOf(live), [live]);
+  const statePath = live ? `/api/assignments/${assignment.assignment_id}/live` : "/api/annotate/next";
   const questions = chat.turn_questions;
   const questionKeys = useMemo(() => questions.map((q) => q.key), [questions]);
   const isScore = useCallback((v) => Number.isInteger(v) && v >= scale.min && v <= scale.max, [scale]);
@@ -300,7 +315,7 @@ export default function ChatTask({ assignment, onSubmit, onDone, rater = null, s
     if (preview) return;
     let body;
     try {
-      body = await call("/api/annotate/next");
+      body = await call(statePath);
     } catch (error) {
       setNotice(`Could not reload your conversations: ${error.message}. Reload the page to try again.`);
       return;
@@ -312,7 +327,16 @@ export default function ChatTask({ assignment, onSubmit, onDone, rater = null, s
     }
     const byId = new Map(fresh.items.map((item) => [item.item_id, item]));
     setConvs((old) => items.map((item, i) => (byId.has(item.item_id) ? conversationOf(byId.get(item.item_id)) : old[i])));
-  }, [preview, assignment.assignment_id, items]);
+  }, [preview, assignment.assignment_id, items, call, statePath]);
+
+  // A crowd unit's page opens with the platform's copy of the unit, written before any turn: the conversations
+  // as the server holds them are read once (a reload resumes where she was).
+  const loaded = useRef(false);
+  useEffect(() => {
+    if (!live || preview || loaded.current) return;
+    loaded.current = true;
+    resync();
+  }, [live, preview, resync]);
 
   const sendTurn = useCallback(async (i, index, text) => {
     if (inFlight.current) return;
@@ -348,7 +372,7 @@ export default function ChatTask({ assignment, onSubmit, onDone, rater = null, s
     } finally {
       inFlight.current = false;
     }
-  }, [preview, assignment.assignment_id, items, setConv, resync]);
+  }, [preview, assignment.assignment_id, items, setConv, resync, post]);
 
   // A message of hers the server holds without a reply (the page went away while it waited): sent again, once.
   useEffect(() => {
@@ -459,7 +483,7 @@ export default function ChatTask({ assignment, onSubmit, onDone, rater = null, s
         await resync();
       }
     }
-  }, [current, preview, assignment.assignment_id, items, setConv, resync]);
+  }, [current, preview, assignment.assignment_id, items, setConv, resync, post]);
 
   const onKeyDown = (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.altKey && !event.ctrlKey && !event.metaKey
