@@ -20,9 +20,11 @@ as the fallback; see ``_newton`` for why not scipy first).
 Strengths are reported as log strengths theta = log pi, centred to mean zero (the model fixes them only up
 to a shared constant).
 
-The maximum-likelihood estimate exists only when the systems cannot be split into two groups one of which
-never loses to the other (the wins graph is strongly connected; Ford 1957): a fit that fails this check is
-undefined (NaN), and so is a bootstrap resample that does. Uncertainty: percentile bootstrap over contexts
+The Bradley-Terry maximum-likelihood estimate exists only when the systems cannot be split into two groups one of
+which never loses to the other (the wins graph is strongly connected; Ford 1957). Under Davidson's model a tie is
+evidence too: a system that never wins but ties can have a finite strength, as long as the tie parameter is pinned
+by other pairs (``davidson_identifiable`` states the condition). A fit that fails its model's check is undefined
+(NaN), and so is a bootstrap resample that does. Uncertainty: percentile bootstrap over contexts
 (all judgments of a drawn context go together, since they are not independent).
 """
 from __future__ import annotations
@@ -74,6 +76,53 @@ def identifiable(wins: np.ndarray) -> bool:
     return bool(reach.all())
 
 
+def davidson_identifiable(wins: np.ndarray, ties: np.ndarray) -> bool:
+    """Whether Davidson's (1970) model has a finite maximum-likelihood estimate of its log strengths and its tie
+    parameter nu from these counts (``wins[i, j]``: i preferred to j; ``ties``: symmetric).
+
+    The negative log-likelihood is convex in (theta, log nu), so a finite minimiser exists unless some direction
+    other than a shared shift of theta leaves every observed outcome's probability from falling: along a direction
+    (d, e), outcome "i beats j" keeps its probability iff d_i >= d_j and d_i - d_j >= 2e, and a tie of i and j iff
+    |d_i - d_j| <= 2e. With e = 0 that asks for a split of the systems that no win crosses one way and no tie
+    crosses at all: ``identifiable`` of wins plus ties fails. With e > 0 (scaled to 1/2) it asks for d with
+    d_i - d_j >= 1 for each observed win and |d_i - d_j| <= 1 for each observed tie, a system of difference
+    constraints, feasible iff its constraint graph has no negative cycle (Bellman 1958; checked by Floyd-Warshall
+    here): then nu and the strength gaps grow together without bound (two systems where one never wins but ties).
+    e < 0 needs no tie at all, where the fit is Bradley-Terry's.
+
+    Returns
+    -------
+    ok : bool
+
+    Examples
+    --------
+    Two systems, one never winning but tying: no finite estimate. A third system pins nu: then it has one.
+
+    >>> import numpy as np
+    >>> davidson_identifiable(np.array([[0, 5], [0, 0]]), np.array([[0, 3], [3, 0]]))
+    False
+    >>> wins = np.array([[0, 4, 3], [2, 0, 2], [0, 0, 0]])
+    >>> ties = np.array([[0, 2, 2], [2, 0, 1], [2, 1, 0]])
+    >>> davidson_identifiable(wins, ties)
+    True
+    """
+    wins = np.asarray(wins, dtype=float)
+    ties = np.asarray(ties, dtype=float)
+    ties = np.maximum(ties, ties.T)
+    if not identifiable(wins + ties):
+        return False
+    n = wins.shape[0]
+    # Edge u -> v of weight w stands for d_v - d_u <= w: a win of i over j is j - i <= -1 (edge i -> j, -1); a tie
+    # of i and j is |j - i| <= 1 (edges both ways, 1). The tighter constraint of a pair is kept.
+    distance = np.full((n, n), np.inf)
+    distance[ties > 0] = 1.0
+    distance[wins > 0] = -1.0
+    np.fill_diagonal(distance, np.minimum(np.diag(distance), 0.0))
+    for k in range(n):
+        distance = np.minimum(distance, distance[:, k, None] + distance[None, k, :])
+    return bool((np.diag(distance) < 0).any())
+
+
 def fit_bradley_terry(wins: np.ndarray, *, start: np.ndarray | None = None) -> np.ndarray:
     """Maximum-likelihood Bradley-Terry log strengths from a wins matrix (``wins[i, j]``: times i was
     preferred to j; counts may be fractional, as bootstrap weights make them), with choix's
@@ -107,8 +156,8 @@ def fit_bradley_terry(wins: np.ndarray, *, start: np.ndarray | None = None) -> n
 def fit_davidson(wins: np.ndarray, ties: np.ndarray, *, start: tuple[np.ndarray, float] | None = None
                  ) -> tuple[np.ndarray, float]:
     """Maximum-likelihood estimates of Davidson's (1970) model (module docstring) from a wins matrix and a
-    symmetric ties matrix (``ties[i, j]``: ties of i and j; the upper triangle is used); NaN when not
-    ``identifiable``. ``start``: (log strengths, nu) to start from; by default the log odds of each
+    symmetric ties matrix (``ties[i, j]``: ties of i and j; the upper triangle is used); NaN when no finite estimate
+    exists (``davidson_identifiable``; ``identifiable`` of the wins when there are no ties). ``start``: (log strengths, nu) to start from; by default the log odds of each
     system's wins against its losses, and the share of ties.
 
     Returns
@@ -131,13 +180,13 @@ def fit_davidson(wins: np.ndarray, ties: np.ndarray, *, start: tuple[np.ndarray,
     wins = np.asarray(wins, dtype=float)
     ties = np.asarray(ties, dtype=float)
     n = wins.shape[0]
-    if not identifiable(wins):
-        return np.full(n, np.nan), float("nan")
     upper_i, upper_j = np.triu_indices(n, k=1)
     w_ij, w_ji, t_ij = wins[upper_i, upper_j], wins[upper_j, upper_i], ties[upper_i, upper_j]
     total = w_ij + w_ji + t_ij
     if t_ij.sum() == 0:
         return fit_bradley_terry(wins), 0.0
+    if not davidson_identifiable(wins, ties):
+        return np.full(n, np.nan), float("nan")
 
     # Each pair's log D is a log-sum-exp of three linear forms of (theta_i, theta_j, log nu) with coefficient
     # rows C: the negative log-likelihood is convex, its Hessian is sum of n_ij Cov_p(C) (p: the model's three

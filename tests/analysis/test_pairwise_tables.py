@@ -65,16 +65,35 @@ def test_the_sign_test_gives_the_exact_binomial_values():
     assert sign_test(1, 9) == 22 / 1024
     assert sign_test(10, 0) == 2 / 1024
     assert sign_test(3, 3) == 1.0
-    assert sign_test(0, 0) == 1.0
+    assert math.isnan(sign_test(0, 0))  # no decisive context: undefined
     with pytest.raises(ValueError, match="counts"):
         sign_test(-1, 3)
+
+
+def test_a_pair_with_no_decisive_context_leaves_the_holm_family_of_its_criterion():
+    """Three pairs under one criterion: two decided (p = 2/1024 and 22/1024 by the exact test), one whose every
+    context is even. The even pair's test is undefined (NaN, not significant) and Holm corrects over the two
+    defined tests only: the smaller p times 2, not times 3."""
+    rows = ([(c, "gold", "moel", "left") for c in range(10)]
+            + [(10 + c, "gold", "base", "left") for c in range(9)] + [(19, "gold", "base", "right")]
+            + [(20 + c, "moel", "base", "tie") for c in range(6)])
+    tests = sign_tests(_frame(judgment_rows(rows))).set_index(["system_a", "system_b"])
+    even = tests.loc[("base", "moel")] if ("base", "moel") in tests.index else tests.loc[("moel", "base")]
+    assert (even["contexts_won"], even["contexts_lost"], even["contexts_even"]) == (0, 0, 6)
+    assert math.isnan(even["p"]) and math.isnan(even["p_adj"]) and not even["significant"]
+    decided = tests.dropna(subset=["p"]).sort_values("p")
+    assert decided["p"].tolist() == [2 / 1024, 22 / 1024]
+    assert decided["p_adj"].tolist() == pytest.approx([2 * 2 / 1024, 22 / 1024])
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 30), st.integers(0, 30))
 def test_the_sign_test_is_twice_the_smaller_binomial_tail(wins, losses):
     n = wins + losses
-    tail = sum(math.comb(n, x) for x in range(min(wins, losses) + 1)) / 2 ** n if n else 0.5
+    if n == 0:
+        assert math.isnan(sign_test(wins, losses))
+        return
+    tail = sum(math.comb(n, x) for x in range(min(wins, losses) + 1)) / 2 ** n
     assert sign_test(wins, losses) == pytest.approx(min(1.0, 2 * tail), rel=1e-12)
 
 

@@ -93,7 +93,9 @@ def ab_display(ab: pd.DataFrame) -> pd.DataFrame:
             "Win %": _fmt(row.win_pct, 1), "Lose %": _fmt(row.lose_pct, 1), "Tie %": _fmt(row.tie_pct, 1),
             "judgments": str(int(row.judgments)),
             "contexts (won / lost / even)": f"{row.contexts_won} / {row.contexts_lost} / {row.contexts_even}",
-            "p adj.": _fmt_p(row.p_adj), "sig.": "yes" if row.significant else "no",
+            # Every context even: the sign test is undefined (and outside the Holm family), said as such.
+            "p adj.": "n/a (no decisive context)" if row.contexts_won + row.contexts_lost == 0 else _fmt_p(row.p_adj),
+            "sig.": "yes" if row.significant else "no",
         })
     return pd.DataFrame(rows)
 

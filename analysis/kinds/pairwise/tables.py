@@ -135,7 +135,9 @@ def context_net_wins(judgments: pd.DataFrame, *, focus: str | None = None) -> pd
 
 def sign_test(wins: int, losses: int) -> float:
     """Exact two-sided sign test: the binomial test of ``wins`` successes in ``wins + losses`` trials against
-    p = 1/2 (scipy's ``binomtest``); 1.0 without trials.
+    p = 1/2 (scipy's ``binomtest``); NaN without trials (no context was decisive: the test is undefined, and an
+    undefined test leaves the family that ``adjust_pvalues`` corrects over, rather than counting as p = 1 and
+    making the others' adjustment stricter).
 
     Returns
     -------
@@ -148,11 +150,13 @@ def sign_test(wins: int, losses: int) -> float:
 
     >>> sign_test(9, 1) == 22 / 1024
     True
+    >>> sign_test(0, 0)
+    nan
     """
     if wins < 0 or losses < 0:
         raise ValueError(f"wins and losses must be counts (>= 0), got {wins} and {losses}")
     if wins + losses == 0:
-        return 1.0
+        return float("nan")
     return float(stats.binomtest(wins, wins + losses, p=0.5, alternative="two-sided").pvalue)
 
 
@@ -171,8 +175,8 @@ def sign_tests(judgments: pd.DataFrame, *, focus: str | None = None, correction:
         * ``criterion``, ``system_a``, ``system_b``
         * ``contexts``: contexts judged; ``contexts_won``, ``contexts_lost``: with net wins above / below zero
           for system_a; ``contexts_even``: net zero, left out of the test
-        * ``p``: exact two-sided sign test; ``p_adj``: adjusted within the criterion; ``significant``:
-          ``p_adj < alpha``
+        * ``p``: exact two-sided sign test (NaN when every context was even: undefined, outside the family);
+          ``p_adj``: adjusted within the criterion; ``significant``: ``p_adj < alpha``
 
     Examples
     --------
