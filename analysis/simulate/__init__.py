@@ -1,2 +1,3 @@
 """Simulated studies with known truth, for checks, power planning and the notebooks: Likert ratings (likert), A/B
-judgments (pairwise) and judges' scores beside human ratings (judges)."""
+judgments (pairwise), ACUTE-Eval comparisons of conversations (acute) and judges' scores beside human ratings
+(judges)."""
