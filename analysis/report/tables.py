@@ -172,6 +172,8 @@ def agreement_table(agreement: pd.DataFrame, criteria: Sequence[str] | None = No
     pooled = agreement.loc[agreement["system"] == ALL_SYSTEMS]
     rows = []
     for key, label in COEFFICIENT_LABELS.items():
+        if not (pooled["coefficient"] == key).any():  # a coefficient this design has no row for (two raters' kappa)
+            continue
         row = {"Coefficient": label}
         for criterion in criteria_in_order(pooled["criterion"].unique(), criteria):
             entry = pooled.loc[(pooled["criterion"] == criterion) & (pooled["coefficient"] == key)]

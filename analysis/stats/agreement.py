@@ -11,6 +11,8 @@ left out unless asked for. Coefficients:
 - ICC (Shrout & Fleiss 1979): only when the design is balanced (every item has the same number of ratings);
   two-way forms only when every annotator rated every item. Otherwise NaN and a note saying why.
 - Percent exact and within-one agreement over rater pairs within an item.
+- Cohen's weighted kappa, quadratic weights (Cohen 1968), only when exactly two raters rated every item (the
+  two-rater designs older papers report it for); otherwise there is no such row.
 
 The point estimates of alpha and kappa are those of the ``krippendorff`` package and statsmodels (tested
 equal); the CIs are percentile intervals over B resamples of items, computed in one vectorised pass
@@ -50,7 +52,10 @@ COEFFICIENT_LABELS = {
     "icc": "ICC",
     "percent_exact": "Exact agreement",
     "percent_within_one": "Within-one agreement",
+    "kappa_quadratic": "Cohen's weighted kappa (quadratic; two raters)",
 }
+# Coefficients only some designs have a row for (the others are in every table, NaN with a note when undefined).
+DESIGN_SPECIFIC = frozenset({"kappa_quadratic"})
 
 
 def agreement_table(
@@ -77,7 +82,7 @@ def agreement_table(
         * ``criterion``
         * ``system``: "(all)" (``ALL_SYSTEMS``) for the pooled rows, else the system
         * ``coefficient``: a key of ``COEFFICIENT_LABELS`` (alpha_ordinal, alpha_interval, ac2_ordinal,
-          fleiss_kappa, icc, percent_exact, percent_within_one)
+          fleiss_kappa, icc, percent_exact, percent_within_one; kappa_quadratic only for two raters on every item)
         * ``estimate``: the coefficient, NaN when undefined
         * ``ci_low``, ``ci_high``: percentile bootstrap CI over items at ``ci_level``
         * ``n_items``: items the coefficient used (those with at least two ratings)
@@ -238,14 +243,16 @@ def _coefficients_for(part: pd.DataFrame, *, scale, n_boot: int, ci_level: float
     n_raters = int(part["annotator"].nunique())
     base = {"n_raters": n_raters, "n_ratings": int(len(part))}
     if part.empty:
-        return [_undefined(key, "no ratings", n_items=0, **base) for key in COEFFICIENT_LABELS]
+        return [_undefined(key, "no ratings", n_items=0, **base) for key in COEFFICIENT_LABELS
+                if key not in DESIGN_SPECIFIC]
     counts, values = reliability_counts(part, scale=scale)
     per_item = counts.sum(axis=1)
     pairable = per_item >= 2
     n_pairable = int(pairable.sum())
     if n_pairable == 0:
         reason = "no item has two or more ratings: nothing to pair"
-        return [_undefined(key, reason, n_items=0, **base) for key in COEFFICIENT_LABELS]
+        return [_undefined(key, reason, n_items=0, **base) for key in COEFFICIENT_LABELS
+                if key not in DESIGN_SPECIFIC]
     # Every coefficient is a weighted sum of per-item terms that depend only on the item's counts of each score,
     # so the resamples are summed over the items' distinct count patterns once (a few dozen with k ratings
     # per item) and the coefficients bootstrapped over those: the same sums, in another order.
@@ -280,6 +287,14 @@ def _coefficients_for(part: pd.DataFrame, *, scale, n_boot: int, ci_level: float
 
     rows.append(_fleiss_row(counts, per_item, constant, no_variation, base, n_boot, ci_level, seed))
     rows.append(_icc_row(part, base, n_boot, ci_level, seed))
+    design, matrix, _ = _icc_design(part)
+    if design == "crossed" and matrix.shape[1] == 2:
+        # Two raters, every item rated by both: Cohen's weighted kappa on the pairs, bootstrapped over items.
+        estimate = coefficients.cohen_weighted_kappa(matrix, values)
+        boot = coefficients.cohen_weighted_kappa(
+            matrix, values, unit_weights=resample_weights(matrix.shape[0], n_boot=n_boot, seed=seed))
+        add("kappa_quadratic", estimate, boot, note="quadratic weights; two raters on every item",
+            n_items=int(matrix.shape[0]))
 
     for key, tolerance in (("percent_exact", 0.0), ("percent_within_one", 1.0)):
         estimate = coefficients.percent_agreement(counts, values, tolerance=tolerance)

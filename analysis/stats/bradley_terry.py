@@ -157,8 +157,9 @@ def fit_davidson(wins: np.ndarray, ties: np.ndarray, *, start: tuple[np.ndarray,
                  ) -> tuple[np.ndarray, float]:
     """Maximum-likelihood estimates of Davidson's (1970) model (module docstring) from a wins matrix and a
     symmetric ties matrix (``ties[i, j]``: ties of i and j; the upper triangle is used); NaN when no finite estimate
-    exists (``davidson_identifiable``; ``identifiable`` of the wins when there are no ties). ``start``: (log strengths, nu) to start from; by default the log odds of each
-    system's wins against its losses, and the share of ties.
+    exists (``davidson_identifiable``; ``identifiable`` of the wins when there are no ties). ``start``: (log
+    strengths, nu) to start from; by default the log odds of each system's wins against its losses, and the share
+    of ties.
 
     Returns
     -------

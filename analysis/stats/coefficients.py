@@ -409,6 +409,60 @@ def percent_agreement(
     return _finish(result, scalar)
 
 
+def cohen_weighted_kappa(
+    pairs: np.ndarray,
+    values: np.ndarray,
+    *,
+    weights: str = "quadratic",
+    unit_weights: np.ndarray | None = None,
+):
+    """Cohen's (1968) weighted kappa of two raters who rated the same units: 1 - sum(w O) / sum(w E), with O the
+    joint distribution of their scores, E the product of its margins, and disagreement weights w_ij =
+    (i - j)^2 ("quadratic", the usual choice for a Likert scale, equal to an ICC of consistency in large samples)
+    or |i - j| ("linear") over the positions of ``values``. ``pairs``: shape (n, 2), each row the two raters'
+    scores of a unit (scores among ``values``).
+
+    Returns
+    -------
+    kappa : float or numpy.ndarray
+        The kappa (NaN when the raters used one score between them), or shape (B,) with ``unit_weights``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pairs = np.array([[1, 1], [2, 2], [3, 4], [4, 4], [5, 4], [2, 3]])
+    >>> round(cohen_weighted_kappa(pairs, np.arange(1, 6)), 4)
+    0.8421
+    """
+    if weights not in ("quadratic", "linear"):
+        raise ValueError(f"weights must be 'quadratic' or 'linear', got {weights!r}")
+    pairs = np.asarray(pairs, dtype=float)
+    values = np.asarray(values, dtype=float)
+    if pairs.ndim != 2 or pairs.shape[1] != 2:
+        raise ValueError(f"pairs must have shape (n, 2): the two raters' scores of each unit, got {pairs.shape}")
+    k = values.size
+    position = {float(v): i for i, v in enumerate(values)}
+    try:
+        codes = np.vectorize(lambda v: position[float(v)], otypes=[np.int64])(pairs) if pairs.size else pairs
+    except KeyError as missing:
+        raise ValueError(f"score {missing.args[0]} is not one of the scale's values {values.tolist()}") from None
+    cell = (codes[:, 0] * k + codes[:, 1]).astype(np.int64)
+    unit_weight, scalar = _as_weights(unit_weights, pairs.shape[0])
+    observed = np.zeros((unit_weight.shape[0], k * k))
+    for c in np.unique(cell):  # at most k^2 cells: one weighted sum per cell over all resamples at once
+        observed[:, c] = unit_weight[:, cell == c].sum(axis=1)
+    observed = observed.reshape(-1, k, k)
+    total = observed.sum(axis=(1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        joint = observed / total[:, None, None]
+        expected = joint.sum(axis=2)[:, :, None] * joint.sum(axis=1)[:, None, :]
+        distance = np.subtract.outer(np.arange(k), np.arange(k))
+        w = distance**2 if weights == "quadratic" else np.abs(distance)
+        kappa = 1.0 - (joint * w).sum(axis=(1, 2)) / (expected * w).sum(axis=(1, 2))
+    kappa[~np.isfinite(kappa)] = np.nan
+    return _finish(kappa, scalar)
+
+
 # --- Intraclass correlations ----------------------------------------------------------------------------
 
 ICC_FORMS = ("ICC(1,1)", "ICC(2,1)", "ICC(3,1)", "ICC(1,k)", "ICC(2,k)", "ICC(3,k)")

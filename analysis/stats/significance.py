@@ -120,6 +120,8 @@ def system_means(
         * ``mean``: mean of the item-level means
         * ``ci_low``, ``ci_high``: percentile bootstrap CI at ``ci_level``
         * ``sd_items``: SD of the item-level means (ddof = 1; NaN with one item)
+        * ``mean_ratings``, ``sd_ratings``: mean and SD (ddof = 1) of all the ratings, each rating counted once:
+          the table of the EmpatheticDialogues paper (Rashkin et al. 2019) and most papers after it
         * ``n_items``, ``n_ratings``, ``n_annotators``: what the mean rests on
 
     Examples
@@ -137,6 +139,7 @@ def system_means(
     means = item_means(ratings)
     plain = ratings.loc[~ratings["is_control"].astype(bool)]
     raters = plain.groupby(["criterion", "system"], observed=True)["annotator"].nunique()
+    every = plain.groupby(["criterion", "system"], observed=True)["score"].agg(["mean", "std"])
     criteria = list(criteria) if criteria is not None else sorted(means["criterion"].unique())
     rows = []
     for criterion in criteria:
@@ -147,6 +150,8 @@ def system_means(
             rows.append(
                 {"criterion": criterion, "system": system, "mean": float(scores.mean()), "ci_low": low,
                  "ci_high": high, "sd_items": float(scores.std(ddof=1)) if scores.size > 1 else np.nan,
+                 "mean_ratings": float(every.loc[(criterion, system), "mean"]),
+                 "sd_ratings": float(every.loc[(criterion, system), "std"]),
                  "n_items": int(scores.size), "n_ratings": int(part["n_ratings"].sum()),
                  "n_annotators": int(raters[(criterion, system)])}
             )
@@ -186,7 +191,9 @@ def paired_tests(
     result : dict
         * ``n_pairs``, ``n_nonzero``: pairs, and pairs with a non-zero difference
         * ``mean_a``, ``mean_b``, ``mean_diff``: means of a, b and of a - b
-        * ``w_plus``: sum of the ranks of the positive differences (R's V)
+        * ``w_plus``: sum of the ranks of the positive differences (R's V); ``w_min``: min(W+, W-), Wilcoxon's
+          own statistic T (Wilcoxon 1945; the one tables of critical values and scipy's two-sided ``wilcoxon``
+          report)
         * ``p_wilcoxon``, ``wilcoxon_method``: two-sided p and how it was computed ("exact", "normal approx."
           with the corrections applied, or "undefined")
         * ``t``, ``df``, ``p_t``: the paired t-test
@@ -222,7 +229,9 @@ def paired_tests(
 
     w_plus, rank_biserial = _signed_rank_sums(d)
     w_plus, rank_biserial = float(w_plus[0]), float(rank_biserial[0])
-    result["w_plus"] = w_plus
+    # W+ ranks the non-zero differences among themselves, so with W- they make up m (m + 1) / 2.
+    w_minus = nonzero.size * (nonzero.size + 1) / 2 - w_plus
+    result["w_plus"], result["w_min"] = w_plus, float(min(w_plus, w_minus))
     if nonzero.size == 0:
         result.update(p_wilcoxon=np.nan, wilcoxon_method="undefined")
         notes.append("all differences are zero: Wilcoxon undefined")
@@ -336,9 +345,9 @@ def compare_pairs(
             rows.append(row)
     table = pd.DataFrame(rows)
     columns = ["criterion", "system_a", "system_b", "n_pairs", "mean_a", "mean_b", "mean_diff", "n_nonzero",
-               "w_plus", "wilcoxon_method", "p_wilcoxon", "p_adj", "t", "df", "p_t", "p_t_adj", "rank_biserial",
-               "rb_ci_low", "rb_ci_high", "d_z", "dz_ci_low", "dz_ci_high", "significant", "correction", "family",
-               "note"]
+               "w_plus", "w_min", "wilcoxon_method", "p_wilcoxon", "p_adj", "t", "df", "p_t", "p_t_adj",
+               "rank_biserial", "rb_ci_low", "rb_ci_high", "d_z", "dz_ci_low", "dz_ci_high", "significant",
+               "correction", "family", "note"]
     if table.empty:
         return pd.DataFrame(columns=columns)
     table = table.reindex(columns=columns)

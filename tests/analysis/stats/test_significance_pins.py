@@ -25,10 +25,10 @@ from empeval.analysis.stats.significance import (
 )
 
 PAIR_COLUMNS = ["criterion", "system_a", "system_b", "n_pairs", "mean_a", "mean_b", "mean_diff", "n_nonzero",
-                "w_plus", "wilcoxon_method", "p_wilcoxon", "p_adj", "t", "df", "p_t", "p_t_adj", "rank_biserial",
-                "rb_ci_low", "rb_ci_high", "d_z", "dz_ci_low", "dz_ci_high", "significant", "correction", "family",
-                "note"]
-PAIRED_TEST_KEYS = {"n_pairs", "n_nonzero", "mean_a", "mean_b", "mean_diff", "w_plus", "p_wilcoxon",
+                "w_plus", "w_min", "wilcoxon_method", "p_wilcoxon", "p_adj", "t", "df", "p_t", "p_t_adj",
+                "rank_biserial", "rb_ci_low", "rb_ci_high", "d_z", "dz_ci_low", "dz_ci_high", "significant",
+                "correction", "family", "note"]
+PAIRED_TEST_KEYS = {"n_pairs", "n_nonzero", "mean_a", "mean_b", "mean_diff", "w_plus", "w_min", "p_wilcoxon",
                     "wilcoxon_method", "t", "df", "p_t", "d_z", "dz_ci_low", "dz_ci_high", "rank_biserial",
                     "rb_ci_low", "rb_ci_high", "note"}
 NO_VARIANCE = "differences have no variance: t-test and d_z undefined"
@@ -428,7 +428,8 @@ def test_system_means_count_the_annotators_of_that_criterion_and_system_only():
     assert means.loc[("empathy", "b"), "n_annotators"] == 2
     assert means.loc[("fluency", "a"), "n_annotators"] == 3
     assert list(means.reset_index().columns) == ["criterion", "system", "mean", "ci_low", "ci_high", "sd_items",
-                                                 "n_items", "n_ratings", "n_annotators"]
+                                                 "mean_ratings", "sd_ratings", "n_items", "n_ratings",
+                                                 "n_annotators"]
 
 
 def test_system_means_keep_to_the_criteria_asked_for(simulated_ratings):
