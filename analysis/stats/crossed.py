@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from empeval.analysis.stats.threads import blas_single_threaded
+
 METHOD_NAME = ("method-of-moments variance components (Gao & Owen 2017) with generalised least squares for the "
                "fixed effects (Ghosh, Hastie & Owen 2022)")
 
@@ -42,6 +44,7 @@ class CrossedFit:
     note: str = ""
 
 
+@blas_single_threaded
 def fit_crossed(
     y: np.ndarray,
     X: np.ndarray,

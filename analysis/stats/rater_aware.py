@@ -28,11 +28,12 @@ from scipy import stats
 from empeval.analysis.kinds.likert.load import require_columns
 from empeval.analysis.stats.crossed import fit_crossed
 from empeval.analysis.stats.significance import adjust_by_family, compare_pairs
-from empeval.analysis.stats.threads import single_threaded_blas
+from empeval.analysis.stats.threads import blas_single_threaded, single_threaded_blas
 
 _EPS = 1e-9
 
 
+@blas_single_threaded
 def mixed_model_pairs(
     ratings: pd.DataFrame,
     *,
@@ -194,6 +195,7 @@ def zscore_by_annotator(ratings: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]
     return data, dropped
 
 
+@blas_single_threaded
 def rater_aware_check(
     ratings: pd.DataFrame,
     *,
