@@ -302,6 +302,8 @@ def judged_blocks(tables: JudgedTables, *, figure_png: bytes | None, figure_path
                 f"Paired differences a − b per context: human-only on the contexts people rated for both, "
                 f"judge-only (biased), and {name} with its {ci_level:.0%} interval; p adj.: {correction_name} "
                 f"correction over {family_words} (as the Likert comparisons), sig.: p adj. < {alpha:g}.")))
+        if wider := wider_than_human_only(tables):
+            blocks.append(Paragraph(wider))
     blocks.append(Heading("How far to trust the judge", level=3))
     blocks.append(Table(_agreement_text(tables), caption=(
         "Judge-human agreement on the human-rated items against the label the estimates use (the mean of an "
@@ -389,12 +391,31 @@ def judged_methods(tables: JudgedTables, *, correction_name: str, family_words: 
     )
 
 
+def wider_than_human_only(tables: JudgedTables) -> str:
+    """A sentence naming the estimates whose model-assisted interval is wider than the human-only one on the same
+    labels (width ratio above 1: the judge cost precision instead of adding it), and which to report; "" when
+    there is none. Power tuning makes this rare (lambda = 0 is the human-only estimate), but lambda is itself
+    estimated from few labels."""
+    name = ESTIMATOR_NAMES[tables.estimator]
+    wider = []
+    for frame, label in ((tables.means, lambda r: f"{r.criterion} {r.system}"),
+                         (tables.pairs, lambda r: f"{r.criterion} {r.system_a} − {r.system_b}")):
+        if frame is None or frame.empty or "width_ratio" not in frame.columns:
+            continue
+        wider += [label(r) for r in frame.itertuples(index=False) if r.width_ratio > 1]
+    if not wider:
+        return ""
+    return (f"**The {name} interval is wider than the human-only one for {', '.join(wider)}**: there the judge "
+            "added noise rather than precision, so report the human-only estimate and interval for these (they "
+            "rest on the same human ratings and are valid as they are).")
+
+
 def means_caption(tables: JudgedTables, ci_level: float) -> str:
     """The caption of ``means_table``: what each column is."""
     name = ESTIMATOR_NAMES[tables.estimator]
     return (f"Mean label per system: human-only (CLT interval over the human-rated contexts), judge-only (biased: "
             f"the judge's mean over every context, uncorrected) and {name} with its {ci_level:.0%} interval; "
-            "λ: the weight given to the judge (0: ignored; cross-PPI has no power tuning); effective n: the "
+            "λ: the weight given to the judge, power-tuned (0: ignored, 1: full weight); effective n: the "
             f"human-rated contexts a human-only study would need for an interval as narrow as the {name} one.")
 
 

@@ -448,10 +448,10 @@ def cohen_weighted_kappa(
         raise ValueError(f"score {missing.args[0]} is not one of the scale's values {values.tolist()}") from None
     cell = (codes[:, 0] * k + codes[:, 1]).astype(np.int64)
     unit_weight, scalar = _as_weights(unit_weights, pairs.shape[0])
-    observed = np.zeros((unit_weight.shape[0], k * k))
+    flat = np.zeros((unit_weight.shape[0], k * k))
     for c in np.unique(cell):  # at most k^2 cells: one weighted sum per cell over all resamples at once
-        observed[:, c] = unit_weight[:, cell == c].sum(axis=1)
-    observed = observed.reshape(-1, k, k)
+        flat[:, c] = unit_weight[:, cell == c].sum(axis=1)
+    observed = flat.reshape(-1, k, k)
     total = observed.sum(axis=(1, 2))
     with np.errstate(divide="ignore", invalid="ignore"):
         joint = observed / total[:, None, None]
