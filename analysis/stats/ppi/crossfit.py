@@ -173,9 +173,9 @@ def crossppi_system_means(
 ) -> pd.DataFrame:
     """Mean label per criterion and system by cross-prediction-powered inference (Zrnic and Candès 2024;
     ``ppi_py.crossppi_mean_ci``), power-tuned unless ``power_tuning`` is False (module docstring), from the output
-    of ``cross_fit_judge``, beside the human-only mean and CLT interval on the same labels. With ``human_ratings`` (the ratings the labels are the item means of), both
-    intervals get the shared-rater term of ``empeval.analysis.stats.ppi.estimates`` over ``cluster_by`` (module
-    docstring).
+    of ``cross_fit_judge``, beside the human-only mean and CLT interval on the same labels. With ``human_ratings``
+    (the ratings the labels are the item means of), both intervals get the shared-rater term of
+    ``empeval.analysis.stats.ppi.estimates`` over ``cluster_by`` (module docstring).
 
     Returns
     -------
@@ -231,11 +231,12 @@ def crossppi_paired_differences(
     power_tuning: bool = True,
 ) -> pd.DataFrame:
     """Every pair of systems per criterion: the mean per-context difference a - b by (power-tuned, unless
-    ``power_tuning`` is False) cross-prediction-powered inference (``ppi_py.crossppi_mean_ci`` on label differences, out-of-fold score differences and each fold
-    model's score differences on the unrated contexts; a context's items share a fold, so both sides of a
-    difference come from one model), with the z-test of "no difference" and its p-value corrected over
-    ``family`` by ``correction`` as ``analysis.stats.ppi.estimates.ppi_paired_differences`` does. ``human_ratings``
-    and ``cluster_by`` add the shared-rater term as in ``crossppi_system_means``.
+    ``power_tuning`` is False) cross-prediction-powered inference (``ppi_py.crossppi_mean_ci`` on label
+    differences, out-of-fold score differences and each fold model's score differences on the unrated contexts; a
+    context's items share a fold, so both sides of a difference come from one model), with the z-test of "no
+    difference" and its p-value corrected over ``family`` by ``correction`` as
+    ``analysis.stats.ppi.estimates.ppi_paired_differences`` does. ``human_ratings`` and ``cluster_by`` add the
+    shared-rater term as in ``crossppi_system_means``.
 
     Returns
     -------
