@@ -136,6 +136,17 @@ def register(kind: Kind) -> Kind:
     return kind
 
 
+def put_in_order(names: Sequence[str]) -> None:
+    """Order the registry as `names` (kinds not named keep their place after them): the order of
+    analysis/kinds/registered.py, whichever part a process happened to import first (a kind's part may import
+    another's, and register it early). What asks the registry in order (an export file read as the first kind's
+    when no kind recognises it) then does not depend on import order."""
+    ordered = {name: _KINDS[name] for name in names if name in _KINDS}
+    ordered.update((name, kind) for name, kind in _KINDS.items() if name not in ordered)
+    _KINDS.clear()
+    _KINDS.update(ordered)
+
+
 def analysis_kind(name: str, *, unknown: Callable[[str], Exception] | None = None) -> AnalysisKind:
     """The analysis part of the kind `name`; UnknownKind listing the registered kinds when there is none."""
     found = _KINDS.get(name)
@@ -146,7 +157,7 @@ def analysis_kind(name: str, *, unknown: Callable[[str], Exception] | None = Non
 
 
 def analysis_kinds() -> tuple[AnalysisKind, ...]:
-    """Every registered kind's analysis part, in registration order."""
+    """Every registered kind's analysis part, in the order of analysis/kinds/registered.py (``put_in_order``)."""
     return tuple(_KINDS.values())
 
 

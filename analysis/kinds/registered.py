@@ -5,3 +5,8 @@ import empeval.analysis.kinds.pairwise.part  # noqa: F401
 import empeval.analysis.kinds.best_worst.part  # noqa: F401
 import empeval.analysis.kinds.chat.part  # noqa: F401
 import empeval.analysis.kinds.acute.part  # noqa: F401
+
+from empeval.analysis.kinds import put_in_order  # noqa: E402
+
+# The order above, whatever a process imported first (one kind's part may import another's).
+put_in_order(("likert", "pairwise", "best_worst", "chat", "acute"))
