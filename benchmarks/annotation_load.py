@@ -17,13 +17,19 @@
    and against benchmarks/schema_floor_app.py (empeval's own statements, schema and transactions through raw
    sqlite3, with the floor's Python), whose ratio is the most any code on top of empeval's SQL reaches;
 3b. (part "settings", SQLite) part 3 and the floor again under each gunicorn WORKERSxTHREADS of --settings, a line
-   each (no goal: how the ratio and the CPU per request follow the setting, beside `empeval serve`'s default).
+   each (no goal: how the ratio and the CPU per request follow the setting, beside `empeval serve`'s default);
+3c. (part "durability", SQLite) part 3's load against a server whose SQLite connections run synchronous=NORMAL, then
+   against one running the store's own setting, FULL (server.store.engine.SQLITE_SYNCHRONOUS: a commit returns once
+   its WAL frames are on the disk), each on a new study: submissions/s and submit p50/p99 of each, and what FULL
+   costs (no goal: the price of an acknowledged rating surviving a power loss). The figure depends on the disk's
+   fsync: the scratch folder's file system is printed with it.
 
 The studies of parts 2, 2b, 3 and 3b are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
 10 items per assignment, k = 3, items shuffled per round; synthetic two-turn dialogues, one per context.
 
     .venv/bin/python -m benchmarks annotation_load                       # both stores, every part
     .venv/bin/python -m benchmarks annotation_load --stores sqlite --sizes 100,1000 --seconds 10
+    .venv/bin/python -m benchmarks annotation_load --stores sqlite --parts durability --seconds 20
 
 Goals and the ratios without a goal are printed as figures (benchmarks/figures.py), each named after its store.
 
@@ -68,7 +74,7 @@ from empeval.server.annotation.annotators import invite  # noqa: E402
 from empeval.server.annotation.handout import next_assignment_payload, release  # noqa: E402
 from empeval.server.annotation.submission import submit_assignment  # noqa: E402
 from empeval.server.store import make_engine, unit_of_work, upgrade  # noqa: E402
-from empeval.server.store.engine import counting_statements  # noqa: E402
+from empeval.server.store.engine import SQLITE_SYNCHRONOUS, counting_statements  # noqa: E402
 from empeval.server.store.kinds.likert import Rating  # noqa: E402
 from empeval.server.store.models import Study, System  # noqa: E402
 from empeval.server.web.gunicorn_app import DEFAULT_THREADS  # noqa: E402
@@ -571,13 +577,24 @@ def _served_load(command: list[str], env: dict[str, str], cwd: Path, port: int, 
     return {"trivial": trivial, "api": api}
 
 
-def throughput(url: str, args: argparse.Namespace) -> dict:
+# `empeval ...` (argv[2:]) with the store's SQLite connections set to synchronous=argv[1]: the engine reads
+# SQLITE_SYNCHRONOUS at each connection, and gunicorn's workers are forks of this process.
+SERVE_WITH_SYNCHRONOUS = ("import sys; import empeval.server.store.engine as engine; "
+                          "engine.SQLITE_SYNCHRONOUS = sys.argv.pop(1); sys.argv[0] = 'empeval'; "
+                          "from empeval.cli import main; main()")
+
+
+def throughput(url: str, args: argparse.Namespace, *, synchronous: str | None = None) -> dict:
+    """Part 3 on a new study at `url`, served by `empeval serve` (its SQLite connections at `synchronous`, default:
+    the store's own setting)."""
     built = build_study(url, args.load_assignments, done=0.0, active=0, callers=0)
     engine = make_engine(url)
     tokens = [invite(engine, f"load-{i}", built.study)[1] for i in range(args.annotators)]
     port = free_port()
-    command = [sys.executable, "-m", "empeval.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",
-               str(args.workers), "--threads", str(args.threads)]
+    empeval = ([sys.executable, "-c", SERVE_WITH_SYNCHRONOUS, synchronous] if synchronous
+               else [sys.executable, "-m", "empeval.cli"])
+    command = [*empeval, "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers),
+               "--threads", str(args.threads)]
     phases = _served_load(command, {"EMPEVAL_DATABASE_URL": url}, REPO, port, tokens, args)
     trivial, api = phases["trivial"], phases["api"]
     with Session(engine) as session:
@@ -620,10 +637,28 @@ def settings_sweep(databases: Stores, scratch: Path, args: argparse.Namespace) -
         print(line, flush=True)
 
 
+def durability(databases: Stores, scratch: Path, args: argparse.Namespace) -> None:
+    """Part "durability": the throughput part under synchronous=NORMAL, then under the store's FULL, each on a new
+    study: what a durable acknowledgement costs in submissions/s and submit latency (no goal: information)."""
+    filesystem = subprocess.run(["df", "--output=fstype", str(scratch)], capture_output=True, text=True).stdout
+    print(f"synchronous NORMAL vs FULL (the store's: {SQLITE_SYNCHRONOUS}), {args.annotators} annotators, "
+          f"{args.seconds:.0f} s each, scratch on {filesystem.split()[-1] if filesystem.split() else '?'}")
+    rates = {}
+    for setting in ("NORMAL", "FULL"):
+        api = throughput(databases.new("sqlite", f"bench_sync_{setting.lower()}"), args, synchronous=setting)["api"]
+        rates[setting] = api["submissions"] / api["elapsed"]
+        print(f"  {setting:<6} {rates[setting]:6.1f} submissions/s, next+submit {_per_second(api):6.1f} req/s; "
+              f"submit p50 {percentile(api['submit_ms'], 0.5):6.1f} ms, p99 {percentile(api['submit_ms'], 0.99):6.1f} "
+              f"ms; ratings acknowledged {api['acknowledged']}, stored {api['stored']}; errors {len(api['errors'])}",
+              flush=True)
+    report(Figure("sqlite: submissions/s with synchronous=FULL / NORMAL", rates["FULL"] / rates["NORMAL"], fmt=".2f",
+                  note=f"{rates['FULL']:.1f} vs {rates['NORMAL']:.1f} submissions/s, {args.annotators} annotators"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", default="sqlite,postgres")
-    parser.add_argument("--parts", default="statements,scaling,lead,throughput,settings")
+    parser.add_argument("--parts", default="statements,scaling,lead,throughput,settings,durability")
     parser.add_argument("--settings", default="2x1,2x2,2x4,3x1",
                         help="gunicorn WORKERSxTHREADS to compare (part settings, SQLite)")
     parser.add_argument("--sizes", default="100,1000,10000,100000", help="assignments per study (part 2)")
@@ -761,6 +796,8 @@ def main() -> None:
                                       api_rps / _per_second(schema["api"]), fmt=".2f"))
                 if "settings" in parts and store == "sqlite":
                     settings_sweep(databases, scratch, args)
+                if "durability" in parts and store == "sqlite":
+                    durability(databases, scratch, args)
         finally:
             databases.drop_all()
             shutil.rmtree(scratch, ignore_errors=True)  # its SQLite files: hundreds of MB a run

@@ -49,7 +49,7 @@ def _connection() -> sqlite3.Connection:
     if connection is None:
         connection = sqlite3.connect(os.environ["FLOOR_DB"], timeout=60, isolation_level=None)
         connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA synchronous=FULL")  # as empeval's store (server.store.engine.SQLITE_SYNCHRONOUS)
         _local.connection = connection
     return connection
 

@@ -28,7 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from empeval.server.annotation import hot_sql  # noqa: E402
 from empeval.server.annotation.kinds import annotation_kind  # noqa: E402
 from empeval.server.annotation.kinds.likert import INSERT_RATINGS, ITEMS  # noqa: E402
-from empeval.server.store.engine import BUSY_TIMEOUT_S, _WriterGate  # noqa: E402  (empeval's gate, so writers queue alike)
+from empeval.server.store.engine import (  # noqa: E402  (empeval's gate, so writers queue alike)
+    BUSY_TIMEOUT_S,
+    SQLITE_SYNCHRONOUS,
+    _WriterGate,
+)
 from empeval.server.web.gunicorn_app import WORKER_SWITCH_INTERVAL_S  # noqa: E402
 
 # The Likert kind's statements, as empeval's hand-out and submission run them.
@@ -48,7 +52,7 @@ def _connection() -> sqlite3.Connection:
     if connection is None:
         connection = sqlite3.connect(os.environ["SCHEMA_FLOOR_DB"], timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                      check_same_thread=False)
-        for pragma in ("foreign_keys=ON", "journal_mode=WAL", "synchronous=NORMAL",
+        for pragma in ("foreign_keys=ON", "journal_mode=WAL", f"synchronous={SQLITE_SYNCHRONOUS}", "secure_delete=ON",
                        f"busy_timeout={BUSY_TIMEOUT_S * 1000}"):  # server.store.engine._sqlite_pragmas'
             connection.execute(f"PRAGMA {pragma}")
         _local.connection = connection

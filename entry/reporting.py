@@ -53,13 +53,18 @@ def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: b
     report of a study of another kind. An export's criteria are shown in the default study order
     (EXPORT_CRITERIA_ORDER)."""
     kind = export_kind(path)
+    table = _read(kind, path)
+    if table.empty:
+        raise BadInput(f"{path} holds a header and no rows: nothing to report. Export the study again once raters "
+                       "have submitted work")
     linked = []
     if likert_export is not None:
         likert = export_kind(likert_export)
         if likert is kind:
             raise BadInput(f"{path} is a {kind.label} export: a linked export goes beside a study of another kind")
-        linked.append(LinkedStudy(likert_export.name, likert.name, False, _read(likert, likert_export)))
-    request = ReportRequest(name=name, kind=kind.name, table=_read(kind, path),
+        likert_table = _read(likert, likert_export)  # no rows: as a linked study in the store with none yet
+        linked.append(LinkedStudy(likert_export.name, likert.name, False, None if likert_table.empty else likert_table))
+    request = ReportRequest(name=name, kind=kind.name, table=table,
                             meta={"criteria": list(EXPORT_CRITERIA_ORDER)}, linked=linked,
                             include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex)
     return _report(request, out_dir)
@@ -68,16 +73,24 @@ def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: b
 def _read(kind, path: Path) -> pd.DataFrame:
     try:
         return kind.read_export(path)
+    except UnicodeDecodeError as error:
+        raise BadInput(f"{path}: not a text file in UTF-8 (byte {error.start} of a line); an export is CSV or JSON "
+                       "lines written by `empeval export`") from None
     except ValueError as error:
         raise BadInput(str(error)) from None
 
 
 def _report(request: ReportRequest, out_dir: Path) -> dict[str, Path]:
-    """Write the report; what the analysis refuses (a judge that failed on items, only late answers) is BadInput."""
+    """Write the report; what the analysis refuses (a judge that failed on items, only late answers, a folder holding
+    other files) is BadInput, and so is a folder that cannot be written (read-only, a file in the way, a full disk):
+    the previous report stays as it was either way (analysis.report.folder)."""
     try:
         return report_study(request, out_dir)
     except ReportRefused as error:
         raise BadInput(str(error)) from None
+    except OSError as error:
+        where = f" ({error.filename})" if error.filename else ""
+        raise BadInput(f"cannot write the report to {out_dir}: {error.strerror or error}{where}") from None
 
 
 def _judge_request(engine: Engine, study: str, judge: str, version: str | None, allow_missing: bool):

@@ -3,7 +3,7 @@
 Every kind of study has these fields:
 
     name = "ed-likert-pilot"
-    seed = 7
+    seed = 7                         # 0 to 2**31 - 1 (what the store holds on every backend)
     kind = "likert"                  # optional: the default; tasks/kinds/ lists the others ("pairwise", ...)
     compare_with = "demo"            # optional: a study the report shows beside this one (it must exist when this
                                      # one is created); an annotator sees a context at most once across the two
@@ -46,7 +46,7 @@ from typing import Any
 
 from empeval.server.backend.controls import CONTROL_TARGETS
 from empeval.server.store.kinds import DEFAULT_KIND
-from empeval.server.store.storable import text_problem
+from empeval.server.store.storable import MAX_INTEGER, text_problem
 from empeval.server.store.study_config import StudyConfig
 from empeval.server.store.study_parts import (
     RECRUITMENT_PLATFORMS,
@@ -88,7 +88,7 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
                           "or '-')")
         if compare_with == name:
             raise r.error("compare_with", "names this study itself; name the study to compare with")
-    seed = r.integer(data, "seed", "seed", 0, minimum=0)
+    seed = r.integer(data, "seed", "seed", 0, minimum=0, maximum=MAX_INTEGER)  # what study.seed holds everywhere
     for key in ("title", "instructions"):
         if isinstance(data.get(key), str) and (problem := text_problem(data[key])):
             raise r.error(key, problem)

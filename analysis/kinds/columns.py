@@ -93,17 +93,18 @@ def booleans(values: pd.Series, column: str, source: str, error: type[Exception]
 
 def read_table_file(path: Any, validate: Callable[..., pd.DataFrame], error: type[Exception], *,
                     what: str) -> pd.DataFrame:
-    """An export file (``.csv``, read as text so that empty cells stay empty, or ``.jsonl`` / ``.ndjson``, one
-    row per line) passed to `validate` (with ``source``, the path); `error` naming the line that is no JSON or
-    the suffix no reader knows (`what`: the table's name in that message, "judgment")."""
+    """An export file (``.csv``, read as text so that empty cells stay empty, formula cells restored as
+    analysis.kinds.csv_cells says, or ``.jsonl`` / ``.ndjson``, one row per line) passed to `validate` (with
+    ``source``, the path); `error` naming the line that is no JSON, an empty CSV or the suffix no reader knows
+    (`what`: the table's name in that message, "judgment")."""
     import json
 
-    import pandas as pd
+    from empeval.analysis.kinds.csv_cells import read_csv_table
 
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return validate(pd.read_csv(path, dtype=str, keep_default_na=False), source=str(path))
+        return validate(read_csv_table(path, error), source=str(path))
     if suffix in {".jsonl", ".ndjson"}:
         records = []
         with path.open(encoding="utf-8") as lines:

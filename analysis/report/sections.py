@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from empeval.analysis.report.document import Block, Document, to_html, to_markdown
+from empeval.analysis.report.folder import replaced_folder
 
 
 @dataclass
@@ -49,29 +50,38 @@ class Report:
         self.sections += [section for section in sections if section is not None]
 
 
-def write_report(report: Report, out_dir: Path, *, latex: bool = False) -> dict[str, Path]:
+def write_report(report: Report, out_dir: Path, *, latex: bool = False,
+                 files: dict[str, str] | None = None) -> dict[str, Path]:
     """Write `report` under `out_dir`: report.md and report.html, and each section's files (tables/*.csv,
-    figures/*.png, with `latex` latex/*.tex). Returns the paths: "markdown", "html", one "table_<name>",
-    "figure_<name>" and "latex_<name>" per file written. Folders are made only for what is written."""
+    figures/*.png, with `latex` latex/*.tex), and `files` (further text files by name, report.json). Returns the
+    paths: "markdown", "html", one "table_<name>", "figure_<name>" and "latex_<name>" per file written. Folders are
+    made only for what is written.
+
+    The folder is replaced whole (analysis.report.folder): the files go to a new folder beside it, renamed into
+    place once all are written, so an interrupted run leaves the previous report as it was and no half report; a
+    folder holding other files than a report's is refused (ReportRefused) before anything is written."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    for what, folder, suffix in (("figure", "figures", ".png"), ("table", "tables", ".csv"),
-                                 ("latex", "latex", ".tex")):
-        for section in report.sections:
-            files = {"figure": section.figures, "table": section.tables, "latex": section.latex if latex else {}}
-            for name, content in files[what].items():
-                (out_dir / folder).mkdir(exist_ok=True)
-                path = out_dir / folder / f"{name}{suffix}"
-                if isinstance(content, pd.DataFrame):
-                    content.to_csv(path, index=False)
-                elif isinstance(content, bytes):
-                    path.write_bytes(content)
-                else:
-                    path.write_text(content, encoding="utf-8")
-                paths[f"{what}_{name}"] = path
-    document = Document(title=report.title, blocks=[block for section in report.sections for block in section.blocks])
-    markdown_path, html_path = out_dir / "report.md", out_dir / "report.html"
-    markdown_path.write_text(to_markdown(document), encoding="utf-8")
-    html_path.write_text(to_html(document), encoding="utf-8")
-    return {"markdown": markdown_path, "html": html_path, **paths}
+    with replaced_folder(out_dir) as folder:
+        for what, subfolder, suffix in (("figure", "figures", ".png"), ("table", "tables", ".csv"),
+                                        ("latex", "latex", ".tex")):
+            for section in report.sections:
+                written = {"figure": section.figures, "table": section.tables,
+                           "latex": section.latex if latex else {}}
+                for name, content in written[what].items():
+                    (folder / subfolder).mkdir(exist_ok=True)
+                    path = folder / subfolder / f"{name}{suffix}"
+                    if isinstance(content, pd.DataFrame):
+                        content.to_csv(path, index=False)
+                    elif isinstance(content, bytes):
+                        path.write_bytes(content)
+                    else:
+                        path.write_text(content, encoding="utf-8")
+                    paths[f"{what}_{name}"] = out_dir / subfolder / path.name
+        document = Document(title=report.title,
+                            blocks=[block for section in report.sections for block in section.blocks])
+        (folder / "report.md").write_text(to_markdown(document), encoding="utf-8")
+        (folder / "report.html").write_text(to_html(document), encoding="utf-8")
+        for name, text in (files or {}).items():
+            (folder / name).write_text(text, encoding="utf-8")
+    return {"markdown": out_dir / "report.md", "html": out_dir / "report.html", **paths}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 import empeval.analysis.kinds.registered  # noqa: F401 (every kind's analysis part, registered)
-from empeval.analysis.kinds import AnalysisKind, ReportRequest, analysis_kind, analysis_kinds
+from empeval.analysis.kinds import AnalysisKind, ExportFileError, ReportRequest, analysis_kind, analysis_kinds
 from empeval.analysis.report.sections import write_report
 
 # The criteria order of a report read from an export file, which does not carry its study's order: the default
@@ -26,20 +26,24 @@ def report_study(request: ReportRequest, out_dir: Path) -> dict[str, Path]:
     """Write the report of `request` under `out_dir` (report.md, report.html, tables, figures, LaTeX when asked,
     and report.json: the study, its kind and its criteria in the order the report shows them, which
     report_summary_lines reads back); returns the written paths by name (see sections.write_report; "about" is
-    report.json)."""
+    report.json). The folder is replaced whole once every file is written (analysis.report.folder): an interrupted
+    run leaves the previous report as it was."""
     report = analysis_kind(request.kind).report(request)
-    paths = write_report(report, Path(out_dir), latex=request.latex)
-    about = Path(out_dir) / "report.json"
-    about.write_text(json.dumps({"study": request.name, "kind": request.kind,
-                                 "criteria": list(request.meta.get("criteria") or ())}, indent=1), encoding="utf-8")
-    return {**paths, "about": about}
+    about = json.dumps({"study": request.name, "kind": request.kind,
+                        "criteria": list(request.meta.get("criteria") or ())}, indent=1)
+    paths = write_report(report, Path(out_dir), latex=request.latex, files={"report.json": about})
+    return {**paths, "about": Path(out_dir) / "report.json"}
 
 
 def export_columns(path: Path) -> list[str]:
     """The columns of an export file's first record: the CSV header, or the keys of the first JSON line (none when
     that line is not a JSON object: the kind's reader then names the bad line)."""
-    with Path(path).open(encoding="utf-8") as lines:
-        first = next((line for line in lines if line.strip()), "")
+    try:
+        with Path(path).open(encoding="utf-8") as lines:
+            first = next((line for line in lines if line.strip()), "")
+    except UnicodeDecodeError as error:
+        raise ExportFileError(f"{path}: not a text file in UTF-8 (byte {error.start}); an export is CSV or JSON "
+                              "lines written by `empeval export`") from None
     if Path(path).suffix.lower() == ".csv":
         return [column.strip().strip('"') for column in first.strip().split(",")]
     try:

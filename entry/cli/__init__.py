@@ -11,7 +11,7 @@ import click
 
 from empeval.cli.annotate import admin_token_command, annotators, export, serve
 from empeval.cli.backend import generate, metrics, systems
-from empeval.cli.common import EmpevalGroup
+from empeval.cli.common import EmpevalGroup, WritablePath
 from empeval.cli.crowd import crowd
 from empeval.cli.data import data
 from empeval.cli.db import db
@@ -31,7 +31,7 @@ from empeval.cli.train_cobert import cobert
 @click.option("--database-url", envvar="EMPEVAL_DATABASE_URL", default=None, metavar="URL",
               help="SQLAlchemy URL of the store (env EMPEVAL_DATABASE_URL; default: ./empeval.db, SQLite).")
 @click.option("--secret-file", envvar="EMPEVAL_SECRET_FILE", default=None, metavar="FILE",
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=WritablePath(dir_okay=False, path_type=Path),
               help="File of the secret that signs invite links and gives the admin token (env EMPEVAL_SECRET_FILE; "
                    "default: next to a SQLite file, else under $EMPEVAL_HOME or ~/.local/share/empeval; "
                    "$EMPEVAL_SECRET_KEY, the secret itself, overrides it).")

@@ -8,11 +8,14 @@ import click
 
 from empeval.cli.common import (
     CliContext,
+    WritablePath,
     checked_base_url,
+    count,
     invite_base_url,
     pass_cli,
     remember_base_url,
     served_base_url,
+    write_whole,
 )
 from empeval.cli.secret import CliContextWithSecret, pass_cli_with_secret
 from empeval.server.annotation.annotators import invite, revoke
@@ -68,7 +71,8 @@ def admin_token_command(obj: CliContext) -> None:
 @click.command()
 @click.argument("study")
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="File (default: stdout).")
+@click.option("--out", type=WritablePath(dir_okay=False, writable=True, path_type=Path), default=None,
+              help="File (default: stdout).")
 @click.option("--table", default=None, help="One of the kind's further tables instead of its answers: a chat "
                                             "study's conversations, turns or turn_annotations.")
 @pass_cli
@@ -78,7 +82,7 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None, table: str |
     with each kind's schema, under analysis/kinds/); --table for a chat study's further tables."""
     text, n_rows, what = export_text(obj.engine(), study, fmt, table)
     if out:
-        out.write_text(text, encoding="utf-8")
+        write_whole(out, text)
         click.echo(f"{n_rows} {what} written to {out}", err=True)
     else:
         click.echo(text, nl=False)

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine, func, select
 
-from empeval.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, CliContext, fail, pass_cli
+from empeval.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, SEED, CliContext, WritablePath, count, fail, pass_cli
 from empeval.server.backend.contexts import ED_DATASET, load_contexts
 from empeval.server.backend.registry import EMOTION_CONDITIONED, ConfigError, Registry, load_config, load_judges
 from empeval.server.backend.resources import BackendResources, default_cache_dir
@@ -15,11 +15,12 @@ from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Context, Dataset, Dialogue
 from empeval.tasks.study_create import import_command
 
-config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+config_option = click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                              default=None, help="Systems config (TOML or YAML); default: the built-in systems.toml.")
 dataset_option = click.option("--dataset", default=ED_DATASET, show_default=True,
                               help="Dataset whose contexts to use (retrieval candidates come from its train split).")
-cache_option = click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+cache_option = click.option("--cache-dir", type=WritablePath(file_okay=False, writable=True, path_type=Path),
+                            default=None,
                             help="Where embeddings are cached (env EMPEVAL_CACHE_DIR; default ~/.cache/empeval).")
 
 
@@ -71,8 +72,8 @@ def untrained(error: BaseException) -> BaseException | None:
 @click.option("--systems", required=True, help='Comma-separated system names, or "all" (every system that '
               'can answer: a trained system without a checkpoint is skipped with a message).')
 @click.option("--split", default="test", show_default=True, help="Which split's contexts get responses.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N contexts of the split.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+@click.option("--limit", type=count(), default=None, help="Only the first N contexts of the split.")
+@click.option("--batch-size", type=count(), default=64, show_default=True,
               help="Contexts per batch (one transaction each).")
 @config_option
 @dataset_option
@@ -122,10 +123,12 @@ def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch
 @click.option("--p-at-100/--no-p-at-100", default=True, show_default=True,
               help="Rank metrics (P@1,100 = R@1, R@10, R@50, MRR) of the retrieval systems over the shared "
                    "candidate sets (encodes every context of the split).")
-@click.option("--limit", type=click.IntRange(min=100), default=None,
+@click.option("--limit", type=count(100), default=None,
               help="Rank metrics over the first N contexts only.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the 99 distractors drawn for each context.")
-@click.option("--candidates", "candidates_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--seed", type=SEED, default=0, show_default=True,
+              help="Seed of the 99 distractors drawn for each context.")
+@click.option("--candidates", "candidates_file", type=WritablePath(dir_okay=False, writable=True, path_type=Path),
+              default=None,
               help="Candidate-set file to reuse when it exists, else to write the drawn sets to (default: "
                    "<cache-dir>/candidates/<dataset>-<split>-n100-seed<seed>-<n>ctx-<hash>.json).")
 @config_option

@@ -7,7 +7,10 @@ failure, 2 bad usage or bad input, 3 conflict with stored data, 4 network or rem
 """
 from __future__ import annotations
 
+import os
+from contextlib import suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
@@ -19,12 +22,61 @@ from empeval.server.errors import BadInput, Conflict, EmpevalError, Unavailable
 from empeval.server.store import open_store
 from empeval.server.store.engine import database_url, unit_of_work
 from empeval.server.store.models import AppSetting
+from empeval.server.store.storable import MAX_INTEGER, MAX_ROW_ID
 from empeval.storage import storage_failure
 from empeval.tasks.crowd.contract import ContractError
 
 # Where invite links point when no `empeval serve` of this store has said where it listens.
 DEFAULT_BASE_URL = "http://127.0.0.1:5000"
 SERVED_AT_SETTING = "served_at"  # the app_setting row `empeval serve` keeps its address in
+
+# Every whole number on the command line has a range, checked when the command line is read: a mistyped or hostile
+# one (10**30, -1) is refused there with the option's name (exit 2), and never reaches the store (its integers are
+# 32-bit on PostgreSQL, 64-bit on SQLite), a random generator or a loop. tests/hostile/test_cli_fuzz.py holds every
+# integer option to it.
+ROW_ID = click.IntRange(1, MAX_ROW_ID)  # a stored row's id (an assignment's, ...)
+SEED = click.IntRange(0, 2**32 - 1)  # what numpy's, torch's and Python's generators all take
+
+
+def count(minimum: int = 1, maximum: int = MAX_INTEGER) -> click.IntRange:
+    """A number of things (contexts, steps, workers, ...), between `minimum` and `maximum` inclusive."""
+    return click.IntRange(minimum, maximum)
+
+
+class WritablePath(click.Path):
+    """A file or folder a command writes (made if missing): click.Path's checks, and, when the command line is read,
+    that it can be made there: no file stands where one of its folders should be, and the nearest folder that exists
+    may be written by this user."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        converted = super().convert(value, param, ctx)
+        path = Path(os.fsdecode(converted)).absolute()
+        if path.exists():
+            return converted
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            self.fail(f"{folder} is a file, not a folder: nothing can be written under it", param, ctx)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            self.fail(f"the folder {folder} may not be written by this user", param, ctx)
+        return converted
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write `text` to `path` (its folders made if missing) whole or not at all: to a temporary file beside it, then
+    renamed over it, so that an interrupted command leaves the previous file, never half of the new one. BadInput
+    naming the path when it cannot be written."""
+    temporary = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError as error:
+        with suppress(OSError):
+            temporary.unlink()
+        raise BadInput(f"cannot write {path}: {error.strerror or error}") from None
+
 
 EXIT_BAD_INPUT = BadInput.exit_code
 EXIT_CONFLICT = Conflict.exit_code

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import EXIT_BAD_INPUT, CliContext, checked_base_url, fail, invite_base_url, pass_cli
+from empeval.cli.common import EXIT_BAD_INPUT, CliContext, checked_base_url, count, fail, invite_base_url, pass_cli
 from empeval.server.annotation.annotators import pseudonym_for
 from empeval.server.annotation.secrets import secret_key
 from empeval.tasks.crowd import contract, jobs
@@ -56,14 +56,14 @@ def crowd() -> None:
 @crowd.command()
 @click.argument("study")
 @click.option("--provider", type=click.Choice(jobs.PROVIDERS), default="mock", show_default=True)
-@click.option("--units", type=click.IntRange(min=1), help="Put only the first N open assignments on the crowd.")
+@click.option("--units", type=count(), help="Put only the first N open assignments on the crowd.")
 @click.option("--reward", type=click.FloatRange(min=0),
               help="Reward per unit (default: the study's pay.per_assignment).")
 @click.option("--port", type=click.IntRange(1, 65535), default=3000, show_default=True,
               help="Local port of Mephisto's task server (it listens on 127.0.0.1 only).")
 @click.option("--public-url", help="MTurk: the public HTTPS URL forwarded to 127.0.0.1:PORT (a tunnel or proxy).")
 @click.option("--aws-profile", help="MTurk: the AWS profile written by `empeval crowd register`.")
-@click.option("--timeout", "timeout_seconds", type=click.IntRange(min=10), default=3600, show_default=True,
+@click.option("--timeout", "timeout_seconds", type=count(10), default=3600, show_default=True,
               help="Stop the run after this many seconds.")
 @click.option("--onboarding/--no-onboarding", default=True, show_default=True,
               help="A short qualification test before the first unit; failing workers are blocked.")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine
 
-from empeval.cli.common import CliContext, pass_cli
+from empeval.cli.common import CliContext, WritablePath, pass_cli
 from empeval.importing import import_bundled_sample, import_with_progress, print_summary
 from empeval.server.datasets.ed_csv import ed_split_files, parse_ed_csv
 from empeval.server.datasets.fetch import OFFICIAL_ED_URL, download, extract_ed_archive
@@ -31,7 +31,7 @@ def import_ed_path(engine: Engine, path: Path, split: str, dataset: str) -> None
 
 
 @data.command("import-ed")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--split", default="all", show_default=True,
               help="train, valid, test or all (PATH is the ED folder, or one CSV file).")
 @click.option("--dataset", default=ED_DATASET, show_default=True, help="Name to store the dialogues under.")
@@ -73,7 +73,7 @@ def import_jsonl(obj: CliContext, path: Path, dataset: str, license_: str) -> No
 
 @data.command("fetch-ed")
 @click.option("--url", default=OFFICIAL_ED_URL, show_default=True, help="Where the ED archive is.")
-@click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--keep", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=None,
               help="Keep the downloaded archive and unpacked CSVs in this folder.")
 @click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for the server.")
 @pass_cli

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from empeval.cli.common import WritablePath, count
 from empeval.cli.report import report_summary
 from empeval.demo import TRY_IT_STUDY, run_demo
 from empeval.server.annotation.annotators import invite
@@ -13,18 +14,18 @@ from empeval.server.store import open_store
 
 
 @click.command()
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("var/demo"),
+@click.option("--workdir", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=Path("var/demo"),
               show_default=True, help="Folder for the demo's database and reports (the database is recreated).")
-@click.option("--raters", default=45, show_default=True,
+@click.option("--raters", type=count(), default=45, show_default=True,
               help="Simulated raters (nobody sees a context twice, so a study needs many people).")
-@click.option("--bad-raters", default=4, show_default=True, help="How many of them are careless.")
-@click.option("--contexts", type=int, default=None, help="Contexts to rate (default: the study file's 30).")
+@click.option("--bad-raters", type=count(0), default=4, show_default=True, help="How many of them are careless.")
+@click.option("--contexts", type=count(), default=None, help="Contexts to rate (default: the study file's 30).")
 @click.option("--time-scale", default=0.0, show_default=True,
               help="Simulated raters wait this share of a realistic time per item (1 = real time).")
-@click.option("--linked-raters", default=30, show_default=True,
+@click.option("--linked-raters", type=count(0), default=30, show_default=True,
               help="Simulated raters of each study linked to the Likert one (the A/B study, ...), other people than "
                    "the Likert study's (0: run the Likert study alone).")
-@click.option("--linked-bad-raters", default=2, show_default=True,
+@click.option("--linked-bad-raters", type=count(0), default=2, show_default=True,
               help="How many of each linked study's raters are careless.")
 def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time_scale: float, linked_raters: int,
          linked_bad_raters: int) -> None:

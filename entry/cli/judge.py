@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from empeval.cli.backend import cache_option, config_option
-from empeval.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from empeval.cli.common import EXIT_BAD_INPUT, CliContext, count, fail, pass_cli
 from empeval.server.backend.registry import build_judge, load_judges
 from empeval.server.backend.resources import BackendResources, default_cache_dir
 from empeval.server.progress import progress_bar
@@ -25,7 +25,7 @@ def _names(text: str, option: str) -> list[str]:
               help="Comma-separated judge names (the config's [judges.NAME]).")
 @click.option("--criteria", default=None,
               help="Comma-separated criterion keys (default: every criterion of the study).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+@click.option("--batch-size", type=count(), default=32, show_default=True,
               help="Items per batch (one transaction each).")
 @config_option
 @cache_option

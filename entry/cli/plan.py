@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from empeval.cli.common import EXIT_BAD_INPUT, CliContext, fail, pass_cli
+from empeval.cli.common import EXIT_BAD_INPUT, SEED, CliContext, WritablePath, count, fail, pass_cli
 from empeval.tasks.design import controls_per_assignment
 from empeval.tasks.kinds.pairwise_design import pair_slots
 from empeval.tasks.study_create import controls_rounding_to_zero, planned_assignments
@@ -71,17 +71,18 @@ def _ints(text: str) -> list[int]:
 @click.option("--alpha", default=0.05, show_default=True)
 @click.option("--ks", default="1,3,5", show_default=True, help="Ratings per response to compare.")
 @click.option("--contexts", default="50,100,200,400", show_default=True, help="Numbers of contexts to compare.")
-@click.option("--systems", default=2, show_default=True, help="Systems in the study (for the cost).")
-@click.option("--items-per-assignment", default=10, show_default=True,
+@click.option("--systems", type=count(), default=2, show_default=True, help="Systems in the study (for the cost).")
+@click.option("--items-per-assignment", type=count(), default=10, show_default=True,
               help="Items per assignment, controls included (the study file's design.items_per_assignment).")
 @click.option("--control-rate", type=float, default=0.1, show_default=True,
               help="Share of each assignment that is a control item (design.control_rate; 0: no controls). The "
                    "assignments and cost count the control slots as `empeval study create` does.")
 @click.option("--reward", type=float, default=None, help="Pay per assignment (for the cost).")
 @click.option("--fee", default=0.2, show_default=True, help="Platform fee as a share of the reward (MTurk: 0.2).")
-@click.option("--replicates", default=400, show_default=True, help="Simulated studies per design.")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=Path("plan.png"), show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--replicates", type=count(), default=400, show_default=True, help="Simulated studies per design.")
+@click.option("--plot", type=WritablePath(dir_okay=False, writable=True, path_type=Path), default=Path("plan.png"),
+              show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--pairwise", is_flag=True, help="Size a pairwise A/B study instead (exact power of the sign test).")
 @click.option("--p-win", type=float, default=0.65, show_default=True,
               help="With --pairwise: P(the better system wins | not a tie), per judgment.")
@@ -90,14 +91,14 @@ def _ints(text: str) -> list[int]:
 @click.option("--context-share", type=float, default=0.24, show_default=True,
               help="With --pairwise: share of the judgments' variance a context's k judgments share (0: independent, "
                    "optimistic for k > 1; 0.24 is what the simulation's default components imply).")
-@click.option("--pairs", default=1, show_default=True,
+@click.option("--pairs", type=count(), default=1, show_default=True,
               help="With --pairwise: pairs of systems compared (for the cost; --items-per-assignment counts pairs).")
 @click.option("--judge-correlation", type=float, default=None, metavar="R", callback=_judge_correlation,
               help="Plan a model-assisted study instead: the human-rated contexts a judge with correlation R to the "
                    "item labels needs for --half-width on a system mean (PPI++), beside the human-only figure.")
 @click.option("--half-width", type=float, default=0.1, show_default=True,
               help="With --judge-correlation: the target CI half-width on a system mean, in scale points.")
-@click.option("--judge-contexts", type=click.IntRange(min=2), default=None,
+@click.option("--judge-contexts", type=count(2), default=None,
               help="With --judge-correlation: contexts the judge scores in all (default: as many as needed).")
 @pass_cli
 def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts, systems,
@@ -183,6 +184,7 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
                    f"{assignments} assignments{cost}")
     figure = power_curves_figure(components, effect=effect, alpha=alpha, power=target_power, ks=ks_list,
                                  replicates=max(100, replicates // 2), seed=seed)
+    plot.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(plot)
     click.echo(f"\nplot: {plot}")
 

@@ -6,19 +6,19 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import CliContext, pass_cli
+from empeval.cli.common import SEED, CliContext, WritablePath, pass_cli
 from empeval.reporting import write_export_report, write_study_report
 
 
 @click.command()
 @click.argument("study")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", "out_dir", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=None,
               help="Folder for report.md, report.html, figures and tables (default: reports/STUDY).")
 @click.option("--keep-flagged", is_flag=True,
               help="Do not exclude raters flagged by the quality checks (of a pairwise study: of its linked "
                    "Likert study, whose means go beside the A/B table).")
 @click.option("--without-late", is_flag=True, help="Leave out assignments submitted after they had expired.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap resampling.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the bootstrap resampling.")
 @click.option("--export", "export_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Report on this export file (CSV/JSONL from `empeval export`, ratings or a pairwise study's "
                    "judgments) instead of the store.")

@@ -9,7 +9,7 @@ import click
 import pandas as pd
 from sqlalchemy import Engine
 
-from empeval.cli.common import CliContext, pass_cli
+from empeval.cli.common import ROW_ID, CliContext, pass_cli
 from empeval.server.annotation.annotators import RosterLine, study_roster
 from empeval.server.annotation.export import report_inputs
 from empeval.server.annotation.release import release_assignment
@@ -104,7 +104,7 @@ def assignments() -> None:
 
 
 @assignments.command("release")
-@click.argument("assignment_id", type=int)
+@click.argument("assignment_id", type=ROW_ID)
 @pass_cli
 def assignments_release(obj: CliContext, assignment_id: int) -> None:
     """Put the in-progress assignment ASSIGNMENT_ID (abandoned by its rater) back in the pool now, before it expires:

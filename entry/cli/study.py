@@ -20,7 +20,7 @@ def study() -> None:
 
 
 @study.command("create")
-@click.argument("study_file", type=click.Path(path_type=Path))
+@click.argument("study_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @pass_cli
 def create(obj: CliContext, study_file: Path) -> None:
     """Create the study described in STUDY_FILE (TOML): items (or pairs), controls and counterbalanced assignments.

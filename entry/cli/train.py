@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import CliContext, pass_cli
+from empeval.cli.common import SEED, CliContext, WritablePath, count, pass_cli
 from empeval.training.config import RetrievalTrainingConfig
 
 DEFAULTS = RetrievalTrainingConfig()
@@ -20,26 +20,26 @@ def train() -> None:
 @train.command("retrieval")
 @click.option("--dataset", default="empatheticdialogues", show_default=True,
               help="Dataset in the store whose train split is trained on (valid split: model selection).")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--cache-dir", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=None,
               help="Cache directory the checkpoint goes to (env EMPEVAL_CACHE_DIR; default ~/.cache/empeval).")
 @click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Time budget of this invocation: stop cleanly (evaluated, saved) at it; run again to resume.")
-@click.option("--batch-size", type=click.IntRange(min=2), default=DEFAULTS.batch_size, show_default=True,
+@click.option("--batch-size", type=count(2), default=DEFAULTS.batch_size, show_default=True,
               help="Pairs per step (in-batch negatives: batch size - 1 per pair).")
 @click.option("--learning-rate", type=float, default=DEFAULTS.learning_rate, show_default=True)
 @click.option("--epochs", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.epochs, show_default=True)
-@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Steps to train (overrides --epochs).")
-@click.option("--max-seq-length", type=click.IntRange(min=8), default=DEFAULTS.max_seq_length, show_default=True,
+@click.option("--max-steps", type=count(), default=None, help="Steps to train (overrides --epochs).")
+@click.option("--max-seq-length", type=count(8), default=DEFAULTS.max_seq_length, show_default=True,
               help="Word pieces kept of each text.")
 @click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=DEFAULTS.warmup_ratio,
               show_default=True)
-@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
-@click.option("--eval-steps", type=click.IntRange(min=1), default=DEFAULTS.eval_steps, show_default=True,
+@click.option("--seed", type=SEED, default=DEFAULTS.seed, show_default=True)
+@click.option("--eval-steps", type=count(), default=DEFAULTS.eval_steps, show_default=True,
               help="Evaluate valid P@1,100 (and save a checkpoint) every N steps.")
-@click.option("--eval-contexts", type=click.IntRange(min=100), default=DEFAULTS.eval_contexts, show_default=True,
+@click.option("--eval-contexts", type=count(100), default=DEFAULTS.eval_contexts, show_default=True,
               help="Seeded valid contexts in the model-selection P@1,100.")
 @click.option("--bf16/--fp32", default=DEFAULTS.bf16, show_default=True, help="bf16 autocast while training.")
-@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True, help="torch threads.")
+@click.option("--threads", type=count(1, 1024), default=2, show_default=True, help="torch threads.")
 @pass_cli
 def retrieval(obj: CliContext, dataset: str, cache_dir: Path | None, max_minutes: float | None, batch_size: int,
               learning_rate: float, epochs: float, max_steps: int | None, max_seq_length: int, warmup_ratio: float,

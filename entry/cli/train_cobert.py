@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import CliContext, pass_cli
+from empeval.cli.common import SEED, CliContext, WritablePath, count, pass_cli
 from empeval.server.backend.contexts import ED_DATASET
 from empeval.server.backend.resources import default_cache_dir
 
@@ -14,7 +14,7 @@ from empeval.server.backend.resources import default_cache_dir
 @click.command("cobert")
 @click.option("--dataset", default=ED_DATASET, show_default=True,
               help="Store dataset to train on (its train split; its valid split, else a held-out slice, selects).")
-@click.option("--persona-corpus", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--persona-corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Train on this PEC-layout JSONL (context, context_speakers, response, response_speaker, "
                    "personas per line) instead of the store; the persona becomes the selector's third input.")
 @click.option("--encoder", default=None, metavar="KEY|base",
@@ -22,20 +22,20 @@ from empeval.server.backend.resources import default_cache_dir
                    "or `base` for the packaged all-MiniLM-L6-v2 without fine-tuning.")
 @click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Time budget: stop cleanly (keeping the best model) when it is spent.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Stop after this many steps.")
-@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=2), default=16, show_default=True,
+@click.option("--max-steps", type=count(), default=None, help="Stop after this many steps.")
+@click.option("--epochs", type=count(), default=1, show_default=True)
+@click.option("--batch-size", type=count(2), default=16, show_default=True,
               help="Pairs per step; every context is scored against the step's B responses (B x B co-attention).")
 @click.option("--train-layers", type=click.IntRange(min=0, max=12), default=2, show_default=True,
               help="Top transformer layers trained (the others stay as the encoder had them).")
-@click.option("--eval-every", type=click.IntRange(min=1), default=100, show_default=True,
+@click.option("--eval-every", type=count(), default=100, show_default=True,
               help="Steps between model-selection evaluations (and resume points).")
-@click.option("--eval-contexts", type=click.IntRange(min=2), default=500, show_default=True,
+@click.option("--eval-contexts", type=count(2), default=500, show_default=True,
               help="Seeded valid contexts of the P@1,100 model selection.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option("--threads", type=count(1, 1024), default=1, show_default=True,
               help="Torch threads (one was faster than two on the shared 2-core machine).")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--cache-dir", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=None,
               help="Cache directory holding trained/ (env EMPEVAL_CACHE_DIR; default ~/.cache/empeval).")
 @pass_cli
 def cobert(obj: CliContext, dataset: str, persona_corpus: Path | None, encoder: str | None,

@@ -3,14 +3,13 @@ judgment rows, ...), in the columns of the contract analysis reads, defined ther
 annotation part names them: AnnotationKind.export_columns); as CSV or JSON lines."""
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from empeval.analysis.kinds.csv_cells import write_csv
 from empeval.server.annotation.kinds import AnnotationKind, annotation_kind
 from empeval.server.errors import BadInput
 from empeval.server.store.models import Study
@@ -30,14 +29,17 @@ def export_rows(engine: Engine, study: str) -> list[dict[str, Any]]:
 
 
 def rows_to_csv(rows: list[dict[str, Any]], columns: tuple[str, ...] | list[str]) -> str:
-    """Rows as CSV in `columns`' order: booleans as true/false, empty for None."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(columns), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if v is None else str(v).lower() if isinstance(v, bool) else v)
-                         for k, v in row.items()})
-    return out.getvalue()
+    """Rows as CSV in `columns`' order: booleans as true/false, empty for None; text a spreadsheet would run as a
+    formula behind a single quote, and every cell holding a line break quoted (analysis.kinds.csv_cells, whose
+    reader takes the quote off again)."""
+    unknown = sorted({key for row in rows for key in row} - set(columns))
+    if unknown:  # as csv.DictWriter refused them: a column the contract does not name is a bug of the exporter
+        raise ValueError(f"export rows hold columns outside the export's: {', '.join(unknown)}")
+    return write_csv(columns, ([_cell(row.get(column)) for column in columns] for row in rows))
+
+
+def _cell(value: Any) -> Any:
+    return "" if value is None else str(value).lower() if isinstance(value, bool) else value
 
 
 def rows_to_jsonl(rows: list[dict[str, Any]]) -> str:

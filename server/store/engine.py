@@ -4,6 +4,13 @@ The URL comes from EMPEVAL_DATABASE_URL; without it, a SQLite file `empeval.db` 
 directory. SQLite connections get WAL journaling (readers don't block the writer) and foreign keys on
 (SQLite leaves them off by default, which would silently allow dangling rows).
 
+Acknowledged means durable: SQLite runs with synchronous=FULL, so a commit returns only once its WAL frames are on
+the disk. NORMAL, SQLite's usual choice in WAL mode, stays consistent but may lose the last commits on a power
+loss or an OS crash: a rating the rater was told is stored could vanish. FULL costs an fsync per commit (the submit
+throughput it costs is printed by `python -m benchmarks annotation_load --parts durability`). And secure_delete is
+on, so that deleted rows (a withdrawn rater's name and comments, `empeval annotators forget`) are overwritten with
+zeros in the database and WAL pages rather than left in free space; whether a build has it on by default varies.
+
 SQLite has one writer at a time. A unit of work (`unit_of_work`) on SQLite is a write transaction from its
 start (BEGIN IMMEDIATE): it waits for the lock once, up front, instead of reading first and failing (or
 retrying) when it turns into a writer. Before that, writers queue without polling: the threads of a process on
@@ -38,6 +45,9 @@ WRITER_LOCK_SUFFIX = "-writer.lock"
 # How long a SQLite writer waits for the write lock (in SQLite's busy handler, and before it for this process's
 # other threads) before it gives up with an error.
 BUSY_TIMEOUT_S = 30
+# How SQLite syncs a commit to disk (see the module docstring). Read at each connection; the load benchmark sets it
+# to NORMAL in the server it starts to measure what FULL costs.
+SQLITE_SYNCHRONOUS = "FULL"
 
 
 def database_url(url: str | None = None) -> str:
@@ -81,7 +91,8 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
+    cursor.execute("PRAGMA secure_delete=ON")
     # Several app workers may write at once; wait for the lock rather than fail.
     cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
     cursor.close()

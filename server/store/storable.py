@@ -20,9 +20,11 @@ from sqlalchemy.types import TypeEngine
 
 from empeval.server.errors import BadInput
 
-# Integer primary keys are INTEGER columns: 32-bit on PostgreSQL. A larger id names no row on either backend
-# (tests/store/test_storable.py fails if a key column changes type).
-MAX_ROW_ID = 2**31 - 1
+# Integer columns (the primary keys among them) are INTEGER: 32-bit on PostgreSQL. A larger value cannot be stored
+# there (a study's seed), and a larger id names no row on either backend (tests/store/test_storable.py fails if a
+# key column changes type).
+MAX_INTEGER = 2**31 - 1
+MAX_ROW_ID = MAX_INTEGER
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 

@@ -166,7 +166,7 @@ def test_release_refuses_an_open_an_expired_an_unknown_and_a_malformed_id(study_
         str(overdue): f"assignment {overdue} of study 'pilot' has expired already and assignment {copy}, a copy of "
                       f"it, replaced it in the pool",
         "99999": "no assignment 99999: `empeval annotators list STUDY` shows the assignments in progress",
-        "0": "no assignment 0",
+        "0": "Invalid value for 'ASSIGNMENT_ID': 0 is not in the range 1<=x<=2147483647",  # no row has id 0
         "twelve": "'twelve' is not a valid integer",
     }
     for argument, message in cases.items():

@@ -276,11 +276,13 @@ def _schema(name: str) -> tuple[ChatColumn, ...]:
 
 
 def _csv_rows(path: Path) -> tuple[pd.DataFrame, list[int]]:
-    """The CSV's rows as text (empty cells stay empty) and the line each starts on (a quoted cell may span
-    lines)."""
+    """The CSV's rows as text (empty cells stay empty, formula cells restored: analysis.kinds.csv_cells) and the line
+    each starts on (a quoted cell may span lines)."""
     import csv
 
     import pandas as pd
+
+    from empeval.analysis.kinds.csv_cells import restore
 
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle)
@@ -294,7 +296,7 @@ def _csv_rows(path: Path) -> tuple[pd.DataFrame, list[int]]:
                 if len(cells) != len(header):
                     raise ChatExportError(f"{path}: line {start} has {len(cells)} cells; the header has "
                                           f"{len(header)}")
-                rows.append(cells)
+                rows.append([restore(cell) for cell in cells])
                 lines.append(start)
             start = reader.line_num + 1
     return pd.DataFrame(rows, columns=header, dtype=object), lines

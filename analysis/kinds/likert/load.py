@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from empeval.analysis.kinds import ExportFileError
+from empeval.analysis.kinds.csv_cells import read_csv_table
 from empeval.analysis.kinds.likert.schema import EXPORT_COLUMNS, EXPORT_SCHEMA
 
 _RENAMES = {"item_id": "item", "context_id": "context", "assignment_id": "assignment"}
@@ -50,8 +51,9 @@ class ExportError(ExportFileError):
 def read_export(path: str | Path, *, scale: tuple[int, int] = DEFAULT_SCALE) -> pd.DataFrame:
     """Read an export file (``.csv``, or ``.jsonl``/``.ndjson``) and return the validated tidy table.
 
-    CSV is read as text (ids stay strings: "007" is not 7; empty cells stay empty) and JSONL line by line,
-    naming the line of any that is not JSON; both then go through ``tidy_from_export``.
+    CSV is read as text (ids stay strings: "007" is not 7; empty cells stay empty; a text cell the exporter quoted
+    against spreadsheet formulas, ``'=1+1``, as written, ``=1+1``: see ``empeval.analysis.kinds.csv_cells``) and JSONL
+    line by line, naming the line of any that is not JSON; both then go through ``tidy_from_export``.
 
     Returns
     -------
@@ -73,8 +75,9 @@ def read_export(path: str | Path, *, scale: tuple[int, int] = DEFAULT_SCALE) -> 
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        # Everything as text first: ids must stay strings ("007" is not 7), empties stay empty.
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        # Everything as text first: ids must stay strings ("007" is not 7), empties stay empty; formula cells
+        # restored (analysis.kinds.csv_cells).
+        frame = read_csv_table(path, ExportError)
         return tidy_from_export(frame, scale=scale, source=str(path))
     if suffix in {".jsonl", ".ndjson"}:
         records = []

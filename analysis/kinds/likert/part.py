@@ -73,12 +73,14 @@ class LikertAnalysisKind(AnalysisKind):
 
     def read_export(self, path: Path) -> pd.DataFrame:
         """The export as the tidy ratings table, its optional `comment` column kept (the report lists it)."""
-        from empeval.analysis.kinds.likert.load import read_export
+        from empeval.analysis.kinds.csv_cells import read_csv_table
+        from empeval.analysis.kinds.likert.load import ExportError, read_export
         from empeval.analysis.report.comments import with_export_comments
 
-        raw = (pd.read_csv(path, dtype=str, keep_default_na=False) if Path(path).suffix.lower() == ".csv"
+        tidy = read_export(path)  # first: it names what is wrong with the file
+        raw = (read_csv_table(path, ExportError) if Path(path).suffix.lower() == ".csv"
                else pd.read_json(path, lines=True, dtype=False))
-        return with_export_comments(read_export(path), raw)
+        return with_export_comments(tidy, raw)
 
     def report(self, request: ReportRequest) -> Report:
         from empeval.analysis.kinds.likert.report import likert_report

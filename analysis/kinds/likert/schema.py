@@ -2,7 +2,9 @@
 
 Defined once, here: the store's exporter (server.annotation.export) writes exactly these columns in this
 order, and analysis.kinds.likert.load reads them. The one module of analysis that code outside it may import for the
-export; it imports nothing itself, so importing it costs nothing.
+export; it imports nothing itself, so importing it costs nothing. How its cells are written to CSV (text a
+spreadsheet would run as a formula behind a single quote, line breaks quoted) and read back is defined for every
+kind's export in analysis.kinds.csv_cells.
 """
 from __future__ import annotations
 
