@@ -104,7 +104,8 @@ def test_invite_links_printed_while_serving_on_a_port_point_at_that_port_and_wor
 
 
 def run_serve_without_serving(url: str, monkeypatch, *args: str) -> tuple[str, dict]:
-    """`empeval serve ARGS` with the app's run replaced by a recorder: (what serve printed, the app's config)."""
+    """`empeval serve --dev ARGS` with the app's run replaced by a recorder: (what serve printed, the app's config).
+    (--dev: the development server is the app's own `run`, which the recorder stands in for.)"""
     started: dict = {}
 
     class Recorder:
@@ -115,7 +116,7 @@ def run_serve_without_serving(url: str, monkeypatch, *args: str) -> tuple[str, d
             started["options"] = options
 
     monkeypatch.setattr("empeval.server.web.create_app", Recorder)
-    result = CliRunner().invoke(cli, ["--database-url", url, "serve", *args])
+    result = CliRunner().invoke(cli, ["--database-url", url, "serve", "--dev", *args])
     assert result.exit_code == 0, result.output
     return result.output, started
 

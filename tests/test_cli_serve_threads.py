@@ -1,9 +1,10 @@
-"""`empeval serve` by default gives each gunicorn worker enough threads (DEFAULT_THREADS) that raters on slow
-connections do not stall the others: a thread is held by its client until the request has arrived whole, so at
-one thread per worker one unfinished upload per worker leaves every other rater unanswered. --threads still sets
-the number. A real `empeval serve` on a real SQLite file, on 127.0.0.1; each test stops the server it starts. The
-stall tests run one worker: with two, which worker accepts each connection is the kernel's choice, and a test
-that counts on it passes or fails by luck."""
+"""`empeval serve`'s threads: its server hands a request to a thread only once the request has arrived whole, so
+raters still uploading hold no thread, even at one thread per process; under gunicorn (`--gunicorn`, kept for
+comparison and for use behind a buffering proxy) a thread is held by its client until the request has arrived
+whole, so at one thread per worker one unfinished upload per worker leaves every other rater unanswered. --threads
+sets the number of each process. A real `empeval serve` on a real SQLite file, on 127.0.0.1; each test stops the
+server it starts. The stall tests run one process: with two, which process accepts each connection is the kernel's
+choice, and a test that counts on it passes or fails by luck."""
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from empeval.server.web.gunicorn_app import DEFAULT_THREADS
+from empeval.server.web.serving import DEFAULT_THREADS
 from tests.conftest import REPO
 
 
@@ -55,9 +56,9 @@ def _served(url: str, *extra: str, workers: int = 2) -> Iterator[tuple[str, subp
 
 def _seconds_to_answer_beside_slow_uploads(base: str, uploads: int) -> float:
     """Seconds until /healthz is answered while `uploads` clients have sent a submission's headers and the first
-    byte of its body, and nothing more. Without a token each is refused before its body is read and holds its
-    thread about 5 s (gunicorn 27's gthread workers, measured); a rater's real submission holds it until the body
-    has arrived (over 40 s, measured), so these tests show the least a slow client costs."""
+    byte of its body, and nothing more. Under gunicorn each is refused before its body is read and holds its
+    thread about 5 s without a token (gunicorn 27's gthread workers, measured); a rater's real submission holds it
+    until the body has arrived (over 40 s, measured), so these tests show the least a slow client costs there."""
     host, port = base.removeprefix("http://").split(":")
     slow = [socket.create_connection((host, int(port))) for _ in range(uploads)]
     try:
@@ -79,19 +80,24 @@ def test_raters_still_uploading_leave_the_others_answered_at_the_default_threads
         assert _seconds_to_answer_beside_slow_uploads(base, DEFAULT_THREADS - 1) < 2.5
 
 
-def test_at_one_thread_per_worker_one_rater_still_uploading_stalls_the_others(sqlite_url):
-    # What the default guards against (and what --threads 1 gives up, behind a proxy that buffers requests).
+def test_at_one_thread_per_process_raters_still_uploading_hold_no_thread(sqlite_url):
     with _served(sqlite_url, "--threads", "1", workers=1) as (base, _server):
+        assert _seconds_to_answer_beside_slow_uploads(base, 4) < 2.5
+
+
+def test_under_gunicorn_at_one_thread_per_worker_one_rater_still_uploading_stalls_the_others(sqlite_url):
+    # Why gunicorn is only for use behind a proxy that buffers whole requests (README: "Serving for real").
+    with _served(sqlite_url, "--gunicorn", "--threads", "1", workers=1) as (base, _server):
         assert _seconds_to_answer_beside_slow_uploads(base, 1) > 2.5
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc (Linux)")
-def test_threads_sets_the_threads_of_each_worker(sqlite_url):
+def test_threads_sets_the_threads_of_each_process(sqlite_url):
     with _served(sqlite_url, "--threads", "1") as (base, server):
         with requests.Session() as session:
             for _ in range(20):
                 assert session.get(f"{base}/healthz", timeout=10).status_code == 200
         workers = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split()
-        # A worker's pool starts its threads as requests come (a worker given none has only its main thread).
+        # Each process: its main thread (the I/O loop) and the threads that run whole requests.
         counts = [len(os.listdir(Path("/proc") / pid / "task")) for pid in workers]
-        assert len(workers) == 2 and max(counts) == 1 + 1, counts
+        assert len(workers) == 2 and counts == [1 + 1, 1 + 1], counts

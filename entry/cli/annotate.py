@@ -95,20 +95,46 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None, table: str |
 @click.option("--base-url", default=None, callback=checked_base_url,
               help="The public address raters reach this server at (behind a proxy or tunnel); invite links point "
                    "there. Default: http://HOST:PORT.")
-@click.option("--workers", default=0, show_default=True,
-              help="gunicorn worker processes for real use; 0 runs Flask's development server.")
-@click.option("--threads", default=None, type=click.IntRange(min=1),
-              help="Threads per gunicorn worker (with --workers). Default: server.web.gunicorn_app.DEFAULT_THREADS. "
-                   "1 is faster on SQLite, but only behind a proxy that buffers whole requests: a client still "
-                   "uploading holds its thread.")
-@click.option("--proxies", default=0, show_default=True,
+@click.option("--workers", type=count(1, 256), default=None,
+              help="Server processes. Default: one per CPU core serve may use.")
+@click.option("--threads", default=None, type=count(1, 1024),
+              help="Threads per process. Default: 4 (server.web.serving.DEFAULT_THREADS). A thread takes a request "
+                   "only once it has arrived whole, so slow clients hold none.")
+@click.option("--request-timeout", type=click.FloatRange(0, 3600), default=None, metavar="SECONDS",
+              help="A request's headers and body must arrive within this many seconds of its first byte, or the "
+                   "connection is closed (a client trickling its request). Default: 30; 0: no limit.")
+@click.option("--idle-timeout", type=click.FloatRange(0, 86400), default=None, metavar="SECONDS",
+              help="A connection with no request in progress (idle keep-alive, or one that never sends) is closed "
+                   "after this many seconds of silence. Default: 20; 0: never.")
+@click.option("--max-per-address", type=count(0, 1_000_000), default=None,
+              help="Open connections one client address may hold in each process; more are refused at once. "
+                   "Default: 64, and no cap with --proxies (every connection then comes from the proxy); 0: no cap.")
+@click.option("--max-connections", type=count(1, 1_000_000), default=None,
+              help="Open connections per process; beyond it a process accepts no more until some close. "
+                   "Default: 1000.")
+@click.option("--proxies", type=count(0, 16), default=0, show_default=True,
               help="Reverse proxies in front that set X-Forwarded-For/-Proto (the client's address for the limit on "
                    "failed token checks; Secure cookies behind HTTPS). Leave 0 without a proxy: clients could "
                    "forge them.")
+@click.option("--dev", is_flag=True,
+              help="Flask's development server instead: one process, no protection against slow clients; for "
+                   "development only.")
+@click.option("--gunicorn", is_flag=True,
+              help="gunicorn's gthread workers instead (the earlier server, kept for comparison): a client still "
+                   "sending holds a thread, so only behind a proxy that buffers whole requests. The timeouts and "
+                   "caps above do not apply to it.")
 @pass_cli_with_secret
-def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None, workers: int,
-          threads: int | None, proxies: int) -> None:
-    """Run the app: annotation pages, JSON API, admin dashboard. Invite links printed from now on point at it."""
+def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None, workers: int | None,
+          threads: int | None, request_timeout: float | None, idle_timeout: float | None,
+          max_per_address: int | None, max_connections: int | None, proxies: int, dev: bool,
+          gunicorn: bool) -> None:
+    """Run the app: annotation pages, JSON API, admin dashboard. Invite links printed from now on point at it.
+
+    A production server by default: processes that read every request whole before a thread takes it, with
+    deadlines for slow and idle clients and a per-address connection cap (README: "Serving for real")."""
+    if dev and (gunicorn or workers is not None):
+        raise click.UsageError("--dev runs Flask's development server in one process: it takes no --workers or "
+                               "--gunicorn")
     from empeval.server.web import create_app
     from empeval.wiring import app_config
 
@@ -124,9 +150,29 @@ def serve(obj: CliContextWithSecret, host: str, port: int, base_url: str | None,
             click.echo("listening on every interface: give --base-url with the address raters reach, or their "
                        "links point at this machine's 127.0.0.1", err=True)
     config = app_config(obj.url, secret_file=obj.secret_file, PROXIES=proxies, BASE_URL=base_url)
-    if workers <= 0:
+    if dev:
         create_app(config).run(host=host, port=port, debug=False, use_reloader=False, threaded=True)
         return
-    from empeval.server.web.gunicorn_app import DEFAULT_THREADS, run_gunicorn
+    from empeval.server.web import serving
 
-    run_gunicorn(config, host=host, port=port, workers=workers, threads=threads or DEFAULT_THREADS)
+    processes = workers or serving.default_processes()
+    if gunicorn:
+        from empeval.server.web.gunicorn_app import run_gunicorn
+
+        run_gunicorn(config, host=host, port=port, workers=processes, threads=threads or serving.DEFAULT_THREADS)
+        return
+    options = serving.ServeOptions(
+        processes=processes, threads=threads or serving.DEFAULT_THREADS, proxies=proxies,
+        request_timeout=serving.DEFAULT_REQUEST_TIMEOUT_S if request_timeout is None else request_timeout,
+        idle_timeout=serving.DEFAULT_IDLE_TIMEOUT_S if idle_timeout is None else idle_timeout,
+        per_address=(0 if proxies else serving.DEFAULT_PER_ADDRESS) if max_per_address is None else max_per_address,
+        max_connections=max_connections or serving.DEFAULT_MAX_CONNECTIONS)
+    app = create_app(config)  # once, here: a bad configuration stops serve before any process starts
+    engine.dispose()  # the processes open their own connections
+
+    def listening(bound_host: str, bound_port: int) -> None:
+        click.echo(f"serving on http://{bound_host}:{bound_port}: {options.describe()}", err=True)
+
+    code = serving.run(app, options, host=host, port=port, on_listening=listening)
+    if code:
+        raise SystemExit(code)

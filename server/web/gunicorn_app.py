@@ -1,4 +1,5 @@
-"""Running the app under gunicorn from Python (`empeval serve --workers N`)."""
+"""Running the app under gunicorn from Python (`empeval serve --gunicorn`): the earlier server, kept for comparison
+and for use behind a proxy that buffers whole requests (server/web/serving.py is the default)."""
 from __future__ import annotations
 
 import sys
@@ -6,12 +7,10 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-# How often (seconds) a worker's threads hand the GIL over; Python's default is 5 ms. A thread that holds SQLite's
-# write lock gives the GIL up at each statement and must wait to get it back: while other threads of the worker
-# run Python for up to a full interval each, every writer of every worker waits behind it. At 0.5 ms the lock is
-# held about half as long at the 90th percentile and a worker of 8 threads stores about 40% more submissions per
-# second (measured in one process with benchmarks' threads; the trivial endpoint is served with the same setting).
-WORKER_SWITCH_INTERVAL_S = 0.0005
+# The GIL switch interval and the threads per worker are those of `empeval serve`'s own server (serving.py).
+from empeval.server.web.serving import DEFAULT_THREADS, WORKER_SWITCH_INTERVAL_S
+
+__all__ = ["DEFAULT_THREADS", "WORKER_SWITCH_INTERVAL_S", "run_gunicorn"]
 
 
 def _post_worker_init(_worker: Any) -> None:
@@ -33,17 +32,11 @@ class _App(BaseApplication):
         return create_app(self._config)
 
 
-# Threads per worker when `empeval serve` is not told (--threads). One thread per worker is faster on SQLite (a
-# request is CPU work under one write lock, and threads only contend for it: benchmarks/annotation_load.py part
-# settings, 2026-12-01, 2 workers x 1 thread 440-632 requests/s against 347-553 at 2 x 4), but a thread is held by
-# a client whose request has not arrived whole (a rater's submission still uploading holds it until the body has
-# arrived: over 40 s for one that stopped sending, measured): at 1 thread, one such rater per worker stalls every
-# other rater, where the default leaves 3 threads per worker answering (tests/test_cli_serve_threads.py). So 1
-# thread only behind a proxy that buffers whole requests (nginx does by default), by choice.
-DEFAULT_THREADS = 4
-
-
 def run_gunicorn(config: dict[str, Any], *, host: str, port: int, workers: int,
                  threads: int = DEFAULT_THREADS) -> None:
+    """Serve the app built from `config` with gunicorn's gthread workers. A gthread worker hands a connection to a
+    thread as soon as it is readable, so a client whose request has not arrived whole holds that thread (over 40 s
+    for a submission that stopped sending, measured; issue 29: 16 sockets that sent half a request line stalled
+    every real call of `--workers 2`): only behind a proxy that buffers whole requests (nginx does by default)."""
     _App(config, {"bind": f"{host}:{port}", "workers": workers, "threads": threads, "worker_class": "gthread",
                   "accesslog": None, "timeout": 60, "post_worker_init": _post_worker_init}).run()

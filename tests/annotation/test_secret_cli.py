@@ -91,7 +91,7 @@ def test_serve_prints_where_the_dashboard_is_but_never_the_token(lab, tmp_path, 
 
     monkeypatch.setattr("empeval.server.web.create_app", Recorder)
     named = tmp_path / "served.secret"
-    result = CliRunner().invoke(cli, ["--database-url", url, "--secret-file", str(named), "serve"])
+    result = CliRunner().invoke(cli, ["--database-url", url, "--secret-file", str(named), "serve", "--dev"])
     assert result.exit_code == 0, result.output
     token = admin_token(secret_key(engine, secret_file=named))
     assert token not in result.output and "empeval admin-token" in result.output
