@@ -3,14 +3,27 @@
 Issue 27: concurrent simulated chats against a real server, and the backend's micro-batching
 (server/backend/live.py) beside one model call per turn, measured in the same run.
 
-1. part "served": `empeval serve` (gunicorn, each WORKERSxTHREADS of --settings) on 127.0.0.1 over a SQLite store
-   holding ED (the bundled sample, or --ed-folder) and, per concurrency level, a chat study against `retrieval`
-   (no controls, min_reply_seconds = 0, 4 to 8 utterances). 32 and 128 (--chats) simulated raters at once, each
-   --rounds chats in a row: claim (GET /api/annotate/next), send ED test speaker utterances as her turns (POST
-   .../conversations/<position>/turns {"index", "text"}) until the conversation must end, end it, submit ratings and
-   turn annotations. Prints p50/p95/p99 turn latency, turns/s (the phase's wall time, claims, ends and submits
-   included), the server's CPU per turn and the failed turns and errors. A warm-up study (one chat per gunicorn
-   thread) loads the model in every worker before the timed phases.
+1. part "served": `empeval serve` (its default server, or gunicorn with --server gunicorn; each WORKERSxTHREADS of
+   --settings; no per-address connection cap, since every simulated rater comes from 127.0.0.1) on 127.0.0.1 over a
+   SQLite store holding ED (the bundled sample, or --ed-folder) and, per concurrency level and mode, a chat study
+   against `retrieval` (no controls, min_reply_seconds = 0, 4 to 8 utterances). 32 and 128 (--chats) simulated
+   raters at once, each --rounds chats in a row: claim (GET /api/annotate/next), send ED test speaker utterances as
+   her turns (POST .../conversations/<position>/turns {"index", "text"}) until the conversation must end, end it,
+   submit ratings and turn annotations. Prints p50/p95/p99 turn latency, turns/s (the phase's wall time, claims,
+   ends and submits included), the server's CPU per turn, the failed turns and errors, and whether every reply the
+   server acknowledged is in the store. A warm-up study (one chat per server thread) loads the model in every
+   worker before the timed phases. Each level runs in two modes (--modes):
+   - "closed": closed loop, no think time: a rater sends her next turn the moment the reply arrives. On 2 cores
+     this is CPU-bound by construction (a turn's latency is about the chats at once times the CPU per turn over
+     the cores), so it measures throughput and the CPU per turn more than what a rater would see.
+   - "think": a rater types each utterance: before each of her turns she waits a time drawn from --think
+     (uniform, seconds; default U(5,15), mean 10 s), as a person reads the reply and types; her connection is
+     opened again after it, as a browser's is once the server closed it idle. Why U(5,15) is pessimistic: ED
+     speaker utterances are 19.5 words long on average (the bundled test sample's 750), which takes about 29 s to
+     type at 40 words per minute, a typical typing speed, plus a few seconds to read the reply; 10 s on average is
+     a rater typing about 3 times faster than that, so the turns arrive about 3 times as often as real raters
+     would send them. Ratings are submitted without a pause (a real rater's rating time would only thin the load
+     further).
 2. part "backend": the same system in this process, on ED test contexts. First the per-call latency of one call
    at a time (the floor of a turn's latency) and the CPU per context of `respond_batch` at each of --batch-sizes,
    alternating, beside one context per call (what a batch saves, or costs: padding to its longest context). Then,
@@ -21,9 +34,12 @@ Issue 27: concurrent simulated chats against a real server, and the backend's mi
    many threads as callers and so takes a larger share of the CPU than the service's two batch threads: read CPU
    per turn there rather than turns/s.
 
-No goals: the figures are information (benchmarks/figures.py prints them with "no goal").
+Goals (issue 27): p95 turn latency below 500 ms at 32 chats (GOAL_P95_MS, shown in both modes: the closed loop is
+CPU-bound by construction, the think mode is what raters meet) and no acknowledged reply missing from the store; the
+other figures are information (benchmarks/figures.py prints them with "no goal").
 
     .venv/bin/python -m benchmarks chat_load                                    # both parts, 32 and 128 chats
+    .venv/bin/python -m benchmarks chat_load --parts served --modes think --think 20,40   # slower typists
     .venv/bin/python -m benchmarks chat_load --parts backend --seconds 5        # the backend only (no server)
 
 The embedding cache is $EMPEVAL_CACHE_DIR (or ~/.cache/empeval), shared with the server, so the candidate index is
@@ -58,9 +74,10 @@ if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks
     sys.path.insert(0, str(REPO))
 
 from sqlalchemy import select  # noqa: E402
+from sqlalchemy import text as sql  # noqa: E402
 
 from benchmarks.annotation_load import _server_cpu, _wait_for, free_port, percentile  # noqa: E402
-from benchmarks.figures import Figure  # noqa: E402
+from benchmarks.figures import Figure, at_most, below  # noqa: E402
 from benchmarks.session import report, run_script  # noqa: E402
 from empeval.server.annotation.annotators import invite  # noqa: E402
 from empeval.server.backend.contexts import load_contexts  # noqa: E402
@@ -76,6 +93,9 @@ from empeval.server.web.gunicorn_app import DEFAULT_THREADS  # noqa: E402
 SAMPLE = REPO / "server" / "data" / "ed_sample"
 SYSTEM = "retrieval"
 PARTS = ("served", "backend")
+MODES = ("closed", "think")
+GOAL_CHATS, GOAL_P95_MS = 32, 500.0  # issue 27: p95 turn latency below 500 ms at 32 chats
+DEFAULT_THINK = (5.0, 15.0)  # seconds, uniform: see the module docstring
 MIN_UTTERANCES, MAX_UTTERANCES = 4, 8
 TURN_TIMEOUT_SECONDS, TURN_RETRIES = 20, 1
 
@@ -165,6 +185,8 @@ class Chats:
         self.lock = threading.Lock()
         self.turn_ms: list[float] = []
         self.failed_turns: list[str] = []
+        # (assignment, position, index, text) of every reply the server acknowledged with 200
+        self.acknowledged: set[tuple[int, int, int, str]] = set()
         self.errors: Counter[str] = Counter()
         self.chats = 0
         self.submitted = 0
@@ -175,9 +197,10 @@ class Chats:
 
 
 def one_chat(port: int, token: str, lines: dict[str, list[str]], every_line: list[str], rng: random.Random,
-             chats: Chats) -> None:
+             chats: Chats, think: tuple[float, float] | None = None) -> None:
     """One simulated rater's session: claim it, talk in each of its conversations until it must end (her turns are
-    the prompt's own ED speaker utterances, then others'), end each, submit ratings and turn annotations."""
+    the prompt's own ED speaker utterances, then others'), end each, submit ratings and turn annotations. With
+    `think` (low, high seconds), she waits a uniform draw from it before each of her turns (reading, typing)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=TURN_TIMEOUT_SECONDS * (TURN_RETRIES + 1) + 60)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "X-Requested-With": "fetch"}
 
@@ -207,6 +230,9 @@ def one_chat(port: int, token: str, lines: dict[str, list[str]], every_line: lis
             system_turns: list[int] = []
             failed = False
             for index in range(0, MAX_UTTERANCES, 2):
+                if think:
+                    connection.close()  # the idle keep-alive connection is gone by then; the next call opens one
+                    time.sleep(rng.uniform(*think))
                 started = time.perf_counter()
                 status, reply = call("POST", f"{base}/turns", {"index": index, "text": texts[index // 2][:500]})
                 elapsed = (time.perf_counter() - started) * 1000
@@ -222,6 +248,8 @@ def one_chat(port: int, token: str, lines: dict[str, list[str]], every_line: lis
                     failed = True
                     break
                 system_turns.append(reply["index"])
+                with chats.lock:
+                    chats.acknowledged.add((assignment, item["position"], reply["index"], reply["text"]))
                 if reply.get("must_end"):
                     break
             if failed:
@@ -246,8 +274,9 @@ def one_chat(port: int, token: str, lines: dict[str, list[str]], every_line: lis
 
 
 def chat_phase(port: int, server_pid: int, tokens: list[str], concurrency: int, lines: dict[str, list[str]],
-               every_line: list[str]) -> dict[str, Any]:
-    """`concurrency` raters at once, each taking tokens from the shared list until none is left."""
+               every_line: list[str], think: tuple[float, float] | None = None) -> dict[str, Any]:
+    """`concurrency` raters at once, each taking tokens from the shared list until none is left (thinking before
+    each turn with `think`, see one_chat)."""
     chats = Chats()
     remaining = list(tokens)
     take = threading.Lock()
@@ -261,7 +290,7 @@ def chat_phase(port: int, server_pid: int, tokens: list[str], concurrency: int, 
                 if not remaining:
                     return
                 token = remaining.pop()
-            one_chat(port, token, lines, every_line, rng, chats)
+            one_chat(port, token, lines, every_line, rng, chats, think)
 
     threads = [threading.Thread(target=rater, args=(seat,), name=f"chat-rater-{seat}") for seat in range(concurrency)]
     for thread in threads:
@@ -276,50 +305,98 @@ def chat_phase(port: int, server_pid: int, tokens: list[str], concurrency: int, 
             "server_cpu": _server_cpu(server_pid) - server_before}
 
 
+def stored_replies(url: str, assignments: set[int]) -> set[tuple[int, int, int, str]]:
+    """(assignment, position, index, text) of the system turns stored for `assignments`."""
+    if not assignments:
+        return set()
+    engine = make_engine(url)
+    with engine.connect() as connection:
+        rows = connection.execute(sql(
+            "SELECT turn.assignment_id, placed.position, turn.idx, turn.text FROM chat_turn AS turn "
+            "JOIN assignment_conversation AS placed ON placed.assignment_id = turn.assignment_id "
+            "AND placed.conversation_id = turn.conversation_id "
+            f"WHERE turn.speaker = 'system' AND turn.assignment_id IN ({', '.join(map(str, sorted(assignments)))})"
+        )).all()
+    engine.dispose()
+    return {(row[0], row[1], row[2], row[3]) for row in rows}
+
+
+def serve_command(port: int, workers: int, threads: int, server: str) -> list[str]:
+    """`empeval serve` on 127.0.0.1:`port`: `server` "default" (what serve runs unless told) or "gunicorn"; no cap on
+    the connections of one address where serve has one (the simulated raters share 127.0.0.1)."""
+    command = [sys.executable, "-m", "empeval.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",
+               str(workers), "--threads", str(threads)]
+    usage = subprocess.run([*command[:4], "serve", "--help"], capture_output=True, text=True, cwd=REPO,
+                           check=False).stdout
+    if "--max-per-address" in usage:
+        command += ["--max-per-address", "0"]
+    if server == "gunicorn":
+        if "--gunicorn" not in usage:
+            raise SystemExit("--server gunicorn: this `empeval serve` has no --gunicorn option (it serves gunicorn "
+                             "already: use --server default)")
+        command.append("--gunicorn")
+    return command
+
+
+def mode_label(mode: str, think: tuple[float, float]) -> str:
+    return "closed loop" if mode == "closed" else f"think U({think[0]:g},{think[1]:g}) s"
+
+
 def served(url: str, scratch: Path, levels: list[int], rounds: int, setting: str, prompts: int,
-           lines: dict[str, list[str]], every_line: list[str]) -> None:
+           lines: dict[str, list[str]], every_line: list[str], modes: Sequence[str] = ("closed",),
+           think: tuple[float, float] = DEFAULT_THINK, server_kind: str = "default") -> None:
     workers, threads = (int(part) for part in setting.split("x"))
-    studies = {level: f"chat-load-{setting}-{level}" for level in levels}
+    phases = [(mode, level) for mode in modes for level in levels]
+    studies = {(mode, level): f"chat-load-{setting}-{mode}-{level}" for mode, level in phases}
     warmup = f"chat-load-{setting}-warmup"
-    for study, sessions in [(warmup, workers * threads * 2)] + [(studies[level], level * rounds) for level in levels]:
+    sessions_of = {warmup: workers * threads * 2, **{studies[phase]: phase[1] * rounds for phase in phases}}
+    for study, sessions in sessions_of.items():
         if sessions > prompts:
             raise SystemExit(f"{study} needs {sessions} prompts, the store's test split has {prompts}: lower "
                              f"--rounds or --chats, or give --ed-folder (the full ED test split)")
         create_chat_study(url, scratch, study, sessions)
-    tokens = {study: invite_raters(url, study, sessions) for study, sessions in
-              [(warmup, workers * threads * 2)] + [(studies[level], level * rounds) for level in levels]}
+    tokens = {study: invite_raters(url, study, sessions) for study, sessions in sessions_of.items()}
     port = free_port()
-    command = [sys.executable, "-m", "empeval.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers",
-               str(workers), "--threads", str(threads)]
+    command = serve_command(port, workers, threads, server_kind)
     server = subprocess.Popen(command, env={**os.environ, "EMPEVAL_DATABASE_URL": url}, cwd=REPO,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         _wait_for(port)
         started = time.perf_counter()
         warm = chat_phase(port, server.pid, tokens[warmup], workers * threads, lines, every_line)
-        print(f"served, gunicorn {workers} workers x {threads} threads: warm-up of {warm['chats'].chats} chats "
+        print(f"served, `{' '.join(command[3:])}`: warm-up of {warm['chats'].chats} chats "
               f"(builds the model in each worker, loads the cached index) {time.perf_counter() - started:.1f} s; "
               f"errors {dict(warm['chats'].errors) or 'none'}", flush=True)
-        for level in levels:
-            phase = chat_phase(port, server.pid, tokens[studies[level]], level, lines, every_line)
+        for mode, level in phases:
+            phase = chat_phase(port, server.pid, tokens[studies[mode, level]], level, lines, every_line,
+                               think if mode == "think" else None)
             chats: Chats = phase["chats"]
             turns = len(chats.turn_ms)
             rate = turns / phase["elapsed"]
             cpu_ms = phase["server_cpu"] / max(turns, 1) * 1000
-            print(f"  {level:>4} chats at once ({rounds} each, {chats.chats} chats, {chats.submitted} submitted): "
-                  f"{turns} turns in {phase['elapsed']:.1f} s = {rate:.1f} turns/s; "
+            lost = chats.acknowledged - stored_replies(url, {reply[0] for reply in chats.acknowledged})
+            print(f"  {level:>4} chats at once, {mode_label(mode, think)} ({rounds} each, {chats.chats} chats, "
+                  f"{chats.submitted} submitted): {turns} turns in {phase['elapsed']:.1f} s = {rate:.1f} turns/s; "
                   f"turn {latency_line(chats.turn_ms)}; "
                   f"server CPU {phase['server_cpu'] / phase['elapsed']:.2f} cores ({cpu_ms:.1f} ms/turn, claims, ends "
                   f"and submits included); client CPU {phase['client_cpu'] / phase['elapsed']:.2f} cores; failed "
                   f"turns {len(chats.failed_turns)}{' ' + repr(chats.failed_turns[:2]) if chats.failed_turns else ''}"
+                  f"; acknowledged replies {len(chats.acknowledged)}, not stored {len(lost)}"
                   f"; errors {dict(chats.errors) or 'none'}  [{load()}]", flush=True)
             name = f"served {workers}x{threads}, {level} chats"
+            if mode != "closed":  # closed-loop figures keep the names of earlier runs
+                name += f", {mode_label(mode, think)}"
             for q in (0.5, 0.95, 0.99):
-                report(Figure(f"{name}: turn latency p{round(q * 100)}", percentile(chats.turn_ms, q), "ms", fmt=".1f"))
+                goal = below(GOAL_P95_MS) if q == 0.95 and level == GOAL_CHATS else None
+                report(Figure(f"{name}: turn latency p{round(q * 100)}", percentile(chats.turn_ms, q), "ms", goal=goal,
+                              fmt=".1f", note="closed loop: CPU-bound by construction" if goal and mode == "closed"
+                              else ""))
             report(Figure(f"{name}: turns per second", rate, "turns/s", fmt=".1f"))
             report(Figure(f"{name}: server CPU per turn", cpu_ms, "ms", fmt=".1f",
                           note="claims, ends and submits of the phase included"))
             report(Figure(f"{name}: failed turns and errors", len(chats.failed_turns) + sum(chats.errors.values())))
+            report(Figure(f"{name}: acknowledged replies not stored", len(lost), goal=at_most(0),
+                          note=f"of {len(chats.acknowledged)} acknowledged"))
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -403,8 +480,9 @@ def backend(url: str, cache_dir: Path, levels: list[int], seconds: float, rounds
     model.prepare()
     model.respond_batch(contexts[:8])  # loads the weights; the encoder's first call
     print(f"backend: {SYSTEM}, {len(model.pool.texts):,} candidates, {len(contexts):,} ED test contexts; model and "
-          f"index ready in {time.perf_counter() - started:.1f} s; encoder {model.encoder.precision}, "
-          f"{model.encoder.threads or 1} thread(s)  [{load()}]", flush=True)
+          f"index ready in {time.perf_counter() - started:.1f} s; encoder {model.encoder.precision}, torch threads "
+          f"{model.encoder.threads_for(1)} per turn, {model.encoder.threads_for(10_000)} for large calls "
+          f"({model.encoder.thread_source})  [{load()}]", flush=True)
 
     # The floor: one call at a time, nothing else running.
     rng = random.Random(0)
@@ -483,10 +561,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     parser.add_argument("--chats", default="32,128", help="concurrent chats (callers in part backend)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="part served: closed (no think time) and/or think (a rater types each turn, --think)")
+    parser.add_argument("--think", default=",".join(f"{x:g}" for x in DEFAULT_THINK), metavar="LOW,HIGH",
+                        help="seconds a rater takes to read the reply and type her next turn in mode think, drawn "
+                             "uniformly (default 5,15: about 3 times a typical typist's pace for ED's 19.5-word "
+                             "utterances, so pessimistic)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="chats in a row per simulated rater (served); alternating runs per mode (backend)")
     parser.add_argument("--settings", default=f"2x{DEFAULT_THREADS}",
-                        help="gunicorn WORKERSxTHREADS to serve under, comma-separated (part served)")
+                        help="server WORKERSxTHREADS to serve under, comma-separated (part served)")
+    parser.add_argument("--server", choices=("default", "gunicorn"), default="default",
+                        help="part served: `empeval serve`'s own server, or gunicorn (serve --gunicorn, where serve "
+                             "has that option)")
     parser.add_argument("--seconds", type=float, default=8.0, help="each backend run (part backend)")
     parser.add_argument("--batch-sizes", default="1,2,4,8,15",
                         help="batch sizes whose CPU per context part backend compares (the first is the reference)")
@@ -503,6 +590,15 @@ def main() -> None:
     if unknown := sorted(set(parts) - set(PARTS)):
         parser.error(f"--parts: unknown {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     levels = [int(level) for level in args.chats.split(",")]
+    modes = [mode for mode in args.modes.split(",") if mode]
+    if unknown := sorted(set(modes) - set(MODES)):
+        parser.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    try:
+        low, high = (float(x) for x in args.think.split(","))
+    except ValueError:
+        parser.error(f"--think {args.think!r}: give LOW,HIGH seconds, e.g. 5,15")
+    if not 0 <= low <= high:
+        parser.error(f"--think {args.think!r}: need 0 <= LOW <= HIGH")
     cache_dir = args.cache_dir or default_cache_dir()
     os.environ["EMPEVAL_CACHE_DIR"] = str(cache_dir)  # the server's backend uses the same cache
 
@@ -521,7 +617,8 @@ def main() -> None:
                 print(f"served: skipped, the chat study kind is not ready ({missing})")
             else:
                 for setting in args.settings.split(","):
-                    served(url, scratch, levels, args.rounds, setting, len(lines), lines, every_line)
+                    served(url, scratch, levels, args.rounds, setting, len(lines), lines, every_line, modes,
+                           (low, high), args.server)
         if "backend" in parts:
             backend(url, cache_dir, levels, args.seconds, args.rounds,
                     [int(size) for size in args.batch_sizes.split(",")], args.sweep_rounds, args.max_batch)

@@ -12,15 +12,19 @@ How it runs on a CPU (`EncoderSettings`, each overridable by an environment vari
   precision is part of the embedding cache key and of the encoder's `model_id` (the version of every
   retrieval response).
 - **threads** (`EMPEVAL_ENCODER_THREADS` = auto | N): the torch intra-op threads used while encoding (set
-  for the call, restored afterwards). `auto` measures: on the first call with at least two batches of texts it
-  times one batch with 1 thread and with one per usable core and keeps the faster (one thread
-  unless the others win by 10%); smaller calls before that use 1 thread. On a shared machine OpenMP threads
-  that wait for a busy core make several threads far slower than one, which is why this is measured.
+  for the call, restored afterwards). N is used for every call. `auto`: calls of fewer than SMALL_CALL (16)
+  texts (a chat turn, a single API request) run 1 thread; larger ones run the machine's choice, measured once in
+  CPU time and kept in the cache folder (`encoder_threads.py`: never measured on a request path; 1 thread until
+  it is).
 - **batch size** (`EMPEVAL_ENCODER_BATCH_SIZE`, default 64): texts per forward pass.
 
 Each distinct text is encoded once, and the texts are sorted by length over the whole call (not per chunk
 of the progress bar) before batching, so a batch pads to texts of similar length; the rows come back in
-the caller's order.
+the caller's order. A call of at most one batch (a live turn's micro-batch, a `generate` batch) is split by
+token length into the passes that cost least (`length_groups`): a forward pass has a fixed cost (streaming the
+weights, about what 32 tokens of padding cost on a 2-core AVX2 CPU), so short texts padded to a long one are
+split off once their padding costs more than a pass. Each text's embedding is its own whatever the grouping
+(padding is masked out; rows agree to float rounding, about 1e-7).
 """
 from __future__ import annotations
 
@@ -28,13 +32,14 @@ import contextlib
 import functools
 import hashlib
 import os
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from empeval.server.backend import encoder_threads
 from empeval.server.errors import BadInput
 from empeval.server.progress import progress_bar
 
@@ -49,8 +54,13 @@ BATCH_SIZE_ENV = "EMPEVAL_ENCODER_BATCH_SIZE"
 PRECISIONS = ("auto", "bf16", "fp32")
 # CPU flags (/proc/cpuinfo) under which oneDNN runs bf16 matrix products natively.
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-# More threads are kept only when they beat one thread by this factor (the probe is short and noisy).
-THREADS_MARGIN = 1.10
+# What one more forward pass costs, in tokens of padding (measured: 12 ms for a pass of 1 token against 0.35 ms
+# per token, fp32 with one thread on a 2-core AMD EPYC): `length_groups` splits a call where padding costs more.
+PASS_COST_TOKENS = 32
+# Calls of fewer texts run one torch thread in auto mode: a chat turn's micro-batch (at most 4), a single API
+# request. Measured on one context, a second thread cost 52 ms of CPU against 27 ms for no gain in latency (2-core
+# AMD EPYC, idle), and a server runs several such calls at once. `generate` batches (64) and indexes are larger.
+SMALL_CALL = 16
 
 
 class EncoderConfigError(BadInput):
@@ -107,18 +117,10 @@ def resolve_precision(requested: str, flags: frozenset[str] | None = None) -> st
     return "bf16" if bf16_support(flags) else "fp32"
 
 
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 @dataclass(frozen=True)
 class EncoderSettings:
-    """How the encoder runs: `precision` auto | bf16 | fp32, `threads` None (= auto: measured) or N,
-    `batch_size` texts per forward pass."""
+    """How the encoder runs: `precision` auto | bf16 | fp32, `threads` None (= auto: 1 for small calls, the
+    machine's measured choice for large ones) or N, `batch_size` texts per forward pass."""
 
     precision: str = "auto"
     threads: int | None = None
@@ -167,6 +169,25 @@ def _load_model(path: str):
     return SentenceTransformer(path, device="cpu")
 
 
+def length_groups(lengths: Sequence[int], *, max_size: int, pass_cost: int = PASS_COST_TOKENS) -> list[range]:
+    """Consecutive groups of `lengths` (token counts sorted longest first) that cost least to encode: a group
+    costs `pass_cost` plus its size times its first (longest) length, the padded tokens of one forward pass. At
+    most `max_size` per group. Exact (dynamic programming over the split points; a call holds at most a batch)."""
+    count = len(lengths)
+    best = [0.0] + [float("inf")] * count  # best[j]: the least cost of the first j texts
+    start_of = [0] * (count + 1)
+    for end in range(1, count + 1):
+        for start in range(max(0, end - max_size), end):
+            cost = best[start] + pass_cost + (end - start) * lengths[start]
+            if cost < best[end]:
+                best[end], start_of[end] = cost, start
+    groups, end = [], count
+    while end:
+        groups.append(range(start_of[end], end))
+        end = start_of[end]
+    return groups[::-1]
+
+
 class SentenceEncoder:
     """Unit-normalised MiniLM embeddings (float32), so a dot product is the cosine similarity."""
 
@@ -186,9 +207,14 @@ class SentenceEncoder:
         self.settings = settings or EncoderSettings()
         self.precision = resolve_precision(self.settings.precision)
         self.batch_size = self.settings.batch_size
-        # Explicit threads are used as given; auto is measured at the first call with enough texts.
+        # The threads of calls of two batches or more: as configured, else this machine's cached choice, else None
+        # (1 thread) until `choose_threads()` has measured. Calls below two batches: see `threads_for`.
         self.threads: int | None = self.settings.threads
-        self.thread_probe: dict[int, float] = {}  # threads -> texts/s of the probe, once measured
+        self.thread_source = "configured"
+        self.thread_probe: dict[int, float] = {}  # threads -> texts per CPU second, when this process measured
+        if self.threads is None:
+            cached = encoder_threads.read_choice(self.cache_dir, self.precision)
+            self.threads, self.thread_source = (cached.threads, "cached") if cached else (None, "not measured yet")
         self._model = None
         self._weights_hash: str | None = None
 
@@ -224,10 +250,8 @@ class SentenceEncoder:
         # Longest first over the whole call, so every batch pads to texts of similar length.
         order = np.argsort([-len(text) for text in unique], kind="stable")
         ordered = [unique[i] for i in order]
-        if self.threads is None and len(ordered) >= 2 * self.batch_size:
-            self.threads = self._measure_threads(ordered[len(ordered) // 2:][:self.batch_size])
         embeddings = np.empty((len(unique), DIMENSION), dtype=np.float32)
-        with self._running():
+        with self._running(self.threads_for(len(ordered))):
             if len(ordered) <= CHUNK or not self.show_progress:
                 embeddings[order] = self._encode(ordered)
             else:
@@ -238,13 +262,55 @@ class SentenceEncoder:
                         progress.advance(task, min(CHUNK, len(ordered) - start))
         return embeddings[rows]
 
+    def threads_for(self, count: int) -> int:
+        """The torch threads of a call of `count` texts: the configured number; in auto mode 1 for fewer than
+        SMALL_CALL texts, else the machine's choice (1 until measured)."""
+        if self.settings.threads is not None:
+            return self.settings.threads
+        if count < SMALL_CALL:
+            return 1
+        return self.threads or 1
+
     @contextlib.contextmanager
-    def _running(self, threads: int | None = None) -> Iterator[None]:
+    def torch_threads_for(self, count: int) -> Iterator[None]:
+        """Torch threads set to `threads_for(count)` around work that goes with a call of `count` texts, restored
+        afterwards: retrieval's scoring of the candidates, which ran at torch's default (one thread per core) in a
+        server's batch threads. Measured for 4 contexts against full ED's 40,254 candidates at load 4: 34-40 ms of
+        CPU with 2 threads, 15 ms with 1."""
+        import torch
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.threads_for(count))
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    def choose_threads(self) -> int:
+        """The threads of large calls, measured now if this machine has no cached choice (about 2 s of CPU, once per
+        machine and precision; the result is written under the cache folder). Call it where work is prepared, never
+        on a request path. A configured number is returned as it is."""
+        if self.threads is not None:
+            return self.threads
+        probe = encoder_threads.probe_texts()
+
+        def encode_with(threads: int) -> None:
+            with self._running(threads):
+                self._encode_batches(probe)  # one padded batch, as the large calls run
+
+        choice = encoder_threads.probe(encode_with, self.precision)
+        encoder_threads.write_choice(self.cache_dir, self.precision, choice)
+        self.thread_probe = {threads: 1000 / cpu for threads, cpu in choice.cpu_ms_per_text.items()}
+        self.threads, self.thread_source = choice.threads, "measured"
+        return self.threads
+
+    @contextlib.contextmanager
+    def _running(self, threads: int) -> Iterator[None]:
         """Torch threads set for the call (restored after), and bf16 autocast when that is the precision."""
         import torch
 
         before = torch.get_num_threads()
-        torch.set_num_threads(threads or self.threads or 1)
+        torch.set_num_threads(threads)
         try:
             # One autocast region for the whole call: autocast caches the bf16 copies of the weights
             # until its outermost region ends, so they are cast once per call, not once per batch.
@@ -256,32 +322,37 @@ class SentenceEncoder:
     def _encode(self, texts: list[str]) -> np.ndarray:
         import torch
 
-        embeddings = self.model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True,
-                                       show_progress_bar=False)
+        embeddings = self._encode_batches(texts) if len(texts) > self.batch_size else self._encode_grouped(texts)
         # Normalised in fp32 whatever the precision of the forward pass.
         return torch.nn.functional.normalize(embeddings.float(), dim=1).numpy()
 
-    def _measure_threads(self, probe: list[str]) -> int:
-        """The faster of 1 thread and one per usable CPU on `probe`: 1 thread twice (the first run also
-        warms the model up) against the others once, and once more only if they won (best of two), so a
-        machine where extra threads are slow pays for one slow run."""
-        many = usable_cpus()
-        if many == 1:
-            return 1
+    def _encode_batches(self, texts: list[str]):
+        return self.model.encode(texts, batch_size=self.batch_size, convert_to_tensor=True, show_progress_bar=False)
 
-        def seconds(threads: int) -> float:
-            with self._running(threads):
-                start = time.perf_counter()
-                self._encode(probe)
-                return time.perf_counter() - start
+    def _encode_grouped(self, texts: list[str]):
+        """At most one batch, in the passes `length_groups` picks, through the model's own preprocessing and forward
+        pass (what SentenceTransformer.encode runs per batch, without its per-call walk over every module and
+        parameter); rows in the order of `texts`."""
+        import torch
 
-        seconds(1)
-        one = seconds(1)
-        several = seconds(many)
-        if one > THREADS_MARGIN * several:
-            several = min(several, seconds(many))
-        self.thread_probe = {1: len(probe) / one, many: len(probe) / several}
-        return many if one > THREADS_MARGIN * several else 1
+        model = self.model
+        if model.training:  # SentenceTransformer.encode sets eval mode at each call; a direct forward pass must too
+            model.eval()
+        if len(texts) == 1:
+            groups, order = [range(1)], [0]
+        else:
+            lengths = [len(ids) for ids in model.tokenizer(texts, truncation=True,
+                                                           max_length=model.max_seq_length)["input_ids"]]
+            order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+            groups = length_groups([lengths[i] for i in order], max_size=self.batch_size)
+        rows: list[Any] = [None] * len(texts)
+        with torch.inference_mode():
+            for group in groups:
+                members = [order[i] for i in group]
+                out = model(model.preprocess([texts[i] for i in members]))["sentence_embedding"]
+                for row, i in zip(out, members, strict=True):
+                    rows[i] = row
+            return torch.stack(rows)
 
     def encode_cached(self, texts: Sequence[str], *, label: str, description: str | None = None) -> np.ndarray:
         """Like `encode`, but stored under the cache folder, keyed by weights, precision and a hash

@@ -96,7 +96,9 @@ class RetrievalModel(ResponseModel):
         return f"{self.encoder.model_id}-cands{self.pool.data_hash[:12]}"
 
     def prepare(self) -> None:
-        """Build (or load from the cache) the candidate index now rather than at the first request."""
+        """Choose the encoder's threads (measured once per machine, see encoder_threads.py) and build (or load from
+        the cache) the candidate index now rather than at the first request."""
+        self.encoder.choose_threads()
         pool_embeddings(self.resources, self.pool)
 
     def query_texts(self, contexts: Sequence[DialogueContext]) -> list[str]:
@@ -148,16 +150,17 @@ class RetrievalModel(ResponseModel):
         pool = self.pool
         embeddings = pool_embeddings(self.resources, pool)
         start = time.perf_counter()
-        queries, details = self.query_embeddings(contexts)
-        scores = queries @ embeddings.T
-        bonus = self.candidate_bonus(details, pool.emotion_array)
-        if bonus is not None:
-            scores = scores + bonus
-        for row, context in enumerate(contexts):
-            own = pool.position.get(context.reference_turn_id) if context.reference_turn_id else None
-            if own is not None:
-                scores[row, own] = float("-inf")
-        best_scores, best = scores.max(dim=1)
+        with self.encoder.torch_threads_for(len(contexts)):
+            queries, details = self.query_embeddings(contexts)
+            scores = queries @ embeddings.T
+            bonus = self.candidate_bonus(details, pool.emotion_array)
+            if bonus is not None:
+                scores = scores + bonus
+            for row, context in enumerate(contexts):
+                own = pool.position.get(context.reference_turn_id) if context.reference_turn_id else None
+                if own is not None:
+                    scores[row, own] = float("-inf")
+            best_scores, best = scores.max(dim=1)
         # One encoder pass serves the whole batch; each context is charged an equal share of it.
         latency = (time.perf_counter() - start) * 1000 / len(contexts)
         outcomes = []
