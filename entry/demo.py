@@ -35,7 +35,7 @@ from empeval.server.progress import progress_bar
 from empeval.server.store import open_store
 from empeval.server.store.study_config import StudyConfig
 from empeval.tasks.kinds import task_kind
-from empeval.tasks.simulate import CrowdModel, draw_crowd, run_crowd_over_http
+from empeval.tasks.simulate import CrowdModel, draw_crowd, run_crowd_over_http, simulated_qualification
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import STUDIES_DIR, load_study_file
 from empeval.wiring import make_app
@@ -213,7 +213,8 @@ def _run_crowd(engine, base: str, spec: StudyConfig, assignments: int, crowd, *,
     with progress_bar() as progress:
         task = progress.add_task(f"{step} {len(crowd)} simulated raters of {spec.name}", total=assignments)
         result = run_crowd_over_http(base, invites, crowd, answer, counted=counted, seed=seed, time_scale=time_scale,
-                                     on_submit=lambda n: progress.advance(task, n))
+                                     on_submit=lambda n: progress.advance(task, n),
+                                     qualify=simulated_qualification(engine, spec.name))
     if result.errors:
         raise click.ClickException(f"simulated raters of {spec.name} met errors: " + "; ".join(result.errors[:3]))
     return result.submissions, result.answers, counted

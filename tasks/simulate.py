@@ -9,7 +9,8 @@ random clickers (uniform answers, fast), straight-liners (one answer for everyth
 context-ignorers (judge only the language: every criterion gets their fluency impression). How a rater turns that
 into an answer is the study kind's (its tasks part's `simulated_answers`: a Likert score, an A/B choice the
 Thurstone way, ...); simulated raters work through the real HTTP API of a running app, concurrently, exactly as
-people would: ask for the next assignment, answer it, submit.
+people would: go through the study's qualification if it has one (a good rater answers its practice items right,
+a careless one as her behaviour goes), ask for the next assignment, answer it, submit.
 """
 from __future__ import annotations
 
@@ -23,8 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import requests
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from empeval.server.errors import EmpevalError
+from empeval.server.store.models import Study
+from empeval.server.store.qualification_tables import QualificationItem
+from empeval.server.store.statuses import QualificationStatus
 
 CRITERIA = ("empathy", "relevance", "fluency")
 
@@ -128,11 +134,66 @@ class SimulationResult:
     answers: int = 0  # what the receipts counted as stored (ratings, choices, ...)
     errors: list[str] = field(default_factory=list)
     raters: list[Rater] = field(default_factory=list)
+    # Raters who failed the study's qualification (and so did no real work), by name.
+    not_qualified: list[str] = field(default_factory=list)
 
 
 # What a simulated rater sends for one assignment: (rater, her random stream, the assignment's payload) ->
 # the submission body without its submission id.
 Answer = Callable[[Rater, random.Random, dict], dict]
+
+
+# What a simulated rater answers to one practice item of a study's qualification: (rater, her random stream, the
+# item's position, the choices offered, the criteria) -> the answer per criterion.
+Qualify = Callable[[Rater, random.Random, int, list, list], dict]
+
+
+def qualification_truth(engine: Engine, study: str) -> dict[int, dict[str, list]]:
+    """The answers counted right per criterion of each gold item of `study`'s qualification, by position: the truth
+    a simulated rater needs (the API hides it); {} for a study without one."""
+    with Session(engine) as session:
+        return {position: dict(accepted) for position, accepted in session.execute(
+            select(QualificationItem.position, QualificationItem.accepted)
+            .join(Study, Study.id == QualificationItem.study_id).where(Study.name == study))}
+
+
+def simulated_qualification(engine: Engine, study: str) -> Qualify:
+    """How simulated raters answer `study`'s practice items: a good rater gives an answer counted right (one of them
+    at random), a straight-liner the first choice to every question, any other careless rater a choice at random."""
+    truth = qualification_truth(engine, study)
+
+    def qualify(rater: Rater, rng: random.Random, position: int, choices: list, criteria: list) -> dict:
+        values = [choice["value"] for choice in choices]
+        if rater.behaviour == "good" and position in truth:
+            return {c["key"]: rng.choice(truth[position][c["key"]]) for c in criteria}
+        if rater.behaviour == "straight":
+            return {c["key"]: values[0] for c in criteria}
+        return {c["key"]: rng.choice(values) for c in criteria}
+
+    return qualify
+
+
+def _take_qualification(session: requests.Session, base_url: str, headers: dict[str, str], rater: Rater,
+                        rng: random.Random, qualify: Qualify) -> str | None:
+    """Answer the study's qualification through the app, item after item and attempt after attempt, until it is
+    decided: the outcome (QualificationStatus.PASSED or FAILED), None when the study has none, or an "error: ..."
+    line."""
+    state = session.get(f"{base_url}/api/annotate/qualification", headers=headers, timeout=60)
+    if state.status_code != 200:
+        return f"error: qualification -> {state.status_code} {state.text[:200]}"
+    current = state.json()
+    if not current.get("required"):
+        return None
+    while current["status"] == QualificationStatus.PENDING:
+        answered = {reply["item"] for reply in current["answered"]}
+        position = next(item["position"] for item in current["items"] if item["position"] not in answered)
+        body = {"item": position, "attempt": current["attempt"],
+                "answer": qualify(rater, rng, position, current["choices"], current["criteria"])}
+        sent = session.post(f"{base_url}/api/annotate/qualification/answers", json=body, headers=headers, timeout=60)
+        if sent.status_code != 200:
+            return f"error: qualification answer -> {sent.status_code} {sent.text[:200]}"
+        current = sent.json()["state"]
+    return current["status"]
 
 
 class UnknownItem(EmpevalError):
@@ -142,12 +203,15 @@ class UnknownItem(EmpevalError):
 
 def run_crowd_over_http(base_url: str, invites: Mapping[str, str], raters: list[Rater], answer: Answer, *,
                         counted: str, seed: int = 0, time_scale: float = 0.0, max_workers: int = 8,
-                        on_submit: Callable[[int], None] | None = None) -> SimulationResult:
+                        on_submit: Callable[[int], None] | None = None,
+                        qualify: Qualify | None = None) -> SimulationResult:
     """Let `raters` (their invite tokens in `invites`, by rater name) work through the app's HTTP API until no work
     is left for them: each, in a pool of `max_workers` threads, asks for the next assignment, answers it (`answer`,
     the study kind's `simulated_answers`: the hidden truth only the simulation knows) and submits it; `counted` is
     the receipt's count of what was stored (the kind's word: "ratings", "choices"). Each rater sleeps `time_scale` x
-    her simulated seconds per unit (0: no waiting). Every refusal is recorded in `errors` and stops that rater."""
+    her simulated seconds per unit (0: no waiting). Every refusal is recorded in `errors` and stops that rater.
+    With `qualify` (simulated_qualification), each rater first goes through the study's qualification, if it has one;
+    one who fails it is listed in `not_qualified` and does no real work."""
     result = SimulationResult(raters=list(raters))
     lock = threading.Lock()
 
@@ -155,6 +219,15 @@ def run_crowd_over_http(base_url: str, invites: Mapping[str, str], raters: list[
         rng = random.Random(f"{seed}-{rater.name}")
         session = requests.Session()
         headers = {"Authorization": f"Bearer {invites[rater.name]}"}
+        if qualify is not None:
+            outcome = _take_qualification(session, base_url, headers, rater, rng, qualify)
+            if outcome is not None and outcome != QualificationStatus.PASSED:
+                with lock:
+                    if outcome.startswith("error: "):
+                        result.errors.append(f"{rater.name}: {outcome.removeprefix('error: ')}")
+                    else:
+                        result.not_qualified.append(rater.name)
+                return
         while True:
             reply = session.get(f"{base_url}/api/annotate/next", headers=headers, timeout=60)
             if reply.status_code != 200:

@@ -25,6 +25,8 @@ from empeval.server.store.study_config import StudyConfig
 from empeval.tasks.design import controls_per_assignment
 from empeval.tasks.kind_parts import ChosenContexts, StudySetupError, StudySummary
 from empeval.tasks.kinds import TaskKind, task_kind
+from empeval.tasks.qualification import describe as describe_qualification
+from empeval.tasks.qualification import write_gold_items
 
 
 def import_command(dataset: str, split: str) -> str:
@@ -216,9 +218,12 @@ def _create_with(session: Session, kind: TaskKind, spec: StudyConfig, all_contex
     study = Study(name=spec.name, config=spec, seed=spec.seed, status=StudyStatus.OPEN)
     session.add(study)
     session.flush()
-    return kind.create(session, spec, study, ChosenContexts(
+    summary = kind.create(session, spec, study, ChosenContexts(
         ids=sorted({complete[key] for key in chosen}), keys=chosen, key_to_id=complete, systems=systems,
         responses=responses))
+    write_gold_items(session, kind, spec, study)  # the study's qualification, if any (tasks/qualification.py)
+    summary.sentence += describe_qualification(spec)
+    return summary
 
 
 def lacking_controls(spec: StudyConfig, chosen: ChosenContexts, context_ids: list[int] | set[int]) -> None:

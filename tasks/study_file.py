@@ -27,6 +27,10 @@ Every kind of study has these fields:
     platform = "prolific"            # "local" (volunteers, the default), "prolific" or "mturk"
     prolific_study_id = "5f0c..."    # Prolific's study id (24 hex characters): the study link only admits it
     completion_code = "C1A2B3C4"     # given to a participant after a valid submit (letters and digits)
+    screened_out_code = "S0C1D2E3"   # optional: given to a participant who fails the qualification ...
+    failed_checks_code = "F4A5B6C7"  # ... or this one (qualification.code_on_failure = "failed_checks")
+    [qualification]                  # optional: a training of gold items a rater passes before real work
+    min_correct = 3; attempts = 1    # (tasks/qualification.py; each gold item's fields are the kind's)
     [[criteria]]                     # optional: defaults to the paper's Empathy, Relevance, Fluency, asked as
     key = "empathy"; label = "Empathy"; question = "..."; definition = "..."   # the kind asks them
 
@@ -58,12 +62,16 @@ from empeval.server.store.study_parts import (
 )
 from empeval.tasks.kind_parts import StudyFileError, StudyFileParts, StudyFileReader
 from empeval.tasks.kinds import TaskKind, task_kind, task_kinds
+from empeval.tasks.qualification import parse_qualification
 
 # The study files that ship with empeval (the demo's among them).
 STUDIES_DIR = Path(__file__).resolve().parent / "studies"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 PROLIFIC_ID_PATTERN = re.compile(r"[0-9a-f]{24}")  # Prolific's ids (study, participant, session)
 COMPLETION_CODE_PATTERN = re.compile(r"[A-Za-z0-9]{1,40}")
+# A Prolific study's completion codes: after a valid submit (required), and for a participant screened out or failing
+# the checks (optional; one is given to whoever fails the study's qualification).
+PROLIFIC_CODES = ("completion_code", "screened_out_code", "failed_checks_code")
 
 
 def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
@@ -151,19 +159,21 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     setup, design = kind.parse(r, data, parts)
     compare_with = compare_with or kind.linked_study(setup)
     criteria = _criteria(r, data) if "criteria" in data else kind.criteria_asked(setup)
+    recruitment = _recruitment(r, data)
+    qualification = parse_qualification(r, data, kind, setup, criteria, controls, recruitment)
     return StudyConfig(name=name, seed=seed, contexts=contexts, systems=systems, controls=controls, design=design,
-                       criteria=criteria, setup=setup, pay=pay,
+                       criteria=criteria, setup=setup, pay=pay, qualification=qualification,
                        title=data.get("title", "") if isinstance(data.get("title", ""), str) else "",
                        instructions=data.get("instructions", "") if isinstance(data.get("instructions", ""), str)
                        else "",
                        control_targets={c: CONTROL_TARGETS[c] for c in controls},
-                       compare_with=compare_with, recruitment=_recruitment(r, data))
+                       compare_with=compare_with, recruitment=recruitment)
 
 
 # The fields every kind's study file has, per section ("" is the top level).
 SHARED_FIELDS: dict[str, frozenset[str]] = {
     "": frozenset({"name", "seed", "title", "instructions", "contexts", "systems", "design", "pay", "criteria", "kind",
-                   "compare_with", "recruitment"}),
+                   "compare_with", "recruitment", "qualification"}),
     "systems": frozenset({"names", "controls"}),
     "design": frozenset({"items_per_assignment", "control_rate", "assignment_minutes"}),
 }
@@ -219,14 +229,16 @@ def _criteria(r: StudyFileReader, data: dict) -> tuple[Criterion, ...]:
 
 def _recruitment(r: StudyFileReader, data: dict) -> Recruitment:
     """The [recruitment] section: the platform, and for Prolific the study id the link is bound to and the
-    completion code; the Prolific fields are refused on other platforms so a wrong platform is not missed."""
-    section = r.table(data, "recruitment", "recruitment", {"platform", "prolific_study_id", "completion_code"})
+    completion codes (the one for a valid submit, required; the screened-out and failed-checks ones, which a
+    participant who fails the study's qualification is given); the Prolific fields are refused on other platforms
+    so a wrong platform is not missed."""
+    section = r.table(data, "recruitment", "recruitment", {"platform", "prolific_study_id", *PROLIFIC_CODES})
     platform = r.string(section, "platform", "recruitment.platform", Recruitment.platform)
     if platform not in RECRUITMENT_PLATFORMS:
         raise r.error("recruitment.platform", f"unknown platform {platform!r}; expected one of "
                       f"{', '.join(RECRUITMENT_PLATFORMS)}")
     if platform != "prolific":
-        for key in ("prolific_study_id", "completion_code"):
+        for key in ("prolific_study_id", *PROLIFIC_CODES):
             if key in section:
                 raise r.error(f"recruitment.{key}", f'is for Prolific studies only (platform = "prolific"), '
                               f"this study's platform is {platform!r}")
@@ -241,11 +253,19 @@ def _recruitment(r: StudyFileReader, data: dict) -> Recruitment:
     if "completion_code" not in section:
         raise r.error("recruitment.completion_code", "is required on Prolific: copy the completion code from "
                       "the study's page on Prolific")
-    code = r.string(section, "completion_code", "recruitment.completion_code")
-    if not COMPLETION_CODE_PATTERN.fullmatch(code):
-        raise r.error("recruitment.completion_code", f"{code!r} must be 1-40 letters or digits, as Prolific's "
-                      "completion codes are")
-    return Recruitment(platform=platform, prolific_study_id=study_id, completion_code=code)
+    codes: dict[str, str | None] = dict.fromkeys(PROLIFIC_CODES)
+    for key in PROLIFIC_CODES:
+        if key not in section:
+            continue
+        code = r.string(section, key, f"recruitment.{key}")
+        if not COMPLETION_CODE_PATTERN.fullmatch(code):
+            raise r.error(f"recruitment.{key}", f"{code!r} must be 1-40 letters or digits, as Prolific's completion "
+                          "codes are")
+        if code in (given := [value for other, value in codes.items() if other != key and value]):
+            raise r.error(f"recruitment.{key}", f"{code!r} is given for another outcome too ({', '.join(given)}): "
+                          "each outcome needs its own code, or Prolific cannot tell them apart")
+        codes[key] = code
+    return Recruitment(platform=platform, prolific_study_id=study_id, **codes)
 
 
 def load_study_file(path: Path) -> StudyConfig:

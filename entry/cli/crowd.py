@@ -80,8 +80,9 @@ def launch(obj: CliContext, study: str, provider: str, units: int | None, reward
            min_control_pass_rate: float, live_url: str | None, yes: bool, wait: bool) -> None:
     """Put STUDY's open assignments on the crowd: one Mephisto unit per assignment. A chat study's turns are
     answered by `empeval serve` at --live-url while the run is live."""
-    jobs.crowd_python()
     engine = obj.engine()
+    _refuse_a_qualification(engine, study)
+    jobs.crowd_python()
     job_dir, cost = jobs.create_job(engine, study, provider=provider, units=units, port=port, reward=reward,
                                     timeout_seconds=timeout_seconds, public_url=public_url, aws_profile=aws_profile,
                                     onboarding=onboarding, min_control_pass_rate=min_control_pass_rate,
@@ -109,6 +110,21 @@ def launch(obj: CliContext, study: str, provider: str, units: int | None, reward
         final = jobs.wait_for(job_dir, jobs.ENDED, timeout=timeout_seconds + 120)
         click.echo(f"run ended: {final.state}")
         _recover_and_ingest(obj, job_dir)
+
+
+def _refuse_a_qualification(engine, study: str) -> None:
+    """A study with a [qualification] is for local and Prolific raters: crowd work is claimed for workers who never
+    took it, so it does not go on the crowd (Mephisto onboards its workers itself: --onboarding)."""
+    from sqlalchemy.orm import Session
+
+    from empeval.server.store.queries import study_by_name
+
+    with Session(engine) as session:
+        gated = study_by_name(session, study).config.qualification is not None
+    if gated:
+        fail(f"study {study!r} has a [qualification], which is taken by local and Prolific raters only: crowd workers "
+             "are onboarded by Mephisto (--onboarding). Create a copy of the study without the section for the crowd",
+             EXIT_BAD_INPUT)
 
 
 @crowd.command()

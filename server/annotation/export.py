@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from empeval.analysis.kinds.csv_cells import write_csv
 from empeval.server.annotation.kinds import AnnotationKind, annotation_kind
+from empeval.server.annotation.qualification import qualification_meta
 from empeval.server.errors import BadInput
 from empeval.server.store.models import Study
 from empeval.server.store.queries import study_by_name
@@ -103,11 +104,12 @@ def report_inputs(engine: Engine, study: str) -> ReportInputs:
     """The study's report inputs (NotFound for an unknown study): its rows, its meta and every study linked to it,
     by its compare_with or theirs, with their rows."""
     with Session(engine) as session:
-        config = study_by_name(session, study).config
+        found = study_by_name(session, study)
+        config, qualification = found.config, qualification_meta(session, found)  # raters qualified and failed
         others = [(row.name, row.config) for row in session.scalars(select(Study).where(Study.name != study))]
     linked = [LinkedExport(name, other.kind, names_this=other.compare_with == study,
                            rows=annotation_kind(other.kind).export_rows(engine, name))
               for name, other in sorted(others) if other.compare_with == study or config.compare_with == name]
     kind = annotation_kind(config.kind)
-    return ReportInputs(config.kind, kind.export_rows(engine, study), report_meta(config), linked, kind.counted,
-                        kind.extra_exports(engine, study))
+    return ReportInputs(config.kind, kind.export_rows(engine, study), {**report_meta(config), **qualification}, linked,
+                        kind.counted, kind.extra_exports(engine, study))

@@ -13,7 +13,9 @@ Rules, each kept by the database and not by Python alone:
   thus never share a context for one annotator either; a study linked to X is not linked to the one X names.)
 - each assignment goes to one annotator: a claim is an `UPDATE` whose WHERE wants it still open (`claim`, also used
   when crowd work is ingested);
-- assignments are handed out in design order (design_index).
+- assignments are handed out in design order (design_index);
+- in a study with a qualification (gold items), only to a rater whose qualification outcome is `passed`: the claim's
+  UPDATE itself checks it (hot_sql.qualified_sql), so no page, script or second tab gets real work without it.
 The candidate is chosen in SQL (the first open assignment in design order holding no context the annotator has
 seen) in the same transaction as the claim and its seen rows. One annotator's claims take turns (each first
 locks her annotator row), so a second tab waits for the first and then resumes its assignment; should two
@@ -67,7 +69,7 @@ from empeval.server.errors import Conflict, Forbidden, NotFound
 from empeval.server.store.engine import unit_of_work, write_transaction
 from empeval.server.store.models import Annotator, Assignment, SeenContext, Study, StudyRevocation
 from empeval.server.store.queries import assignment_counts, now_utc, study_by_name
-from empeval.server.store.statuses import AssignmentStatus, StudyStatus
+from empeval.server.store.statuses import AssignmentStatus, QualificationStatus, StudyStatus
 
 # Each failed attempt means another claim committed (another annotator took the candidate, or this annotator's
 # other tab claimed first), so the loop always makes progress; the bound only turns a bug into an error.
@@ -80,6 +82,19 @@ class StudyClosed(Forbidden):
 
 class AccessRevoked(Forbidden):
     """The researcher revoked this annotator, in this study or in all of them."""
+
+
+class QualificationRequired(Forbidden):
+    """The study asks its raters to pass its qualification (server/annotation/qualification.py) before real work, and
+    this one has not passed it: she has not finished it yet, or she failed it (`failed`)."""
+
+    def __init__(self, study: str, *, failed: bool):
+        self.failed = failed
+        super().__init__(
+            f"you did not pass the qualification of study {study!r}, so it has no work for you: thank you for your "
+            "time" if failed else
+            f"study {study!r} asks you to pass its short qualification first: answer its practice items "
+            "(GET /api/annotate/qualification), then ask for work again")
 
 
 def revoked_clause(study_id: Any, annotator_id: int) -> Any:
@@ -287,6 +302,8 @@ def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: d
     kind = annotation_kind(study.config.kind)
     if row.resumable_id is not None:  # resuming work that is not overdue needs no turn
         return study, kind, Handed(row.resumable_id, hot_sql.read_moment(row.expires_at))
+    if not row.qualified:  # the claim's own statement refuses her too (hot_sql.qualified_sql): this says why
+        raise QualificationRequired(study_name, failed=row.qualification == QualificationStatus.FAILED)
     minutes = study.config.design.assignment_minutes
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:

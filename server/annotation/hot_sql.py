@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqlalchemy import Connection, CursorResult
 from sqlalchemy.orm import Session
 
-from empeval.server.store.statuses import AssignmentStatus, StudyStatus
+from empeval.server.store.statuses import AssignmentStatus, QualificationStatus, StudyStatus
 from empeval.server.store.study_config import StudyConfig
 
 if TYPE_CHECKING:
@@ -146,9 +146,23 @@ def _studies_seen_in(study: str) -> str:
 
 # --- next --------------------------------------------------------------------------------------------------
 
-# Whether she may work (study status, revocations) and what she holds that is not overdue, in one read.
+def qualified_sql(study: str) -> str:
+    """SQL truth value: the annotator (:annotator) may be handed real work of `study` (a column or parameter) as far as
+    its qualification goes: the study has no gold items, or her outcome there is passed (server/store/
+    qualification_tables.py)."""
+    return (f"(NOT EXISTS (SELECT 1 FROM qualification_item WHERE qualification_item.study_id = {study}) "
+            f"OR EXISTS (SELECT 1 FROM qualification_outcome WHERE qualification_outcome.study_id = {study} "
+            "AND qualification_outcome.annotator_id = :annotator AND qualification_outcome.status = "
+            f"'{QualificationStatus.PASSED}'))")
+
+
+# Whether she may work (study status, revocations, her qualification) and what she holds that is not overdue, in one
+# read.
 STUDY_AND_RESUMABLE = _both(
     "SELECT study.id, study.status, {config} AS config, " + revoked_sql("study.id") + " AS revoked, "
+    + qualified_sql("study.id") + " AS qualified, "
+    "(SELECT qualification_outcome.status FROM qualification_outcome WHERE qualification_outcome.study_id = study.id "
+    "AND qualification_outcome.annotator_id = :annotator) AS qualification, "
     "resumable.id AS resumable_id, resumable.expires_at "
     "FROM study LEFT OUTER JOIN assignment AS resumable ON resumable.study_id = study.id "
     f"AND resumable.annotator_id = :annotator AND resumable.status = '{ASSIGNED}' "
@@ -209,12 +223,14 @@ _AFTER_HER_LAST_CLAIM = ("AND candidate.design_index >= :from_index "
 
 def _claim(seen: str) -> ByDialect:
     """The first fitting candidate after her last claim, else the first from the start (COALESCE evaluates the
-    second walk only when the first finds nothing), claimed by the UPDATE whose WHERE chooses it; RETURNING its id
-    and design position."""
+    second walk only when the first finds nothing), claimed by the UPDATE whose WHERE chooses it, and only if the
+    study's qualification lets her through (qualified_sql: in the claim's own statement, so the database refuses an
+    unqualified rater whatever Python read before); RETURNING its id and design position."""
     after_her_last, from_the_start = _first_fitting(seen, _AFTER_HER_LAST_CLAIM), _first_fitting(seen)
     return _both(f"UPDATE assignment SET status = '{ASSIGNED}', annotator_id = :annotator, started_at = :now, "
                  f"expires_at = :expires_at WHERE assignment.id = COALESCE(({after_her_last}), ({from_the_start})) "
-                 f"AND assignment.status = '{OPEN}' RETURNING assignment.id, assignment.design_index")
+                 f"AND assignment.status = '{OPEN}' AND {qualified_sql(':study')} "
+                 "RETURNING assignment.id, assignment.design_index")
 
 
 def first_fitting_sql(kind: AnnotationKind, *, after_her_last_claim: bool = False) -> tuple[str, str]:

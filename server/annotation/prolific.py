@@ -1,5 +1,6 @@
 """Running a study on Prolific: one signed study link, the participants it admits, the completion code they get
-after a valid submit, and releasing the work of those who returned or timed out.
+after a valid submit (or, when they fail the study's qualification, its screened-out or failed-checks code), and
+releasing the work of those who returned or timed out.
 
 Prolific sends every participant to the study's one link, `https://HOST/prolific/<study token>?PROLIFIC_PID=
 {{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}`, filling in the three ids (24 lower-case
@@ -34,8 +35,9 @@ from empeval.server.annotation.secrets import make_invite, secret_key
 from empeval.server.errors import BadInput, Forbidden, NotFound
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Annotator, Assignment
+from empeval.server.store.qualification_tables import QualificationOutcome
 from empeval.server.store.queries import study_by_name
-from empeval.server.store.statuses import AssignmentStatus
+from empeval.server.store.statuses import AssignmentStatus, QualificationStatus
 from empeval.server.store.study_parts import Recruitment
 
 PROVIDER = "prolific"
@@ -69,11 +71,13 @@ class ProlificVisit(NamedTuple):
 class Admission(NamedTuple):
     """A participant let in: her annotator id and the invite token her browser gets as its cookie; `completion`
     (what completion_after_submit gives) when she has already submitted her assignment of this study, in which
-    case she is given the code again rather than more work (Prolific pays one submission per participant)."""
+    case she is given the code again rather than more work (Prolific pays one submission per participant), or when
+    she failed the study's qualification (completion_after_failure: `outcome` then says which code it is)."""
 
     annotator_id: int
     invite: str
     completion: dict[str, dict[str, str]] | None = None
+    outcome: str = "completed"
 
 
 def make_study_token(secret: str, study: str) -> str:
@@ -139,9 +143,16 @@ def admit(engine: Engine, secret: str, study: str, visit: ProlificVisit) -> Admi
         submitted = session.scalar(select(Assignment.id).where(
             Assignment.study_id == study_row.id, Assignment.annotator_id == annotator.id,
             Assignment.status == AssignmentStatus.SUBMITTED).limit(1))
+        failed = session.scalar(select(QualificationOutcome.id).where(
+            QualificationOutcome.study_id == study_row.id, QualificationOutcome.annotator_id == annotator.id,
+            QualificationOutcome.status == QualificationStatus.FAILED))
+        qualification = study_row.config.qualification
     invite = make_invite(secret, annotator_id=annotator.id, study=study, days=INVITE_DAYS)
     if submitted is not None:
         return Admission(annotator.id, invite, completion_after_submit(recruitment, PROVIDER) or None)
+    if failed is not None and qualification is not None:  # she failed the qualification: her code, no work
+        completion = completion_after_failure(recruitment, PROVIDER, qualification.code_on_failure)
+        return Admission(annotator.id, invite, completion or None, qualification.code_on_failure)
     return Admission(annotator.id, invite)
 
 
@@ -152,6 +163,22 @@ def completion_after_submit(recruitment: Recruitment, provider: str | None) -> d
         return {}
     code = recruitment.completion_code
     return {"completion": {"code": code, "url": COMPLETION_URL.format(code=code)}}
+
+
+def completion_after_failure(recruitment: Recruitment, provider: str | None, outcome: str
+                             ) -> dict[str, dict[str, str]]:
+    """What a Prolific participant who failed the study's qualification is given: {"completion": {"code", "url",
+    "outcome"}} with the study's code for `outcome` ("screened_out" or "failed_checks", the qualification's
+    code_on_failure) and Prolific's completion URL; {} for anyone else or a study without that code.
+
+    >>> completion_after_failure(Recruitment("prolific", "a" * 24, "C1", screened_out_code="S0"), PROVIDER,
+    ...                          "screened_out")["completion"]["code"]
+    'S0'
+    """
+    code = recruitment.code_for(outcome)
+    if provider != PROVIDER or recruitment.platform != PROVIDER or not code:
+        return {}
+    return {"completion": {"code": code, "url": COMPLETION_URL.format(code=code), "outcome": outcome}}
 
 
 class Released(NamedTuple):

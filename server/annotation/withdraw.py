@@ -2,7 +2,8 @@
 
 What leaves, in one transaction:
 - her answers in the study (ratings, A/B choices, ...: whatever its kind stores; so they leave every export and
-  every analysis) and the comments she left on its assignments (free text may name her);
+  every analysis), her answers to its qualification and its outcome (the report no longer counts her), and the
+  comments she left on its assignments (free text may name her);
 - her work in progress there (expired, as revoking does); each assignment she had submitted becomes 'expired' and,
   unless a copy already replaced it (a late submission), a copy with the same placements (pairs on the same
   sides) goes back to the pool, so another rater restores the design's k answers per unit;
@@ -35,6 +36,7 @@ from empeval.server.annotation.study_log import WITHDRAWAL, add_entry
 from empeval.server.errors import NotFound
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Annotator, Assignment, Study, StudyLogEntry, StudyRevocation
+from empeval.server.store.qualification_tables import QualificationAnswer, QualificationOutcome
 from empeval.server.store.queries import now_utc, study_by_name
 from empeval.server.store.statuses import AssignmentStatus
 
@@ -101,13 +103,17 @@ def forget(engine, name: str, *, study: str, provider: str = "local", now: datet
 
 def _remove_work(session: Session, kind: AnnotationKind, study_id: int, annotator_id: int,
                  now: datetime) -> tuple[int, int, int]:
-    """Delete her answers (rows of the kind's answer table) and comments in the study; expire her submitted
+    """Delete her answers (rows of the kind's answer table, and to the study's qualification, with its outcome) and
+    comments in the study; expire her submitted
     assignments and put a copy of each not yet replaced back in the pool. Returns (answers, comments, assignments
     reopened)."""
     hers = select(Assignment.id).where(Assignment.study_id == study_id, Assignment.annotator_id == annotator_id)
     answer = table(kind.answer_table, column("annotator_id"), column("assignment_id"))
     answers = _count(session.execute(delete(answer).where(answer.c.annotator_id == annotator_id,
                                                           answer.c.assignment_id.in_(hers))))
+    for qualification_table in (QualificationAnswer, QualificationOutcome):
+        session.execute(delete(qualification_table).where(qualification_table.study_id == study_id,
+                                                          qualification_table.annotator_id == annotator_id))
     comments = _count(session.execute(update(Assignment).where(Assignment.id.in_(hers), Assignment.comment.is_not(None))
                                       .values(comment=None).execution_options(synchronize_session=False)))
     submitted = session.scalars(select(Assignment.id).where(Assignment.id.in_(hers),

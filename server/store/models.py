@@ -10,6 +10,7 @@ lives in that kind's own tables, declared on the same `Base` in server/store/kin
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -46,7 +47,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def status_type(statuses: type[AssignmentStatus] | type[StudyStatus]) -> Enum:
+def status_type(statuses: type[StrEnum]) -> Enum:
     """A status column's type: the enum's values stored as text (VARCHAR(20), as the column always was; the
     table's CHECK constraint lists the values), read back as the enum."""
     return Enum(statuses, native_enum=False, create_constraint=False, length=20, validate_strings=True,

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from empeval.server.store.kinds import DEFAULT_KIND, StudySetup, UnknownStudyKind, default_setup, setup_class
+from empeval.server.store.qualification import Qualification
 from empeval.server.store.study_parts import (
     DEFAULT_CRITERIA,
     ConfigReader,
@@ -62,6 +63,8 @@ class StudyConfig:
     control_targets: dict[str, str] = field(default_factory=dict)
     compare_with: str = ""
     recruitment: Recruitment = field(default_factory=Recruitment)
+    # The training a rater passes before her first real assignment (server/store/qualification.py), if any.
+    qualification: Qualification | None = None
 
     @property
     def kind(self) -> str:
@@ -137,12 +140,18 @@ class StudyConfig:
                 platform=reader.text(recruitment, "platform", "recruitment.platform", Recruitment.platform),
                 prolific_study_id=reader.optional_text(recruitment, "prolific_study_id",
                                                        "recruitment.prolific_study_id"),
-                completion_code=reader.optional_text(recruitment, "completion_code", "recruitment.completion_code")),
+                completion_code=reader.optional_text(recruitment, "completion_code", "recruitment.completion_code"),
+                screened_out_code=reader.optional_text(recruitment, "screened_out_code",
+                                                       "recruitment.screened_out_code"),
+                failed_checks_code=reader.optional_text(recruitment, "failed_checks_code",
+                                                        "recruitment.failed_checks_code")),
+            qualification=None if top.get("qualification") is None
+            else Qualification.from_stored(reader, top["qualification"]),
         )
 
 
 # Keys StudyConfig gained after studies were first stored, with the defaults to_json leaves out.
-_LATER_KEYS: dict[str, Any] = {"compare_with": "", "recruitment": asdict(Recruitment())}
+_LATER_KEYS: dict[str, Any] = {"compare_with": "", "recruitment": asdict(Recruitment()), "qualification": None}
 
 
 def _jsonable(value: Any) -> Any:

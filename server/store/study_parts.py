@@ -85,12 +85,21 @@ class Pay:
 @dataclass(frozen=True)
 class Recruitment:
     """How raters were recruited: "local" volunteers (the default), "prolific" or "mturk". A Prolific study
-    names Prolific's study id (24 hex characters), which its study link is bound to, and the completion code
-    a participant is given after a valid submit."""
+    names Prolific's study id (24 hex characters), which its study link is bound to, and its completion codes:
+    the one a participant is given after a valid submit, and optionally the screened-out and failed-checks codes
+    (a participant who fails the study's qualification is given one of them, as its code_on_failure says)."""
 
     platform: str = "local"
     prolific_study_id: str | None = None
     completion_code: str | None = None
+    screened_out_code: str | None = None
+    failed_checks_code: str | None = None
+
+    def code_for(self, outcome: str) -> str | None:
+        """The completion code for `outcome`: "completed", "screened_out" or "failed_checks" (None when the study
+        file gives none)."""
+        return {"completed": self.completion_code, "screened_out": self.screened_out_code,
+                "failed_checks": self.failed_checks_code}[outcome]
 
 
 # The criteria of Rashkin et al. (ACL 2019), in the wording shown to raters of one response (a kind that asks them

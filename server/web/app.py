@@ -111,8 +111,9 @@ def _role_blueprints() -> list:
     from empeval.server.web.backend_api import blueprint as backend_blueprint
     from empeval.server.web.chat_api import blueprint as chat_blueprint
     from empeval.server.web.prolific import blueprint as prolific_blueprint
+    from empeval.server.web.qualification_api import blueprint as qualification_blueprint
 
-    return [backend_blueprint, prolific_blueprint, chat_blueprint]
+    return [backend_blueprint, prolific_blueprint, chat_blueprint, qualification_blueprint]
 
 
 _TOKEN_IN_PATH = re.compile(r"(\s/annotate/)[^\s?#\"]+|([?&](?:token|PROLIFIC_PID)=)[^&\s\"]+")

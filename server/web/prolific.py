@@ -6,7 +6,8 @@ STUDY_ID is the study's Prolific study (403, counted too), that the study is ope
 for an invite); then it lets her in (server.annotation.prolific.admit: her annotator is found, or created on her
 first visit, by the keyed hash of her Prolific id), sets the invite cookie the invite flow sets (auth.
 set_invite_cookie) and sends her to the task page (303 to /annotate). A participant who has submitted her
-assignment already gets her completion code again (200, a page or JSON), not more work. A browser is answered
+assignment already gets her completion code again (200, a page or JSON), not more work; one who failed the study's
+qualification gets its screened-out (or failed-checks) code the same way. A browser is answered
 with a short page saying what was wrong and what to do; anything else with the app's JSON error.
 
 The link is a GET that sets a cookie, as any link from another site must be: whoever knows the study link can
@@ -19,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 
 from empeval.server.annotation.prolific import InvalidStudyLink, WrongProlificStudy, admit, read_study_token, read_visit
 from empeval.server.errors import EmpevalError
+from empeval.server.store.qualification import CODES_ON_FAILURE
 from empeval.server.web import openapi
 from empeval.server.web.auth import limited_token_check, set_invite_cookie, signing_secret
 
@@ -47,10 +49,12 @@ def _let_in(token: str):
     visit = read_visit(request.args.to_dict(flat=False))
     with limited_token_check(WrongProlificStudy):
         admission = admit(current_app.extensions["empeval.engine"], secret, study, visit)
-    if admission.completion is not None:  # she has done her assignment: the code again, no more work
+    if admission.completion is not None:  # she has done her assignment, or failed the qualification: a code, no work
+        completion = admission.completion["completion"]
         if _wants_a_page():
-            return render_template("prolific_completed.html", **admission.completion["completion"])
-        return {"status": "completed", **admission.completion}
+            return render_template("prolific_completed.html", code=completion["code"], url=completion["url"],
+                                   outcome=admission.outcome)
+        return {"status": admission.outcome, **admission.completion}
     response = redirect("/annotate", code=303)
     set_invite_cookie(response, admission.invite)
     return response
@@ -76,9 +80,11 @@ openapi.register_paths({
                        *({"name": name, "in": "query", "required": True, "schema": _ID}
                          for name in ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"))],
         "responses": {"303": {"description": "admitted: the invite cookie is set, Location is /annotate"},
-                      "200": {"description": "she submitted her assignment already: her completion code again",
+                      "200": {"description": "she submitted her assignment already (her completion code again), or "
+                                             "failed the qualification (its screened-out or failed-checks code)",
                               "content": {"application/json": {"schema": {"type": "object", "properties": {
-                                  "status": {"const": "completed"}, "completion": {"type": "object", "properties": {
+                                  "status": {"enum": ["completed", *CODES_ON_FAILURE]},
+                                  "completion": {"type": "object", "properties": {
                                       "code": {"type": "string"}, "url": {"type": "string"}}}}}},
                                           "text/html": {"schema": {"type": "string"}}}},
                       "400": {"description": "a Prolific id missing, repeated or malformed", **_ERR},

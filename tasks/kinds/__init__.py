@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from empeval.server.store.models import Study
+    from empeval.server.store.qualification import GoldItem, GoldRow
     from empeval.server.store.study_config import StudyConfig
     from empeval.server.store.study_parts import Criterion, Design
     from empeval.tasks.crowd.contract import Control
@@ -62,7 +63,8 @@ class TaskKind:
     own_contexts: ClassVar[bool] = False
     # The hooks below with a default most kinds keep (tests/test_kinds_complete.py does not ask for them).
     optional_parts: ClassVar[frozenset[str]] = frozenset({"check_live_systems", "criteria_asked", "linked_study",
-                                                          "study_contexts"})
+                                                          "study_contexts", "qualification_items",
+                                                          "qualification_rows"})
 
     # --- the study file ---------------------------------------------------------------------------------------
     def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[StudySetup,
@@ -81,6 +83,20 @@ class TaskKind:
         """The study a study of this kind is linked to by its nature when its file names none in compare_with (an
         ACUTE study's chat study), or ""."""
         return ""
+
+    def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
+                            criteria: tuple[Criterion, ...], controls: tuple[str, ...]) -> tuple[GoldItem, ...]:
+        """A kind with a qualification (tasks/qualification.py): the study file's [[qualification.items]] (`entries`,
+        each checked to be a table) as gold items in the kind's terms, checked against the study's setup, criteria
+        and controls; StudyFileError naming the item and the field. The kinds that do not override it have no
+        qualification, and a study file of theirs with one is refused (has_qualification)."""
+        raise self._missing("qualification_items")
+
+    def qualification_rows(self, session: Session, spec: StudyConfig) -> list[GoldRow]:
+        """For a kind with a qualification: what each gold item of `spec.qualification` shows and accepts, in order,
+        as the study's creation writes them (in its transaction); StudySetupError when the store lacks what an item
+        needs (an ACUTE item's conversations)."""
+        raise self._missing("qualification_rows")
 
     # --- creating a study -------------------------------------------------------------------------------------
     def check_live_systems(self, spec: StudyConfig) -> None:
@@ -141,6 +157,14 @@ def task_kind(name: str, *, unknown: Callable[[str], BadInput] | None = None) ->
         message = f"unknown study kind {name!r}; the registered kinds are {', '.join(map(repr, _KINDS))}"
         raise (unknown or UnknownStudyKind)(message)
     return found
+
+
+def has_qualification(kind: TaskKind) -> bool:
+    """Whether a kind says how its gold items are parsed and shown (it overrides TaskKind.qualification_items and
+    qualification_rows): only then may its study files have a [qualification]."""
+    own = type(kind)
+    return (own.qualification_items is not TaskKind.qualification_items
+            and own.qualification_rows is not TaskKind.qualification_rows)
 
 
 def task_kinds() -> tuple[TaskKind, ...]:

@@ -24,6 +24,15 @@ file adds to the shared fields:
     [contexts]                           # optional: count or ids choose among the chat study's prompts; by default
     count = 6                            # every prompt with a finished conversation
 
+ACUTE-Eval's onboarding is the study file's [qualification] (tasks/qualification.py): each gold item names a control
+partner of systems.controls, whose finished conversation is set beside a real partner's (the same prompt where the
+chat study has one) when the study is created, as the control pairs are; the real partner's side is right on every
+question, and a rater must pick it before she is given real pairs:
+
+    [[qualification.items]]
+    control = "control-generic"
+    feedback = "One listener gave the same generic line whatever the speaker said."
+
 A study is made over the chat study's finished conversations (ended, not failed, in a submitted session) with the
 systems and controls named: tasks.kinds.acute_design pairs them (the same prompt wherever possible) and plans the
 assignments (k placements per pair, no prompt twice in an assignment, left/right balanced with the A/B design's
@@ -52,6 +61,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, aliased
 
+from empeval.server.store.kinds import StudySetup
 from empeval.server.store.kinds.acute import (
     JUSTIFICATION_LIMIT,
     QUESTION_PRESETS,
@@ -59,14 +69,16 @@ from empeval.server.store.kinds.acute import (
     AcuteSetup,
     AssignmentAcutePair,
 )
-from empeval.server.store.kinds.chat import AssignmentConversation, ChatConversation, ChatSetup
+from empeval.server.store.kinds.chat import AssignmentConversation, ChatConversation, ChatSetup, ChatTurn
 from empeval.server.store.models import Assignment, Context, Dialogue, Study
+from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Panel, ShownTurn
 from empeval.server.store.queries import study_by_name
 from empeval.server.store.statuses import AssignmentStatus
 from empeval.server.store.study_config import StudyConfig
 from empeval.server.store.study_parts import Criterion, Design
 from empeval.tasks.crowd.contract import Control
 from empeval.tasks.design import controls_per_assignment
+from empeval.tasks.gold_items import gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
 from empeval.tasks.kinds.acute_design import Conversation, pair_conversations, plan_acute
@@ -219,6 +231,73 @@ class AcuteTasks(TaskKind):
         setup = AcuteSetup(chat_study=chat_study, judgments_per_pair=k or d.judgments_per_pair, same_prompt_only=same,
                            questions=questions, min_justification=low, max_justification=high)
         return setup, design
+
+    def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
+                            criteria: tuple[Criterion, ...], controls: tuple[str, ...]) -> tuple[GoldItem, ...]:
+        """Each gold item, ACUTE-Eval's onboarding as its control pairs are made: `control`, the control partner
+        (one of systems.controls) whose conversation of the chat study is set beside a real partner's (both drawn
+        when the study is created; the real partner's side is right on every question), and its `feedback`."""
+        items = []
+        for i, entry in enumerate(entries):
+            path = f"qualification.items[{i}]"
+            gold_fields(reader, entry, path, ("control", "feedback"))
+            control = reader.string(entry, "control", f"{path}.control")
+            if control not in controls:
+                raise reader.error(f"{path}.control", f"{control!r} is not among systems.controls "
+                                   f"({', '.join(controls) or 'none listed'}): a gold item sets a control partner's "
+                                   "conversation beside a real one; list the control there")
+            items.append(GoldItem(feedback=gold_feedback(reader, entry, path), control=control))
+        return tuple(items)
+
+    def qualification_rows(self, session: Session, spec: StudyConfig) -> list[GoldRow]:
+        """Per gold item, a finished conversation of its control partner and one of a real partner (the same prompt
+        where the chat study has one; conversations not used by an earlier item first), drawn with the study's seed,
+        the control on a side drawn too; every question's right answer is the real partner's side.
+        StudySetupError when the chat study has no finished conversation of the control or of any real partner."""
+        assert spec.qualification is not None
+        chat = self._chat_study(session, spec)
+        finished = finished_conversations(session, chat.id, (*spec.systems, *spec.controls))
+        real = [talk for talk in finished if talk[1] in spec.systems]
+        if not real:
+            raise StudySetupError(f"qualification: chat study {chat.name!r} has no ended and submitted conversation "
+                                  f"with {', '.join(spec.systems)} to set beside a control's")
+        rng = random.Random(f"{spec.seed}:qualification")
+        used: set[int] = set()
+        rows = []
+        for i, item in enumerate(spec.qualification.items):
+            bad = [talk for talk in finished if talk[1] == item.control]
+            if not bad:
+                raise StudySetupError(f"qualification.items[{i}].control: chat study {chat.name!r} has no ended and "
+                                      f"submitted conversation with {item.control!r}: let more of its sessions be "
+                                      "submitted, or name another control")
+            control = rng.choice([talk for talk in bad if talk[0] not in used] or bad)
+            fresh = [talk for talk in real if talk[0] not in used]
+            partner = rng.choice([talk for talk in fresh if talk[2] == control[2]] or fresh or real)
+            used |= {control[0], partner[0]}
+            control_left = rng.random() < 0.5
+            left, right = (control, partner) if control_left else (partner, control)
+            panels = tuple(self._gold_panel(session, talk[0], number) for number, talk in ((1, left), (2, right)))
+            right_side = ("right",) if control_left else ("left",)
+            rows.append(GoldRow(panels, tuple(Accepted(c.key, right_side) for c in spec.criteria), item.feedback))
+        return rows
+
+    @staticmethod
+    def _gold_panel(session: Session, placement_id: int, number: int) -> Panel:
+        """A chat study's conversation (a placement id of assignment_conversation) as the ACUTE page shows it: its
+        prompt and its turns, the listener named by its side."""
+        emotion, situation, assignment_id, conversation_id = session.execute(
+            select(Dialogue.emotion, Dialogue.situation, AssignmentConversation.assignment_id,
+                   AssignmentConversation.conversation_id)
+            .join(ChatConversation, ChatConversation.id == AssignmentConversation.conversation_id)
+            .join(Context, Context.id == ChatConversation.context_id).join(Dialogue, Dialogue.id == Context.dialogue_id)
+            .where(AssignmentConversation.id == placement_id)).one()
+        turns = session.execute(select(ChatTurn.speaker, ChatTurn.text)
+                                .where(ChatTurn.assignment_id == assignment_id,
+                                       ChatTurn.conversation_id == conversation_id).order_by(ChatTurn.idx)).all()
+        note = " ".join(part for part in (f"Feeling {emotion}." if emotion else "", situation or "") if part)
+        return Panel(f"Conversation {number}",
+                     tuple(ShownTurn("speaker", text, "Speaker") if speaker == "rater"
+                           else ShownTurn("listener", text, f"Listener {number}") for speaker, text in turns), note)
 
     @staticmethod
     def _control_slots(size: int, design: Design, parts: StudyFileParts) -> int:

@@ -11,6 +11,14 @@ A Likert study (the default kind) adds to the shared study-file fields:
     [scale]                          # optional: defaults to 1-5 with every point labelled
     min = 1; max = 5; labels = ["1 - Not at all", ..., "5 - Completely"]
 
+Its gold items, when the study file has a [qualification] (tasks/qualification.py):
+
+    [[qualification.items]]
+    context = ["I finally passed my driving test!"]     # the speaker's turn first, ending with hers
+    response = "Driving tests are held on weekdays."    # the response rated
+    answer = { empathy = [1, 2], relevance = [1, 3], fluency = 5 }   # per criterion: a score or [lowest, highest]
+    feedback = "It states a fact and ignores her joy."
+
 Its design (tasks.design.plan_assignments): every response rated by k distinct annotators, the systems rotated over
 blocks of contexts, controls interleaved. With a human share every chosen context's items are written, for the
 judges, but the assignments hold only the items (and controls) of the contexts people rate, recorded in
@@ -26,12 +34,15 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from empeval.server.store.kinds import StudySetup
 from empeval.server.store.kinds.likert import AssignmentItem, LikertSetup, Scale, StudyContext, StudyItem
 from empeval.server.store.models import Response, Study, System
+from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Panel, ShownTurn
 from empeval.server.store.study_config import StudyConfig
-from empeval.server.store.study_parts import Design
+from empeval.server.store.study_parts import Criterion, Design
 from empeval.tasks.crowd.contract import DEFAULT_DESCRIPTION, DEFAULT_TAGS, Control
 from empeval.tasks.design import Candidate, plan_assignments
+from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
 from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem
@@ -79,6 +90,25 @@ def _describe(spec: StudyConfig, setup: LikertSetup, *, contexts: int, items: in
             f"k={setup.ratings_per_response} ratings per response, {expected} ratings expected")
 
 
+def _gold_scores(reader: StudyFileReader, value: Any, path: str, scale: Scale) -> tuple[int, ...]:
+    """The scores a gold item counts right on one criterion: `value` is one score or [lowest, highest], on `scale`."""
+    def score(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if score(value):
+        low = high = value
+    elif isinstance(value, list) and len(value) == 2 and all(score(v) for v in value):
+        low, high = value
+    else:
+        raise reader.error(path, f"must be a score or [lowest, highest] on the study's scale ({scale.min}-{scale.max}"
+                           f"), got {value!r}")
+    if low > high:
+        raise reader.error(path, f"[{low}, {high}] is not [lowest, highest]: write [{high}, {low}]")
+    if low < scale.min or high > scale.max:
+        raise reader.error(path, f"{value!r} is off the study's scale ({scale.min}-{scale.max})")
+    return tuple(range(low, high + 1))
+
+
 @register
 class LikertTasks(TaskKind):
     name: ClassVar[str] = "likert"
@@ -107,6 +137,38 @@ class LikertTasks(TaskKind):
                                    f"{low}..{high}, got {len(labels)}")
             setup = replace(setup, scale=Scale(min=low, max=high, labels=labels))
         return setup, parts.design
+
+    def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
+                            criteria: tuple[Criterion, ...], controls: tuple[str, ...]) -> tuple[GoldItem, ...]:
+        """Each gold item: its `context`, the `response` rated, per criterion the scores counted right (`answer`: one
+        score, or [lowest, highest], on the study's scale) and its `feedback`. An item that counts every score right
+        on every criterion is refused: there would be nothing to get wrong."""
+        assert isinstance(setup, LikertSetup)
+        scale, items = setup.scale, []
+        for i, entry in enumerate(entries):
+            path = f"qualification.items[{i}]"
+            gold_fields(reader, entry, path, ("context", "response", "answer", "feedback"))
+            turns = gold_context(reader, entry, path)
+            response = reader.string(entry, "response", f"{path}.response")
+            accepted = tuple(Accepted(key, _gold_scores(reader, value, f"{path}.answer.{key}", scale))
+                             for key, value in gold_answers(reader, entry, path, criteria).items())
+            if all(len(a.answers) == scale.max - scale.min + 1 for a in accepted):
+                raise reader.error(f"{path}.answer", "counts every score right on every criterion: narrow at least "
+                                   "one to the scores a careful rater gives")
+            items.append(GoldItem(feedback=gold_feedback(reader, entry, path), turns=turns, responses=(response,),
+                                  accepted=accepted))
+        return tuple(items)
+
+    def qualification_rows(self, session: Session, spec: StudyConfig) -> list[GoldRow]:
+        """Each gold item as a rated item is shown: the conversation, then the response to rate."""
+        assert spec.qualification is not None
+        rows = []
+        for item in spec.qualification.items:
+            conversation = context_panel(item.turns)
+            shown = Panel(conversation.title, (*conversation.turns, ShownTurn("listener", item.responses[0],
+                                                                               "Response to rate")))
+            rows.append(GoldRow((shown,), item.accepted, item.feedback))
+        return rows
 
     @staticmethod
     def _human_share(reader: StudyFileReader, d: dict, setup: LikertSetup, *, n_contexts: int,

@@ -21,6 +21,11 @@ Its default criteria ask the paper's three questions as a choice ("Which respons
 the feelings ...?"); a [[criteria]] question is shown as written, so write it as a choice. A pairwise study has no
 [scale]. The first system of a listed pair (or the anchor) is the one whose wins the report counts.
 
+Its gold items, when the study file has a [qualification] (tasks/qualification.py): `context` (the speaker's turn
+first, ending with hers), `response_a` and `response_b` (shown as A and B), `answer` (per criterion "A", "B", "T"
+when the study allows ties, or a list of the choices counted right: answer = { empathy = "B", fluency = ["A", "B",
+"T"] }) and `feedback`.
+
 Its design is tasks.kinds.pairwise_design.plan_pairwise (left/right counterbalanced per rater); a pair item holds
 the two responses with the lower id as 'a', and each placement logs which of them is shown on the left.
 
@@ -41,13 +46,16 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, aliased
 
+from empeval.server.store.kinds import StudySetup
 from empeval.server.store.kinds.likert import StudyItem
 from empeval.server.store.kinds.pairwise import AssignmentPair, Pair, PairItem, PairwiseSetup
 from empeval.server.store.models import Response, Study, System
+from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Panel, ShownTurn
 from empeval.server.store.queries import study_by_name
 from empeval.server.store.study_config import StudyConfig
-from empeval.server.store.study_parts import Design
+from empeval.server.store.study_parts import Criterion, Design
 from empeval.tasks.crowd.contract import Control
+from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
 from empeval.tasks.kinds.pairwise_design import pair_slots, plan_pairwise
@@ -130,6 +138,21 @@ def pair_placements(engine: Engine, study: str) -> dict[tuple[int, int], ShownPa
     return placements
 
 
+def _gold_choices(reader: StudyFileReader, value: Any, path: str, offered: tuple[str, ...]) -> tuple[str, ...]:
+    """The choices a gold item counts right on one criterion: `value` is one of `offered` or a list of them."""
+    chosen = value if isinstance(value, list) else [value]
+    words = " or ".join(f'"{c}"' for c in offered)
+    if not chosen or not all(isinstance(c, str) for c in chosen):
+        raise reader.error(path, f"must be {words}, or a list of them, got {value!r}")
+    for choice in chosen:
+        if choice not in offered:
+            hint = ' (the study has no ties: design.ties = false)' if choice == "T" else ""
+            raise reader.error(path, f"{choice!r} is not a choice of the study{hint}; expected {words}")
+    if len(set(chosen)) != len(chosen):
+        raise reader.error(path, "lists a choice twice")
+    return tuple(chosen)
+
+
 @register
 class PairwiseTasks(TaskKind):
     name: ClassVar[str] = "pairwise"
@@ -155,6 +178,38 @@ class PairwiseTasks(TaskKind):
         k = reader.integer(d, "judgments_per_pair", "design.judgments_per_pair", PairwiseSetup.judgments_per_pair,
                            minimum=1, maximum=50)
         return PairwiseSetup(pairs=pairs, anchor=s.get("anchor", ""), ties=ties, judgments_per_pair=k or 1), design
+
+    def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
+                            criteria: tuple[Criterion, ...], controls: tuple[str, ...]) -> tuple[GoldItem, ...]:
+        """Each gold item: its `context`, `response_a` and `response_b` (shown as A, on the left, and B), per
+        criterion the right choice (`answer`: "A", "B", "T" for a tie when the study allows ties, or a list of the
+        choices counted right) and its `feedback`. An item that counts every choice right on every criterion is
+        refused: there would be nothing to get wrong."""
+        assert isinstance(setup, PairwiseSetup)
+        offered = ("A", "B", "T") if setup.ties else ("A", "B")
+        items = []
+        for i, entry in enumerate(entries):
+            path = f"qualification.items[{i}]"
+            gold_fields(reader, entry, path, ("context", "response_a", "response_b", "answer", "feedback"))
+            turns = gold_context(reader, entry, path)
+            responses = (reader.string(entry, "response_a", f"{path}.response_a"),
+                         reader.string(entry, "response_b", f"{path}.response_b"))
+            accepted = tuple(Accepted(key, _gold_choices(reader, value, f"{path}.answer.{key}", offered))
+                             for key, value in gold_answers(reader, entry, path, criteria).items())
+            if all(len(a.answers) == len(offered) for a in accepted):
+                raise reader.error(f"{path}.answer", "counts every choice right on every criterion: name the right "
+                                   "one for at least one criterion")
+            items.append(GoldItem(feedback=gold_feedback(reader, entry, path), turns=turns, responses=responses,
+                                  accepted=accepted))
+        return tuple(items)
+
+    def qualification_rows(self, session: Session, spec: StudyConfig) -> list[GoldRow]:
+        """Each gold item as a pair is shown: the conversation, then response A and response B."""
+        assert spec.qualification is not None
+        return [GoldRow((context_panel(item.turns),
+                         *(Panel(f"Response {side}", (ShownTurn("listener", text, f"Response {side}"),))
+                           for side, text in zip("AB", item.responses, strict=True))), item.accepted, item.feedback)
+                for item in spec.qualification.items]
 
     @staticmethod
     def _even_pair_slots(r: StudyFileReader, design: Design, *, given: bool, with_controls: bool) -> Design:

@@ -69,6 +69,9 @@ ROUTES = [
     Route("/api/assignments/<int:assignment_id>/conversations/<int:position>/end", "POST",
           "/api/assignments/{assignment}/conversations/0/end", "invite"),
     Route("/api/assignments/<int:assignment_id>/live", "GET", "/api/assignments/{assignment}/live", "unit"),
+    Route("/api/annotate/qualification", "GET", "/api/annotate/qualification", "invite"),
+    Route("/api/annotate/qualification/answers", "POST", "/api/annotate/qualification/answers", "invite",
+          body="qualification"),
 ]
 
 
@@ -118,8 +121,15 @@ def chat_turn(_target: Target, *, text: Any = "I lost my keys today.", extra: di
     return {"index": 0, "text": text, **(extra or {})}
 
 
+def qualification_answer(target: Target, *, answer: Any = None, extra: dict | None = None) -> dict:
+    """An answer to a practice item (the hostile store's study has no qualification: a valid answer is refused as
+    such, 400); `answer` replaces the scores given."""
+    scores = dict.fromkeys(target.criteria, 3) if answer is None else answer
+    return {"item": 0, "attempt": 1, "answer": scores, **(extra or {})}
+
+
 BODIES: dict[str, Callable[..., dict]] = {"submission": submission, "respond": respond, "batch": batch,
-                                          "turn": chat_turn}
+                                          "turn": chat_turn, "qualification": qualification_answer}
 
 
 @dataclass(frozen=True)
@@ -222,7 +232,8 @@ def _body_cases(route: Route) -> list[Case]:
              for name, body in corpus.DEEP_JSON.items()]
     bad_text = {**{f"unpaired surrogate ({k})": v for k, v in corpus.LONE_SURROGATES.items()},
                 **{f"NUL ({k})": v for k, v in corpus.NULS.items()}}
-    fields = {"submission": ["comment"], "turn": ["text"]}.get(route.body, ["text", "emotion", "situation"])
+    fields = {"submission": ["comment"], "turn": ["text"], "qualification": []}.get(
+        route.body, ["text", "emotion", "situation"])
     for field_name in fields:
         for name, value in bad_text.items():
             found.append(Case(route, f"{name} in {field_name}",
@@ -233,6 +244,15 @@ def _body_cases(route: Route) -> list[Case]:
         found.append(Case(route, f"{name} as a field name",
                           lambda t, route=route, build=build, value=value:
                           _valid(route, t, body=build(t, extra={value: 1})), status=(400,), says="unknown field"))
+    if route.body == "qualification":  # its only text: the answers' keys and values
+        found += [Case(route, f"{name} as an answer's criterion",
+                       lambda t, route=route, build=build, value=value:
+                       _valid(route, t, body=build(t, answer={value: 3})), status=(400,))
+                  for name, value in bad_text.items()]
+        found += [Case(route, f"{name} as an answer's value",
+                       lambda t, route=route, build=build, value=value:
+                       _valid(route, t, body=build(t, answer=dict.fromkeys(t.criteria, value))), status=(400,))
+                  for name, value in bad_text.items()]
     if route.body in ("respond", "batch"):
         found += [Case(route, f"{name} as the system name",
                        lambda t, route=route, build=build, value=value: _valid(route, t, body=build(t, system=value)))

@@ -1,5 +1,6 @@
 """Statuses are types: the ORM reads and writes the enums, the schema's CHECK constraint lists the enum's values,
-and no status is spelt as a bare string anywhere else in the code (the migrations, which are history, aside)."""
+and no status (of an assignment, a study or a rater's qualification) is spelt as a bare string anywhere else in the
+code (the migrations, which are history, aside)."""
 from __future__ import annotations
 
 import re
@@ -11,11 +12,11 @@ from sqlalchemy import CheckConstraint, text
 from empeval.server.store import open_store
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Assignment, Study
-from empeval.server.store.statuses import AssignmentStatus, StudyStatus
+from empeval.server.store.statuses import AssignmentStatus, QualificationStatus, StudyStatus
 from empeval.server.store.study_config import StudyConfig
 
 REPO = Path(__file__).resolve().parents[2]
-VALUES = "|".join(sorted({s.value for s in (*AssignmentStatus, *StudyStatus)}))
+VALUES = "|".join(sorted({s.value for s in (*AssignmentStatus, *StudyStatus, *QualificationStatus)}))
 LITERAL = re.compile(r"(['\"])(" + VALUES + r")\1")
 
 
@@ -53,3 +54,13 @@ def test_no_status_is_a_bare_string_outside_the_statuses_module():
             if LITERAL.search(code) and "status" in code.lower():
                 found.append(f"{name}:{number}: {line.strip()}")
     assert found == []
+
+
+def test_a_qualification_outcome_may_hold_only_the_decided_statuses():
+    from empeval.server.store.qualification_tables import QualificationOutcome
+    from empeval.server.store.statuses import DECIDED
+
+    checks = [c for c in QualificationOutcome.__table__.constraints if isinstance(c, CheckConstraint)
+              and str(c.sqltext).startswith("status IN")]
+    assert len(checks) == 1
+    assert set(re.findall(r"'(\w+)'", str(checks[0].sqltext))) == {s.value for s in DECIDED} == {"passed", "failed"}

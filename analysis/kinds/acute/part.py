@@ -31,6 +31,7 @@ from empeval.analysis.kinds.acute.schema import ACUTE_COLUMNS
 # columns.
 from empeval.analysis.kinds.pairwise.part import common_system, pairwise_summary_lines
 from empeval.analysis.report.document import Block, BulletList, Heading, Paragraph, Table
+from empeval.analysis.report.qualification import qualification_sentence
 from empeval.analysis.report.sections import Report, Section
 
 N_BOOT = 1000
@@ -305,7 +306,8 @@ def _methods(meta: dict[str, Any], done: AcuteTables, *, n_boot: int) -> str:
             "Control pairs put a real system's conversation beside a control partner's (a known-bad listener) and "
             f"were scored on the control's target question; a rater who passed less than {MIN_CONTROL_PASS_RATE:.0%} "
             f"of hers was flagged ({len(done.flagged)} of {done.judgments['annotator'].nunique()}).")
-    return " ".join(sentences)
+    sentences.append(qualification_sentence(meta))  # ACUTE-Eval's onboarding, when the study had one
+    return " ".join(sentence for sentence in sentences if sentence)
 
 
 def acute_report(judgments: pd.DataFrame, *, name: str, chat: pd.DataFrame | None = None,

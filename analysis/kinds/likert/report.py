@@ -39,6 +39,7 @@ from empeval.analysis.report.document import (
     Table,
 )
 from empeval.analysis.report.latex import booktabs
+from empeval.analysis.report.qualification import qualification_sentence
 from empeval.analysis.report.recruitment import recruitment_sentence
 from empeval.analysis.report.sections import Report, Section
 from empeval.analysis.report.sections import write_report as write_sections
@@ -776,6 +777,7 @@ def methods_paragraph(
                          "fixed effects by generalised least squares as in Ghosh, Hastie & Owen 2022; Wald tests), "
                          f"and tests on annotator-z-scored scores, {outcome}.")
     sentences.append(recruitment_sentence(meta, facts.get("median_seconds")))
+    sentences.append(qualification_sentence(meta))
     return " ".join(s for s in sentences if s)
 
 

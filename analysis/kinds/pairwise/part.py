@@ -17,6 +17,7 @@ import pandas as pd
 from empeval.analysis.kinds import AnalysisKind, LinkedStudy, ReportRefused, ReportRequest, register
 from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
 from empeval.analysis.report.document import Heading, Paragraph
+from empeval.analysis.report.qualification import qualification_sentence
 from empeval.analysis.report.sections import Report, Section
 
 # The pairwise report's CSV tables: file stem -> PairwiseTables attribute.
@@ -101,7 +102,7 @@ def _methods(meta: dict[str, Any], *, n_boot: int) -> str:
             f"ranking fits Bradley-Terry (Davidson's model with ties) with {n_boot} bootstrap resamples of "
             "contexts; agreement maps each choice to the system chosen; position bias tests the share of "
             "choices that went to the left; control pairs are scored against their known answer and kept out of "
-            "every comparison.")
+            "every comparison." + (" " + qualification if (qualification := qualification_sentence(meta)) else ""))
 
 
 def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -52,6 +52,14 @@ class ItemPage:
     rated_only: bool = False
 
 
+class GoldChoice(NamedTuple):
+    """One answer a question of a gold item offers (AnnotationKind.qualification_choices): the value an answer sends
+    and stores, and the words the page shows it in."""
+
+    value: int | str
+    label: str
+
+
 class AnnotationKind:
     """A study kind's part in the annotation room. Class attributes name its tables and words; the methods are
     what the shared code calls. A subclass sets every attribute and overrides every method (the base raises
@@ -84,7 +92,7 @@ class AnnotationKind:
     export_columns: ClassVar[tuple[str, ...]]
     # The hooks with a default most kinds keep (tests/test_kinds_complete.py does not ask for them).
     optional_parts: ClassVar[frozenset[str]] = frozenset({"claims_per_annotator", "forget_unsubmitted",
-                                                          "extra_exports"})
+                                                          "extra_exports", "qualification_choices"})
 
     # --- what a claim hands out -------------------------------------------------------------------------------
     def payload(self, executor: Any, study: Any, assignment_id: int, status: str,
@@ -103,6 +111,13 @@ class AnnotationKind:
         """Remove what the kind keeps of an assignment's work before it is submitted (a chat's turns), when its
         claim is released and it goes back to the pool as it was. Kinds that keep nothing before the submission
         have nothing to do."""
+
+    def qualification_choices(self, config: StudyConfig) -> tuple[GoldChoice, ...]:
+        """A kind with a qualification (TaskKind.qualification_items): the answers each question of a gold item offers,
+        in the order shown and in the words of the kind's own page (a Likert study's scale points; A, B and a tie; the
+        two listeners): what the qualification page offers and what an answer is checked against
+        (server/annotation/qualification.py)."""
+        raise self._missing("qualification_choices")
 
     # --- a submission -----------------------------------------------------------------------------------------
     def expected(self, executor: Any, assignment_id: int, config: StudyConfig) -> Any:

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, aliased
 from empeval.analysis.kinds.acute.schema import ACUTE_COLUMNS
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.item_browser import page_bounds, with_comments
-from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, ItemPage, register
+from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
 from empeval.server.annotation.submission_schema import (
     STORABLE_TEXT_PATTERN,
     STORABLE_TEXT_RULE,
@@ -310,6 +310,11 @@ class AcuteAnnotation(AnnotationKind):
                 "context_left": left[3], "context_right": right[3], "same_prompt": context_a == context_b,
                 "justification": justification})
         return table
+
+    def qualification_choices(self, config: StudyConfig) -> tuple[GoldChoice, ...]:
+        """The listener of conversation 1 (left) or of conversation 2 (right), as the ACUTE page offers them; a gold
+        item asks no justification."""
+        return GoldChoice("left", "Conversation 1's listener"), GoldChoice("right", "Conversation 2's listener")
 
     def report_meta(self, config: StudyConfig) -> dict[str, Any]:
         setup = _setup(config)

@@ -27,7 +27,7 @@ from empeval.analysis.stats.agreement import reliability_counts
 from empeval.analysis.stats.coefficients import krippendorff_alpha
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.item_browser import page_bounds, turns_of, with_comments
-from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, ItemPage, register
+from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
 from empeval.server.annotation.submission_schema import (
     entries_schema,
     entry_item,
@@ -238,6 +238,12 @@ class LikertAnnotation(AnnotationKind):
                  "seconds_on_item": seconds, "late": late, "comment": comment or None}
                 for rating, item, context_id, system, pseudonym, position, seconds, started_at, late, comment in rows
             ]
+
+    def qualification_choices(self, config: StudyConfig) -> tuple[GoldChoice, ...]:
+        """The study's scale: each point with its label, as the rating page shows them."""
+        scale = _setup(config).scale
+        return tuple(GoldChoice(point, label) for point, label in zip(range(scale.min, scale.max + 1), scale.labels,
+                                                                   strict=True))
 
     def report_meta(self, config: StudyConfig) -> dict[str, Any]:
         setup = _setup(config)

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, aliased
 from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.item_browser import page_bounds, turns_of, with_comments
-from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, ItemPage, register
+from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
 from empeval.server.annotation.submission_schema import entries_schema, entry_item, entry_seconds, refuse_missing_units
 from empeval.server.errors import BadInput
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem, PairwiseSetup
@@ -234,6 +234,11 @@ class PairwiseAnnotation(AnnotationKind):
                     "control_target": control_target if is_control else None, "late": bool(late),
                 })
             return table
+
+    def qualification_choices(self, config: StudyConfig) -> tuple[GoldChoice, ...]:
+        """A, B and, when the study allows ties, a tie (T), as the A/B page offers them."""
+        ties = (GoldChoice("T", "Tie"),) if _setup(config).ties else ()
+        return (GoldChoice("A", "A"), GoldChoice("B", "B"), *ties)
 
     def report_meta(self, config: StudyConfig) -> dict[str, Any]:
         setup = _setup(config)

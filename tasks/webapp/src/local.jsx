@@ -7,9 +7,10 @@
 // localStorage, so a retry after a network failure is recognised by the server as the same submission, and the
 // draft saved under it (drafts.js) is found again after a reload or a closed tab. The rater is known to the page
 // by a digest of her invite token (the cookie itself is out of the page's reach): it keys "she has read the
-// consent and instructions of this study".
+// consent and instructions of this study". A study with a qualification shows it first (Qualification.jsx).
 import { useCallback, useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
+import Qualification from "./Qualification.jsx";
 import TaskApp from "./TaskApp.jsx";
 
 const CSRF = { "X-Requested-With": "empeval" };
@@ -147,19 +148,38 @@ function LoadError({ error, preview }) {
   );
 }
 
+// Real work, or first the study's qualification (Qualification.jsx) while she has not passed it: the server hands
+// out nothing before (GET /api/annotate/next answers 403), so the page asks for her qualification first.
+async function work() {
+  await session;
+  const qualification = await api("/api/annotate/qualification");
+  if (qualification.required && qualification.status !== "passed") return { qualification };
+  const body = await api("/api/annotate/next");
+  return { assignment: body.assignment, message: body.message };
+}
+
+function answerGoldItem(body) {
+  return api("/api/annotate/qualification/answers", {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+}
+
 function LocalHost() {
   const [state, setState] = useState({ loading: true });
   const load = useCallback(() => {
     setState({ loading: true });
     const source = previewSource();
-    (source ? api(source) : session.then(() => api("/api/annotate/next")))
-      .then((body) => setState({ assignment: body.assignment, message: body.message }))
+    (source ? api(source).then((body) => ({ assignment: body.assignment, message: body.message })) : work())
+      .then(setState)
       .catch((error) => setState({ error }));
   }, []);
   useEffect(load, [load]);
 
   if (state.loading) return <main><h1>Rate responses in conversations</h1><p>Loading...</p></main>;
   if (state.error) return <LoadError error={state.error} preview={Boolean(previewSource())} />;
+  if (state.qualification) {
+    return <Qualification initial={state.qualification} onAnswer={answerGoldItem} onPassed={load} />;
+  }
   if (!state.assignment) {
     return <main><h1>Rate responses in conversations</h1><p id="no-work">{state.message}</p></main>;
   }

@@ -113,8 +113,9 @@ function webAddress(url) {
 const REDIRECT_SECONDS = 3;
 
 // A submit receipt may carry {"completion": {"code", "url"}} (a Prolific study): the code is shown large, with a
-// link back to the platform, which the page also follows by itself after a few seconds.
-function Completion({ completion }) {
+// link back to the platform, which the page also follows by itself after a few seconds. The qualification's
+// thank-you page (Qualification.jsx) shows the code a participant who did not pass is given the same way.
+export function Completion({ completion }) {
   const code = typeof completion.code === "string" ? completion.code : "";
   const url = webAddress(completion.url);
   useEffect(() => {
