@@ -20,6 +20,10 @@ The store keeps a fingerprint of the secret (an HMAC of it, which cannot be turn
 a process that finds no secret file for a store that already has one (the server runs as another user or on
 another host, the file was lost) stops with an explanation instead of silently signing with a new secret
 that none of the links handed out would match.
+
+The store also keeps the generation of the admin sessions (`admin_session_generation`): a session cookie names the
+generation it was signed in under, and signing out draws a new one, so the cookie is refused from then on by every
+process that serves the store (see server.web.auth).
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
@@ -51,6 +55,7 @@ ADMIN_TOKEN_ENV = "EMPEVAL_ADMIN_TOKEN"
 
 LEGACY_SETTING = "secret_key"  # where databases before 0.2 kept the secret, in plain text
 FINGERPRINT_SETTING = "secret_fingerprint"
+ADMIN_GENERATION_SETTING = "admin_session_generation"
 
 # Secret files named on the command line, by the engine of the command that named them (so every room's
 # `secret_key(engine)` honours `--secret-file` without the option being threaded through each call).
@@ -272,6 +277,34 @@ def _write_private(path: Path, text: str, *, replace: bool) -> bool:
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+
+
+def admin_session_generation(engine: Engine) -> str:
+    """The generation of admin sessions in force: "" until the first sign-out, then whatever the last sign-out drew.
+    One read of one row by its key, on every request an admin cookie authenticates (no write transaction)."""
+    with engine.connect() as connection:
+        value = connection.scalar(select(AppSetting.value).where(AppSetting.key == ADMIN_GENERATION_SETTING))
+    return value or ""
+
+
+def end_admin_sessions(engine: Engine) -> str:
+    """End every admin session at once, in every process serving this store: a new generation, drawn at random (so
+    it never equals an earlier one and needs no read of the last), replaces the one sessions were signed in under.
+    Returns the new generation."""
+    generation = _random.token_hex(8)
+    for _ in range(2):
+        with unit_of_work(engine) as session:
+            changed = session.connection().execute(
+                update(AppSetting).where(AppSetting.key == ADMIN_GENERATION_SETTING).values(value=generation)).rowcount
+        if changed:
+            return generation
+        try:
+            with unit_of_work(engine) as session:
+                session.add(AppSetting(key=ADMIN_GENERATION_SETTING, value=generation))
+            return generation
+        except IntegrityError:  # another process's first sign-out added the row meanwhile: update it
+            continue
+    raise SecretError("could not record the end of the admin sessions in the store: try signing out again")
 
 
 def admin_token(secret: str) -> str:

@@ -30,6 +30,7 @@ from empeval.server.web.auth import (
     bearer_token,
     check_admin_token,
     clear_admin_cookie,
+    end_admin_session,
     has_admin_session,
     require_admin,
     set_admin_cookie,
@@ -149,6 +150,18 @@ def _sign_in(token: str, *, by_form: bool):
 
 @blueprint.post("/admin/logout")
 def sign_out():
+    """Sign out: the session ends in the store, not only in this browser, so a copy of the cookie is refused by
+    every server process from now on; being the one researcher's session, every admin session ends with it (sign
+    out anywhere, signed out everywhere). A script ends them all with the admin token as a bearer. A request with
+    neither (another site's form: the SameSite=Strict cookie stays behind) ends nothing and only clears the
+    cookie."""
+    token = bearer_token()
+    if token is not None:
+        check_admin_token(token)
+        end_admin_session()
+        return jsonify(status="every admin session ended")
+    if has_admin_session():
+        end_admin_session()
     response = redirect("/admin", code=303)
     clear_admin_cookie(response)
     return response

@@ -13,7 +13,7 @@ from empeval.server.annotation.secrets import SigningSecret
 from empeval.server.errors import EmpevalError
 from empeval.server.store import ensure_schema, make_engine
 from empeval.server.web import admin, annotate_api, openapi
-from empeval.server.web.auth import FailureLimiter
+from empeval.server.web.auth import FailureLimiter, served_over_https
 from empeval.server.web.input_guards import install_input_guards
 
 # Our pages load scripts, styles and data from this origin only, run no inline script or style, and may
@@ -41,8 +41,11 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     UI's local bundle; without it the task page answers 404), MAX_CONTENT_LENGTH (bytes of a request body),
     AUTH_FAILURE_LIMIT and AUTH_FAILURE_WINDOW (failed token checks allowed per client address and window in
     seconds; default 20 in 60), PROXIES (how many reverse proxies in front set X-Forwarded-For and
-    X-Forwarded-Proto: then the limiter sees the client's address and cookies are Secure behind HTTPS; 0, the
-    default, trusts no such header, since any client could send it), plus whatever blueprints read."""
+    X-Forwarded-Proto: then the limiter sees the client's address, and behind HTTPS the cookies are Secure and
+    `__Host-` prefixed and HSTS is sent; 0, the default, trusts no such header from anyone, whatever its address,
+    since any client could send it; X-Forwarded-Host is never read), BASE_URL (the public address: https there
+    counts as HTTPS for the cookies and HSTS, for a TLS front not declared with PROXIES), plus whatever blueprints
+    read."""
     app = Flask(__name__)
     app.config.update(MAX_CONTENT_LENGTH=1 << 20, JSON_SORT_KEYS=False, AUTH_FAILURE_LIMIT=20,
                       AUTH_FAILURE_WINDOW=60.0)
@@ -77,7 +80,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     def security_headers(response: Response) -> Response:
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
-        if request.is_secure:
+        if served_over_https():  # the request's scheme (from a declared proxy only) or an https BASE_URL
             response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
         if request.endpoint not in CACHEABLE_ENDPOINTS:
             response.headers["Cache-Control"] = "no-store"

@@ -5,8 +5,21 @@ SameSite=Strict cookie (the task page and /admin do it on first load and clean t
 token stays out of the address bar, the history and every access log:
 
 - `empeval_invite`: the invite token itself (a session cookie, so closing the browser forgets it);
-- `empeval_admin`: a signed admin session that lasts ADMIN_SESSION_HOURS and dies with a new secret or a
-  new admin token; it is not the admin token.
+- `empeval_admin`: a signed admin session that lasts ADMIN_SESSION_HOURS and dies with a new secret, a new
+  admin token, or a sign-out; it is not the admin token.
+
+Over HTTPS both are `__Host-` cookies (`__Host-empeval_invite`, `__Host-empeval_admin`: Secure, Path=/, no Domain;
+ASVS 3.4.4), which a browser accepts only from this very origin over HTTPS, so neither a neighbouring subdomain nor
+a plain-HTTP page can plant or overwrite one; the server then reads only the prefixed names. Over plain HTTP (local
+development) the names are plain: a browser refuses a `__Host-` cookie that is not Secure. A request is over HTTPS
+when its scheme says so (from the server, or from the headers of the proxies declared with PROXIES: no other
+forwarded header is believed) or when the app's public address (BASE_URL) is https.
+
+Signing out ends the session on the server (ASVS 3.3.1), not only in the browser: the session names the
+generation of admin sessions it was signed in under, kept in the store (server.annotation.secrets), and a
+sign-out draws a new one, so a copy of the cookie is refused by every process from then on. There is one
+researcher's token, so a sign-out ends every admin session (every browser signed in with it): sign out anywhere
+to sign out everywhere; a script does it with `POST /admin/logout` and the admin token as a bearer.
 
 A cookie is sent by the browser whatever page asked, so a state-changing request (anything but GET, HEAD,
 OPTIONS) authenticated by a cookie must also carry the `X-Requested-With` header, which another site cannot
@@ -28,15 +41,23 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from flask import current_app, request
+from flask import current_app, g, request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from werkzeug.exceptions import Forbidden, TooManyRequests, Unauthorized
 from werkzeug.wrappers import Response
 
-from empeval.server.annotation.secrets import InvalidInvite, admin_token, is_admin, read_invite
+from empeval.server.annotation.secrets import (
+    InvalidInvite,
+    admin_session_generation,
+    admin_token,
+    end_admin_sessions,
+    is_admin,
+    read_invite,
+)
 
 INVITE_COOKIE = "empeval_invite"
 ADMIN_COOKIE = "empeval_admin"
+HOST_PREFIX = "__Host-"
 CSRF_HEADER = "X-Requested-With"
 ADMIN_SESSION_HOURS = 12
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -76,6 +97,33 @@ class FailureLimiter:
             del self._failures[address]
         while len(self._failures) > self.max_clients:  # still too many: drop those quiet the longest
             del self._failures[next(iter(self._failures))]
+
+
+def cookie_name(name: str, *, https: bool) -> str:
+    """The name the browser keeps cookie `name` under: `__Host-` prefixed over HTTPS, plain over HTTP.
+
+    >>> cookie_name(ADMIN_COOKIE, https=True), cookie_name(ADMIN_COOKIE, https=False)
+    ('__Host-empeval_admin', 'empeval_admin')
+    """
+    return HOST_PREFIX + name if https else name
+
+
+def served_over_https() -> bool:
+    """Whether the browser reaches us over HTTPS: this request's scheme says so (as the server saw it, or as the
+    proxies declared with PROXIES forwarded it), or the public address the app was given (BASE_URL) is https."""
+    return request.is_secure or str(current_app.config.get("BASE_URL") or "").lower().startswith("https://")
+
+
+def _cookie(name: str) -> str:
+    return cookie_name(name, https=served_over_https())
+
+
+def _set_cookie(response: Response, name: str, value: str, max_age: int | None = None) -> None:
+    """Set cookie `name` as every cookie of ours is: HttpOnly, SameSite=Strict, Path=/, no Domain; over HTTPS Secure
+    and `__Host-` prefixed."""
+    https = served_over_https()
+    response.set_cookie(cookie_name(name, https=https), value, max_age=max_age, httponly=True, samesite="Strict",
+                        secure=https, path="/")
 
 
 def signing_secret() -> str:
@@ -141,7 +189,7 @@ def check_invite(token: str) -> tuple[int, str]:
 def current_annotator() -> tuple[int, str]:
     """(annotator_id, study) from the invite token in `Authorization: Bearer …` or the invite cookie; 401/403."""
     token = bearer_token()
-    if token is None and (token := request.cookies.get(INVITE_COOKIE)):
+    if token is None and (token := request.cookies.get(_cookie(INVITE_COOKIE))):
         _require_csrf_header()
     if not token:
         raise Unauthorized("send the invite token as `Authorization: Bearer <token>`, or open your invite link again")
@@ -149,7 +197,7 @@ def current_annotator() -> tuple[int, str]:
 
 
 def set_invite_cookie(response: Response, token: str) -> None:
-    response.set_cookie(INVITE_COOKIE, token, httponly=True, samesite="Strict", secure=request.is_secure, path="/")
+    _set_cookie(response, INVITE_COOKIE, token)
 
 
 # The researcher
@@ -171,15 +219,31 @@ def check_admin_token(token: str) -> None:
         raise _failed("wrong admin token (print the right one with `empeval admin-token`)")
 
 
+def _engine() -> Any:
+    return current_app.extensions["empeval.engine"]
+
+
 def has_admin_session() -> bool:
-    value = request.cookies.get(ADMIN_COOKIE)
+    """Whether the request carries a live admin session cookie: signed with the secret in force within
+    ADMIN_SESSION_HOURS, for the admin token in force, and of the generation in the store (no sign-out since).
+    Answered once per request."""
+    if "empeval_admin_session" not in g:
+        g.empeval_admin_session = _live_admin_session()
+    return bool(g.empeval_admin_session)
+
+
+def _live_admin_session() -> bool:
+    value = request.cookies.get(_cookie(ADMIN_COOKIE))
     if not value:
         return False
     try:
         payload = _admin_sessions().loads(value, max_age=ADMIN_SESSION_HOURS * 3600)
     except BadSignature:  # altered, expired, or signed with a secret since rotated
         return False
-    return isinstance(payload, dict) and payload.get("t") == _admin_token_tag()
+    if not isinstance(payload, dict) or payload.get("t") != _admin_token_tag():
+        return False
+    # Read from the store at every request, never kept in this process: a sign-out in another process counts here.
+    return payload.get("g") == admin_session_generation(_engine())
 
 
 def require_admin() -> None:
@@ -210,10 +274,19 @@ def admin_required(view: F) -> F:
 
 
 def set_admin_cookie(response: Response) -> None:
-    response.set_cookie(ADMIN_COOKIE, _admin_sessions().dumps({"t": _admin_token_tag()}),
-                        max_age=ADMIN_SESSION_HOURS * 3600, httponly=True, samesite="Strict",
-                        secure=request.is_secure, path="/")
+    """Sign the browser in: an admin session of the admin token and the session generation in force."""
+    session = {"t": _admin_token_tag(), "g": admin_session_generation(_engine())}
+    _set_cookie(response, ADMIN_COOKIE, _admin_sessions().dumps(session), max_age=ADMIN_SESSION_HOURS * 3600)
+
+
+def end_admin_session() -> None:
+    """End every admin session in the store (a new generation): its cookies are refused from the next request on,
+    by every process."""
+    end_admin_sessions(_engine())
+    g.empeval_admin_session = False
 
 
 def clear_admin_cookie(response: Response) -> None:
-    response.delete_cookie(ADMIN_COOKIE, path="/", httponly=True, samesite="Strict", secure=request.is_secure)
+    https = served_over_https()
+    response.delete_cookie(cookie_name(ADMIN_COOKIE, https=https), path="/", httponly=True, samesite="Strict",
+                           secure=https)

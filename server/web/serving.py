@@ -225,8 +225,9 @@ def waitress_adjustments(app: Any, sock: socket.socket, options: ServeOptions) -
         channel_timeout=options.idle_timeout or 10 ** 9, cleanup_interval=1,
         # A body larger than the app accepts is refused from its Content-Length, before it is read.
         max_request_body_size=max_body + 1, max_request_header_size=64 * 1024,
-        # Forwarded headers are the app's business (ProxyFix with --proxies) and otherwise removed.
-        clear_untrusted_proxy_headers=not options.proxies,
+        # Forwarded headers are the app's business (ProxyFix with --proxies) and otherwise removed before the app
+        # sees them, whoever sent them (127.0.0.1 included): waitress itself trusts no proxy (no trusted_proxy).
+        trusted_proxy=None, clear_untrusted_proxy_headers=not options.proxies,
         log_socket_errors=False,  # a client that went away is not the server's error
         ident="empeval",
     )

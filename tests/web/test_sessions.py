@@ -47,9 +47,9 @@ def test_over_https_the_cookies_are_secure(app, invite_token, admin):
     client = app.test_client()
     answer = client.post("/api/annotate/session", headers={**bearer(invite_token), **CSRF},
                          base_url="https://localhost")
-    assert "; Secure" in set_cookie_header(answer, INVITE_COOKIE)
+    assert "; Secure" in set_cookie_header(answer, "__Host-" + INVITE_COOKIE)
     signed_in = client.post("/admin/session", headers=bearer(admin), base_url="https://localhost")
-    assert "; Secure" in set_cookie_header(signed_in, ADMIN_COOKIE)
+    assert "; Secure" in set_cookie_header(signed_in, "__Host-" + ADMIN_COOKIE)
 
 
 def test_a_post_the_cookie_authenticates_needs_the_csrf_header(app, invite_token):
@@ -189,7 +189,7 @@ def test_behind_a_declared_proxy_the_limit_counts_the_forwarded_client_address(s
                                                      "X-Forwarded-For": "198.51.100.4"}).status_code == 200
     answer = client.post("/api/annotate/session", headers={**bearer(invite_token), "X-Forwarded-Proto": "https",
                                                            "X-Forwarded-For": "198.51.100.4"})
-    assert "; Secure" in set_cookie_header(answer, INVITE_COOKIE)
+    assert "; Secure" in set_cookie_header(answer, "__Host-" + INVITE_COOKIE)
     direct = make_app(url, TESTING=True, AUTH_FAILURE_LIMIT=2).test_client()  # no proxy declared: headers ignored
     for _ in range(2):
         direct.get("/api/annotate/next", headers={**bearer("guess"), "X-Forwarded-For": "203.0.113.9"})
