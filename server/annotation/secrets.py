@@ -274,6 +274,9 @@ def _write_private(path: Path, text: str, *, replace: bool) -> bool:
         except FileExistsError:
             return False
         return True
+    except OSError as error:  # disk full, a file size limit, a folder where the file should be, ...
+        raise SecretError(f"cannot write the secret file {path}: {error.strerror or error} (nothing was written; "
+                          "free the space or name another file with --secret-file)") from None
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)

@@ -223,7 +223,7 @@ def test_a_rotation_whose_rename_fails_leaves_no_temporary_file(lab, tmp_path):
     folder = tmp_path / "keys"
     in_the_way = folder / "key"
     (in_the_way / "inside").mkdir(parents=True)  # a folder where the secret file should go: the rename fails
-    with pytest.raises(OSError):
+    with pytest.raises(SecretError, match="cannot write the secret file .*key"):  # a message naming it, no traceback
         rotate_secret(lab, secret_file=in_the_way)
     assert _only(folder) == ["key"] and _only(in_the_way) == ["inside"]
 
@@ -258,7 +258,8 @@ def test_a_write_that_fails_half_way_leaves_no_temporary_file_holding_the_secret
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    assert outcome["failed"] is not None, "the write should have failed past 40 bytes"
+    assert outcome["failed"] == "SecretError", outcome  # said as what it is, naming the file
+    assert str(folder / "key") in outcome["message"] and "File too large" in outcome["message"]
     assert _only(folder) == [], outcome
 
 
