@@ -2,18 +2,29 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from sqlalchemy import Engine, func, select
 
-from empeval.cli.common import EXIT_BAD_INPUT, EXIT_NETWORK, SEED, CliContext, WritablePath, count, fail, pass_cli
-from empeval.server.backend.contexts import ED_DATASET, load_contexts
-from empeval.server.backend.registry import EMOTION_CONDITIONED, ConfigError, Registry, load_config, load_judges
-from empeval.server.backend.resources import BackendResources, default_cache_dir
-from empeval.server.progress import progress_bar
-from empeval.server.store.engine import unit_of_work
-from empeval.server.store.models import Context, Dataset, Dialogue
-from empeval.tasks.study_create import import_command
+from empeval.cli.common import (
+    ED_DATASET,
+    EXIT_BAD_INPUT,
+    EXIT_NETWORK,
+    SEED,
+    CliContext,
+    WritablePath,
+    count,
+    fail,
+    pass_cli,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from empeval.server.backend.registry import Registry
+
+# The backend, its models and the store are imported when a command runs, not to read its command line
+# (tests/test_cli_startup.py).
 
 config_option = click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                              default=None, help="Systems config (TOML or YAML); default: the built-in systems.toml.")
@@ -25,6 +36,9 @@ cache_option = click.option("--cache-dir", type=WritablePath(file_okay=False, wr
 
 
 def make_registry(obj: CliContext, config_path: Path | None, dataset: str, cache_dir: Path | None) -> Registry:
+    from empeval.server.backend.registry import Registry
+    from empeval.server.backend.resources import BackendResources, default_cache_dir
+
     resources = BackendResources(engine=obj.engine(), dataset=dataset, cache_dir=cache_dir or default_cache_dir())
     return Registry.from_config(config_path, resources)
 
@@ -40,6 +54,12 @@ def chosen_systems(registry: Registry, systems: str) -> list[str]:
 def require_contexts(engine: Engine, dataset: str, split: str) -> None:
     """Exit 2 with the `empeval data ...` command to run when the store holds no `split` context of `dataset`
     (there is nothing to answer: without this, generate would report "0 of 0 contexts" and succeed)."""
+    from sqlalchemy import func, select
+
+    from empeval.server.store.engine import unit_of_work
+    from empeval.server.store.models import Context, Dataset, Dialogue
+    from empeval.tasks.study_create import import_command
+
     with unit_of_work(engine) as session:
         by_split = dict(session.execute(
             select(Dialogue.split, func.count(Context.id)).join(Context, Context.dialogue_id == Dialogue.id)
@@ -88,6 +108,8 @@ def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch
     failing) are listed as errors and stored as nothing; the exit code is 4 when a remote model failed.
     """
     from empeval.server.backend.generate import generate_responses
+    from empeval.server.backend.registry import ConfigError
+    from empeval.server.progress import progress_bar
 
     registry = make_registry(obj, config_path, dataset, cache_dir)
     names = chosen_systems(registry, systems)
@@ -142,6 +164,7 @@ def metrics(obj: CliContext, split: str, systems: str, p_at_100: bool, limit: in
     per context (the gold reply and 99 seeded references of the split, stored so the figures are reproducible;
     R@1 over it is P@1,100); and the emotion classifier's accuracy. A trained system without a checkpoint is
     listed as not trained (an error when named in --systems)."""
+    from empeval.server.backend.contexts import load_contexts
     from empeval.server.backend.emotion import accuracy_on_split, emotion_classifier
     from empeval.server.backend.metrics import (
         bleu_by_system,
@@ -152,6 +175,9 @@ def metrics(obj: CliContext, split: str, systems: str, p_at_100: bool, limit: in
         save_candidates,
         score_shared,
     )
+    from empeval.server.backend.registry import EMOTION_CONDITIONED, ConfigError
+    from empeval.server.store.engine import unit_of_work
+
     registry = make_registry(obj, config_path, dataset, cache_dir)
     names = None if systems == "all" else chosen_systems(registry, systems)
     bleu_rows = bleu_by_system(obj.engine(), dataset=dataset, split=split, systems=names)
@@ -222,6 +248,8 @@ def systems(ctx: click.Context, config_path: Path | None) -> None:
     replay file."""
     if ctx.invoked_subcommand is not None:
         return
+    from empeval.server.backend.registry import load_config, load_judges
+
     specs = load_config(config_path)
     judges = load_judges(config_path)
     click.echo(f"{'name':<22}{'kind':<22}parameters")

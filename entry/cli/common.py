@@ -11,20 +11,27 @@ import os
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 import click
-from sqlalchemy import Engine
 
-from empeval.analysis.kinds import ExportFileError, ReportRefused
 from empeval.server.errors import BadInput, Conflict, EmpevalError, Unavailable
-from empeval.server.store import open_store
-from empeval.server.store.engine import database_url, unit_of_work
-from empeval.server.store.models import AppSetting
-from empeval.server.store.storable import MAX_INTEGER, MAX_ROW_ID
-from empeval.storage import storage_failure
-from empeval.tasks.crowd.contract import ContractError
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+# This module is imported by every command, and by `empeval --help` (through the root group): it imports click and
+# the errors only, and the store, the app and the analysis where a function needs them, so that help costs no
+# SQLAlchemy, Flask or pandas (tests/test_cli_startup.py).
+
+# server.store.storable's MAX_INTEGER and MAX_ROW_ID (what every store's integer columns hold), repeated here so
+# that reading a command line imports no SQLAlchemy; tests/test_cli_startup.py holds them equal.
+MAX_INTEGER = 2**31 - 1
+MAX_ROW_ID = MAX_INTEGER
+# server.datasets.sample's ED_DATASET (the store's name of EmpatheticDialogues), the default of every --dataset,
+# repeated for the same reason (its module imports the store); held equal there too.
+ED_DATASET = "empatheticdialogues"
 
 # Where invite links point when no `empeval serve` of this store has said where it listens.
 DEFAULT_BASE_URL = "http://127.0.0.1:5000"
@@ -82,17 +89,29 @@ EXIT_BAD_INPUT = BadInput.exit_code
 EXIT_CONFLICT = Conflict.exit_code
 EXIT_NETWORK = Unavailable.exit_code
 
-# Errors from modules that import nothing of ours (analysis; the crowd contract, which the crowd virtualenv
-# loads by path with the standard library only), by the exit code they mean.
-FOREIGN_EXIT_CODES: dict[type[Exception], int] = {ExportFileError: EXIT_BAD_INPUT, ReportRefused: EXIT_BAD_INPUT,
-                                                  ContractError: EXIT_BAD_INPUT}
+
+def foreign_exit_codes() -> dict[type[Exception], int]:
+    """Errors from modules that import nothing of ours (analysis; the crowd contract, which the crowd virtualenv
+    loads by path with the standard library only), by the exit code they mean. Imported when an error is reported
+    (the contract's package registers every kind's tasks part)."""
+    from empeval.analysis.kinds import ExportFileError, ReportRefused
+    from empeval.tasks.crowd.contract import ContractError
+
+    return {ExportFileError: EXIT_BAD_INPUT, ReportRefused: EXIT_BAD_INPUT, ContractError: EXIT_BAD_INPUT}
+
+
+def __getattr__(name: str) -> Any:
+    """FOREIGN_EXIT_CODES, built on first use (PEP 562), as foreign_exit_codes() says."""
+    if name == "FOREIGN_EXIT_CODES":
+        return foreign_exit_codes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def exit_code_of(error: BaseException) -> int | None:
     """The exit code an error means, or None for an unexpected error (a bug: let the traceback show)."""
     if isinstance(error, EmpevalError):
         return error.exit_code
-    for kind, code in FOREIGN_EXIT_CODES.items():
+    for kind, code in foreign_exit_codes().items():
         if isinstance(error, kind):
             return code
     return None
@@ -105,12 +124,16 @@ class CliContext:
 
     @property
     def url(self) -> str:
+        from empeval.server.store.engine import database_url
+
         return database_url(self.database_url)
 
     def engine(self, *, migrate: bool = True) -> Engine:
         """The store's engine; the schema is brought up to date first unless migrate=False."""
         if self._engine is None:
             if migrate:
+                from empeval.server.store import open_store
+
                 self._engine = open_store(self.url)
             else:
                 from empeval.server.store import make_engine
@@ -146,6 +169,9 @@ def checked_base_url(ctx: click.Context | None, param: click.Parameter | None, v
 
 def remember_base_url(engine: Engine, base_url: str) -> None:
     """Record where `empeval serve` serves this store, for the invite links printed later (in one transaction)."""
+    from empeval.server.store.engine import unit_of_work
+    from empeval.server.store.models import AppSetting
+
     with unit_of_work(engine) as session:
         session.merge(AppSetting(key=SERVED_AT_SETTING, value=base_url.rstrip("/")))
 
@@ -153,6 +179,9 @@ def remember_base_url(engine: Engine, base_url: str) -> None:
 def invite_base_url(engine: Engine) -> str:
     """Where invite links point: the address the latest `empeval serve` of this store recorded, else
     DEFAULT_BASE_URL."""
+    from empeval.server.store.engine import unit_of_work
+    from empeval.server.store.models import AppSetting
+
     with unit_of_work(engine) as session:
         setting = session.get(AppSetting, SERVED_AT_SETTING)
         return setting.value if setting is not None else DEFAULT_BASE_URL
@@ -169,7 +198,13 @@ class EmpevalGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            # click's own ends (--help, usage errors, Ctrl-C) are no room's error: passed on as they are, without
+            # importing the store to ask (`empeval CMD --help` stays light; tests/test_cli_startup.py).
+            raise
         except Exception as error:  # noqa: BLE001 - re-raised unless it is one we know how to report
+            from empeval.storage import storage_failure
+
             error = storage_failure(error, database=getattr(ctx.obj, "url", None)) or error
             code = exit_code_of(error)
             if code is None:

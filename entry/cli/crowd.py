@@ -13,24 +13,30 @@ from pathlib import Path
 import click
 
 from empeval.cli.common import EXIT_BAD_INPUT, CliContext, checked_base_url, count, fail, invite_base_url, pass_cli
-from empeval.server.annotation.annotators import pseudonym_for
-from empeval.server.annotation.secrets import secret_key
-from empeval.tasks.crowd import contract, jobs
-from empeval.tasks.crowd.ingest import ingest as ingest_results
-from empeval.tasks.crowd.review import auto_actions, carry_out, check_actions, submissions
+
+# The crowd's modules are imported by the commands that use them, not to read a command line: their package
+# (empeval.tasks) registers every study kind, with the store's models (tests/test_cli_startup.py).
 
 EXIT_RUN_FAILED = 1
+# tasks.crowd.contract's PROVIDERS (the platforms Mephisto runs a study on), repeated so that reading the command
+# line imports none of the above; tests/test_cli_startup.py holds them equal.
+PROVIDERS = ("mock", "mturk_sandbox", "mturk")
 JOB_HELP = ("A job id (default: the study's current job, its newest live one, else the newest that went live; a "
             "failed launch never is).")
 
 
 def _job(study: str, job_id: str | None) -> Path:
+    from empeval.tasks.crowd import jobs
+
     return jobs.job_dir_for(study, job_id)
 
 
 def _recover_and_ingest(obj: CliContext, job_dir: Path) -> None:
     """Ingest results.jsonl; when the runner is not live, first let Mephisto's database fill any gap a crash
     left in results.jsonl. Every rejected line is listed, and then the command fails (exit 2)."""
+    from empeval.tasks.crowd import jobs
+    from empeval.tasks.crowd.ingest import ingest as ingest_results
+
     if not jobs.read_status(job_dir).live:
         done = jobs.run_in_crowd_env("collect", str(job_dir))
         if done.returncode != 0:
@@ -55,7 +61,7 @@ def crowd() -> None:
 
 @crowd.command()
 @click.argument("study")
-@click.option("--provider", type=click.Choice(jobs.PROVIDERS), default="mock", show_default=True)
+@click.option("--provider", type=click.Choice(PROVIDERS), default="mock", show_default=True)
 @click.option("--units", type=count(), help="Put only the first N open assignments on the crowd.")
 @click.option("--reward", type=click.FloatRange(min=0),
               help="Reward per unit (default: the study's pay.per_assignment).")
@@ -80,6 +86,8 @@ def launch(obj: CliContext, study: str, provider: str, units: int | None, reward
            min_control_pass_rate: float, live_url: str | None, yes: bool, wait: bool) -> None:
     """Put STUDY's open assignments on the crowd: one Mephisto unit per assignment. A chat study's turns are
     answered by `empeval serve` at --live-url while the run is live."""
+    from empeval.tasks.crowd import contract, jobs
+
     engine = obj.engine()
     _refuse_a_qualification(engine, study)
     jobs.crowd_python()
@@ -132,6 +140,8 @@ def _refuse_a_qualification(engine, study: str) -> None:
 @click.option("--job", "job_id", help=JOB_HELP)
 def status(study: str, job_id: str | None) -> None:
     """State of a crowd run: run id, URL, units done, state."""
+    from empeval.tasks.crowd import contract, jobs
+
     job_dir = _job(study, job_id)
     current = jobs.read_status(job_dir)
     results = contract.read_results(job_dir / contract.RESULTS_FILE)
@@ -165,6 +175,8 @@ def ingest(obj: CliContext, study: str, job_id: str | None) -> None:
               help="Seconds to wait for a clean shutdown before SIGTERM.")
 def stop(study: str, job_id: str | None, wait_seconds: float) -> None:
     """Stop a crowd run (units in progress are expired); then run `crowd ingest`."""
+    from empeval.tasks.crowd import jobs
+
     job_dir = _job(study, job_id)
     final = jobs.stop(job_dir, wait=wait_seconds)
     click.echo(f"job {job_dir.name}: {final.state}; next: `empeval crowd ingest {study}`")
@@ -190,6 +202,11 @@ def review(obj: CliContext, study: str, job_id: str | None, auto: bool, approve_
     """List a job's submissions with their control results; approve, reject, bonus or block through Mephisto.
 
     Without an action: the list. Workers appear under their pseudonym; UNIT is the Mephisto unit id shown."""
+    from empeval.server.annotation.annotators import pseudonym_for
+    from empeval.server.annotation.secrets import secret_key
+    from empeval.tasks.crowd import jobs
+    from empeval.tasks.crowd.review import auto_actions, carry_out, check_actions, submissions
+
     job_dir = _job(study, job_id)
     job = jobs.load_job(job_dir)
     actions = [{"unit_id": u, "action": "approve"} for u in approve_units]
@@ -227,6 +244,8 @@ def review(obj: CliContext, study: str, job_id: str | None, auto: bool, approve_
 @click.argument("profile")
 def register(profile: str) -> None:
     """Store AWS keys ($AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY) as ~/.aws/credentials profile PROFILE."""
+    from empeval.tasks.crowd import jobs
+
     done = jobs.run_in_crowd_env("register", profile)
     if done.returncode != 0:
         fail((done.stderr or done.stdout).strip()[-1000:], EXIT_BAD_INPUT)

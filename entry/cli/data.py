@@ -3,17 +3,18 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from sqlalchemy import Engine
 
-from empeval.cli.common import CliContext, WritablePath, pass_cli
-from empeval.importing import import_bundled_sample, import_with_progress, print_summary
-from empeval.server.datasets.ed_csv import ed_split_files, parse_ed_csv
-from empeval.server.datasets.fetch import OFFICIAL_ED_URL, download, extract_ed_archive
-from empeval.server.datasets.jsonl import parse_dialogues_jsonl
-from empeval.server.datasets.sample import ED_DATASET, ED_LICENSE, ED_SOURCE
-from empeval.server.progress import progress_bar
+from empeval.cli.common import ED_DATASET, CliContext, WritablePath, pass_cli
+from empeval.server.datasets.fetch import OFFICIAL_ED_URL  # the standard library only
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+# The parsers and the importer (the store's models) are imported by the commands that use them, not to read a
+# command line (tests/test_cli_startup.py).
 
 
 @click.group()
@@ -23,6 +24,10 @@ def data() -> None:
 
 def import_ed_path(engine: Engine, path: Path, split: str, dataset: str) -> None:
     """Parse every requested split first (so a bad line stops everything), then import in one transaction."""
+    from empeval.importing import import_with_progress
+    from empeval.server.datasets.ed_csv import ed_split_files, parse_ed_csv
+    from empeval.server.datasets.sample import ED_LICENSE, ED_SOURCE
+
     dialogues = []
     for file, file_split in ed_split_files(path, split):
         dialogues += parse_ed_csv(file, file_split)
@@ -49,6 +54,8 @@ def import_ed(obj: CliContext, path: Path, split: str, dataset: str) -> None:
 @pass_cli
 def import_sample(obj: CliContext) -> None:
     """Import the ED sample bundled with empeval (320 test and 1,600 train conversations)."""
+    from empeval.importing import import_bundled_sample
+
     import_bundled_sample(obj.engine())
 
 
@@ -67,6 +74,9 @@ def import_jsonl(obj: CliContext, path: Path, dataset: str, license_: str) -> No
     conv_id and turns are required; split defaults to test. Each listener turn after the first turn
     becomes a context. One transaction; re-importing is idempotent.
     """
+    from empeval.importing import import_with_progress
+    from empeval.server.datasets.jsonl import parse_dialogues_jsonl
+
     import_with_progress(obj.engine(), parse_dialogues_jsonl(path), label=f"importing {path.name}", dataset=dataset,
                          source=str(path), license=license_)
 
@@ -79,6 +89,9 @@ def import_jsonl(obj: CliContext, path: Path, dataset: str, license_: str) -> No
 @pass_cli
 def fetch_ed(obj: CliContext, url: str, keep: Path | None, timeout: float) -> None:
     """Download the official empatheticdialogues.tar.gz and import all three splits."""
+    from empeval.server.datasets.fetch import download, extract_ed_archive
+    from empeval.server.progress import progress_bar
+
     with tempfile.TemporaryDirectory(prefix="empeval-ed-") as scratch:
         folder = keep or Path(scratch)
         with progress_bar() as progress:
@@ -95,4 +108,6 @@ def fetch_ed(obj: CliContext, url: str, keep: Path | None, timeout: float) -> No
 @pass_cli
 def summary(obj: CliContext, dataset: str | None) -> None:
     """Print dialogues, utterances and contexts per dataset and split."""
+    from empeval.importing import print_summary
+
     print_summary(obj.engine(), dataset)

@@ -7,10 +7,9 @@ import click
 
 from empeval.cli.common import WritablePath, count
 from empeval.cli.report import report_summary
-from empeval.demo import TRY_IT_STUDY, run_demo
-from empeval.server.annotation.annotators import invite
-from empeval.server.annotation.secrets import admin_token, secret_key
-from empeval.server.store import open_store
+
+# The demo, the store and the app are imported when it runs, not to read its command line
+# (tests/test_cli_startup.py).
 
 
 @click.command()
@@ -31,6 +30,11 @@ def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time
          linked_bad_raters: int) -> None:
     """Run a complete human evaluation on the bundled ED sample: a Likert study and the studies of other kinds linked
     to it (an A/B study, ...), each answered by its own simulated crowd, and write every report."""
+    from empeval.demo import TRY_IT_STUDY, run_demo
+    from empeval.server.annotation.annotators import invite
+    from empeval.server.annotation.secrets import admin_token, secret_key
+    from empeval.server.store import open_store
+
     result = run_demo(workdir, raters=raters, bad_raters=bad_raters, contexts=contexts, time_scale=time_scale,
                       linked_raters=linked_raters, linked_bad_raters=linked_bad_raters,
                       **({"linked_files": []} if linked_raters == 0 else {}))

@@ -7,9 +7,9 @@ import click
 
 from empeval.cli.backend import cache_option, config_option
 from empeval.cli.common import EXIT_BAD_INPUT, CliContext, count, fail, pass_cli
-from empeval.server.backend.registry import build_judge, load_judges
-from empeval.server.backend.resources import BackendResources, default_cache_dir
-from empeval.server.progress import progress_bar
+
+# The backend, the store and the analysis are imported when the command runs, not to read its command line
+# (tests/test_cli_startup.py).
 
 
 def _names(text: str, option: str) -> list[str]:
@@ -42,6 +42,9 @@ def judge(obj: CliContext, study: str, judge_names: str, criteria: str | None, b
     from empeval.analysis.stats.ppi.crossfit import cross_fit_judge
     from empeval.server.backend.judges.run import judge_study
     from empeval.server.backend.judges.study_items import load_judged_study
+    from empeval.server.backend.registry import build_judge, load_judges
+    from empeval.server.backend.resources import BackendResources, default_cache_dir
+    from empeval.server.progress import progress_bar
 
     specs = {spec.name: spec for spec in load_judges(config_path)}
     names = _names(judge_names, "--judges")

@@ -5,17 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from empeval.cli.common import EXIT_BAD_INPUT, SEED, CliContext, WritablePath, count, fail, pass_cli
-from empeval.tasks.design import controls_per_assignment
-from empeval.tasks.kinds.pairwise_design import pair_slots
-from empeval.tasks.study_create import controls_rounding_to_zero, planned_assignments
+
+# pandas, the statistics and the study design (whose package registers every kind, with the store's models) are
+# imported when a plan is computed, not to read the command line (tests/test_cli_startup.py).
 
 
 def _assignments_counter(*, items_per_context: int, items_per_assignment: int, control_rate: float):
     """assignments(contexts, k) as `empeval study create` plans them (control slots counted), or exit 2 when the
     controls would round to zero slots, as study create would."""
+    from empeval.tasks.study_create import controls_rounding_to_zero, planned_assignments
+
     if items_per_assignment < 1:
         raise click.BadParameter("must be at least 1", param_hint="--items-per-assignment")
     if not 0 <= control_rate < 1:
@@ -36,6 +37,8 @@ def _assignments_counter(*, items_per_context: int, items_per_assignment: int, c
 
 def _slots_line(items_per_assignment: int, control_rate: float, what: str) -> str:
     """How an assignment is filled, as `empeval study create` fills it."""
+    from empeval.tasks.design import controls_per_assignment
+
     n_controls = controls_per_assignment(items_per_assignment, control_rate)
     controls = f"{n_controls} of them control{'' if n_controls == 1 else 's'}"
     return (f"assignments of {items_per_assignment} {what}, {controls} (control rate {control_rate:g}), planned as "
@@ -126,6 +129,8 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
                        alpha=alpha, ks=_ints(ks), contexts=_ints(contexts), pairs=pairs,
                        pairs_per_assignment=items_per_assignment, control_rate=control_rate, reward=reward, fee=fee)
         return
+    import pandas as pd
+
     from empeval.analysis.kinds.likert.load import read_export, tidy_from_export
     from empeval.analysis.stats.power import (
         Components,
@@ -193,6 +198,8 @@ def _plan_with_judge(components, *, judge_correlation: float, half_width: float,
                      alpha: float, judge_contexts: int | None) -> None:
     """The model-assisted plan: per k, analysis.stats.ppi.planner.human_ratings_needed with the label SD of the
     components, printed beside the human-only figure."""
+    import pandas as pd
+
     from empeval.analysis.stats.ppi.planner import human_ratings_needed, label_sd_from_components
 
     if not half_width > 0:
@@ -227,6 +234,8 @@ def _even_pair_slots(size: int, control_rate: float) -> int:
     """The A/B design needs an even number of real pairs per assignment (see tasks.pairwise_design), as
     `study create` does: the default size grows to the next one that fits, a size given that does not fit is
     refused naming both options."""
+    from empeval.tasks.kinds.pairwise_design import pair_slots
+
     def fits(n: int) -> bool:
         slots = pair_slots(n, control_rate, with_controls=control_rate > 0)
         return slots > 0 and slots % 2 == 0
@@ -246,6 +255,8 @@ def _even_pair_slots(size: int, control_rate: float) -> int:
 def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, target_power: float, alpha: float,
                    ks: list[int], contexts: list[int], pairs: int, pairs_per_assignment: int, control_rate: float,
                    reward: float | None, fee: float) -> None:
+    import pandas as pd
+
     from empeval.analysis.stats.power import pairwise_plan_table, sign_test_contexts
 
     if not 0 < p_win < 1:

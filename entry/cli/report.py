@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 from empeval.cli.common import SEED, CliContext, WritablePath, pass_cli
-from empeval.reporting import write_export_report, write_study_report
+
+# The analysis and the store are imported when a report is written, not to read the command line
+# (tests/test_cli_startup.py).
 
 
 @click.command()
@@ -44,6 +46,8 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
     rater quality (with --judge, model-assisted estimates beside them); for a pairwise (A/B) study the Win / Lose
     / Tie table with its per-context test, the linked Likert study's means beside it, the ranking, agreement,
     position bias and control pairs."""
+    from empeval.reporting import write_export_report, write_study_report
+
     out_dir = out_dir or Path("reports") / study
     if likert_export is not None and export_file is None:
         raise click.UsageError("--likert-export goes with --export (a study in the store names its linked study)")

@@ -4,17 +4,19 @@ release ID`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
-import pandas as pd
-from sqlalchemy import Engine
 
 from empeval.cli.common import ROW_ID, CliContext, pass_cli
-from empeval.server.annotation.annotators import RosterLine, study_roster
-from empeval.server.annotation.export import report_inputs
-from empeval.server.annotation.release import release_assignment
-from empeval.server.annotation.study_list import study_summaries
-from empeval.server.annotation.withdraw import forget
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from empeval.server.annotation.annotators import RosterLine
+
+# The store's rooms are imported by the commands that use them, not to read a command line
+# (tests/test_cli_startup.py).
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -30,6 +32,8 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 def study_list(obj: CliContext) -> None:
     """Every study: its kind (likert or pairwise), whether it is open or closed, assignments submitted of the
     design's total, how many annotators were handed work, and when it was created (UTC)."""
+    from empeval.server.annotation.study_list import study_summaries
+
     summaries = study_summaries(obj.engine())
     if not summaries:
         click.echo("no study yet: create one with `empeval study create STUDY.toml`")
@@ -44,7 +48,10 @@ def flagged_pseudonyms(engine: Engine, study: str) -> set[str] | None:
     """The pseudonyms the study kind's quality rules flag from its answers so far (the report's rules and
     thresholds), or None for a kind without such rules. Cost: one export and one quality check, well under a second
     for a pilot."""
+    import pandas as pd
+
     from empeval.analysis.report.study import flagged_raters
+    from empeval.server.annotation.export import report_inputs
 
     inputs = report_inputs(engine, study)
     return flagged_raters(inputs.kind, pd.DataFrame(inputs.rows), {"name": study, **inputs.meta})
@@ -57,6 +64,8 @@ def annotators_list(obj: CliContext, study: str) -> None:
     """The annotators of STUDY (everyone handed work in it, or revoked there): pseudonym (as in the exports), the
     name she was invited under, assignments submitted, the assignment in progress (free it with `empeval assignments
     release ID`), whether she is revoked or withdrawn, and whether the report's quality rules flag her so far."""
+    from empeval.server.annotation.annotators import study_roster
+
     engine = obj.engine()
     roster = study_roster(engine, study)
     if not roster:
@@ -84,6 +93,8 @@ def annotators_forget(obj: CliContext, name: str, study: str, provider: str) -> 
     export and the report), her assignments go back to the pool for someone else, and, once she takes part in no
     other study, her name is deleted and her pseudonym replaced by a tombstone. Recorded in the study's log; running
     it again changes nothing."""
+    from empeval.server.annotation.withdraw import forget
+
     done = forget(obj.engine(), name, study=study, provider=provider)
     if done.already:
         click.echo(f"{name} was withdrawn from study {study} already: nothing left to remove")
@@ -110,6 +121,8 @@ def assignments_release(obj: CliContext, assignment_id: int) -> None:
     """Put the in-progress assignment ASSIGNMENT_ID (abandoned by its rater) back in the pool now, before it expires:
     nothing of it was stored. A submitted assignment is refused (exit 2). `empeval annotators list STUDY` shows who
     holds which."""
+    from empeval.server.annotation.release import release_assignment
+
     released = release_assignment(obj.engine(), assignment_id)
     click.echo(f"assignment {released.assignment_id} of study {released.study} (held by {released.annotator}) is "
                f"back in the pool")

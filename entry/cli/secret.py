@@ -7,21 +7,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session
 
 from empeval.cli.common import CliContext
-from empeval.server.annotation.secrets import (
-    ADMIN_TOKEN_ENV,
-    describe_secret_source,
-    rotate_secret,
-    use_secret_file,
-)
 from empeval.server.errors import Conflict
-from empeval.server.store.models import Study
-from empeval.server.store.statuses import StudyStatus
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+# The root group builds its context from this module for every command, --help included: the store and the
+# secrets' module are imported where a command uses them (tests/test_cli_startup.py).
 
 
 @dataclass
@@ -34,6 +31,8 @@ class CliContextWithSecret(CliContext):
     def engine(self, *, migrate: bool = True) -> Engine:
         engine = super().engine(migrate=migrate)
         if self.secret_file is not None:
+            from empeval.server.annotation.secrets import use_secret_file
+
             use_secret_file(engine, self.secret_file)
         return engine
 
@@ -50,6 +49,8 @@ def secret() -> None:
 @pass_cli_with_secret
 def path_command(obj: CliContextWithSecret) -> None:
     """Print where the secret is read from (a file, or $EMPEVAL_SECRET_KEY)."""
+    from empeval.server.annotation.secrets import describe_secret_source
+
     click.echo(describe_secret_source(obj.engine(), obj.secret_file))
 
 
@@ -60,6 +61,13 @@ def rotate(obj: CliContextWithSecret, yes: bool) -> None:
     """Replace the secret with a new random one. Every invite link, invite cookie, admin session and the admin
     token made with the old secret stop working at once (a running server notices at its next request):
     hand out new links with `empeval annotators invite`, and read the new admin token with `empeval admin-token`."""
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from empeval.server.annotation.secrets import ADMIN_TOKEN_ENV, rotate_secret
+    from empeval.server.store.models import Study
+    from empeval.server.store.statuses import StudyStatus
+
     engine = obj.engine()
     with Session(engine) as session:
         open_studies = session.scalars(select(Study.name).where(Study.status == StudyStatus.OPEN)

@@ -4,14 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from sqlalchemy.orm import Session
 
 from empeval.cli.common import CliContext, pass_cli
-from empeval.server.annotation.handout import close_study
-from empeval.server.store.queries import study_by_name
-from empeval.server.store.statuses import AssignmentStatus
-from empeval.tasks.study_create import create_study, study_progress
-from empeval.tasks.study_file import load_study_file
+
+# The store and the study kinds are imported by the commands that use them, not to read a command line
+# (tests/test_cli_startup.py).
 
 
 @click.group()
@@ -28,6 +25,9 @@ def create(obj: CliContext, study_file: Path) -> None:
     The responses must exist already (`empeval generate`). See tasks/study_file.py for every field. With
     design.human_share, people rate a seeded sample of the contexts and judges score every item.
     """
+    from empeval.tasks.study_create import create_study
+    from empeval.tasks.study_file import load_study_file
+
     spec = load_study_file(study_file)
     summary = create_study(obj.engine(), spec)
     click.echo(summary.describe())
@@ -43,6 +43,12 @@ def create(obj: CliContext, study_file: Path) -> None:
 @pass_cli
 def status(obj: CliContext, name: str) -> None:
     """Whether study NAME is open or closed, and its assignments by status (open, assigned, submitted, expired)."""
+    from sqlalchemy.orm import Session
+
+    from empeval.server.store.queries import study_by_name
+    from empeval.server.store.statuses import AssignmentStatus
+    from empeval.tasks.study_create import study_progress
+
     engine = obj.engine()
     counts = study_progress(engine, name)
     with Session(engine) as session:
@@ -60,6 +66,9 @@ def close(obj: CliContext, name: str) -> None:
     Assignments in progress stay unfinished; ratings stored so far stay. Crowd results ingested later are
     refused and reported.
     """
+    from empeval.server.annotation.handout import close_study
+    from empeval.server.store.statuses import AssignmentStatus
+
     closing = close_study(obj.engine(), name)
     in_progress = closing.counts[AssignmentStatus.ASSIGNED]
     click.echo(f"study {name} {'closed' if closing.was_open else 'was closed already'}: "

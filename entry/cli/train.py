@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import SEED, CliContext, WritablePath, count, pass_cli
+from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count, pass_cli
 from empeval.training.config import RetrievalTrainingConfig
 
 DEFAULTS = RetrievalTrainingConfig()
@@ -18,7 +18,7 @@ def train() -> None:
 
 
 @train.command("retrieval")
-@click.option("--dataset", default="empatheticdialogues", show_default=True,
+@click.option("--dataset", default=ED_DATASET, show_default=True,
               help="Dataset in the store whose train split is trained on (valid split: model selection).")
 @click.option("--cache-dir", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=None,
               help="Cache directory the checkpoint goes to (env EMPEVAL_CACHE_DIR; default ~/.cache/empeval).")

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import SEED, CliContext, WritablePath, count, pass_cli
-from empeval.server.backend.contexts import ED_DATASET
-from empeval.server.backend.resources import default_cache_dir
+from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count, pass_cli
 
 
 @click.command("cobert")
@@ -45,6 +43,7 @@ def cobert(obj: CliContext, dataset: str, persona_corpus: Path | None, encoder: 
 
     The checkpoint goes to <cache>/trained/cobert-<key>/, the key a hash of the data, the starting encoder and
     the parameters; the `cobert` system then reranks the fine-tuned bi-encoder's top candidates with it."""
+    from empeval.server.backend.resources import default_cache_dir
     from empeval.training.cobert import CoBERTTrainConfig, persona_data, store_data, train_cobert
 
     config = CoBERTTrainConfig(batch_size=batch_size, epochs=epochs, max_steps=max_steps, train_layers=train_layers,

@@ -106,7 +106,10 @@ def _commands(command: click.Command = cli, path: tuple[str, ...] = ()) -> Itera
                                                                                         click.Command]]:
     yield path, command
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
+        context = click.Context(command)  # the root loads its commands lazily: ask it, not its `commands`
+        for name in command.list_commands(context):
+            sub = command.get_command(context, name)
+            assert sub is not None
             yield from _commands(sub, (*path, name))
 
 
@@ -173,7 +176,9 @@ def command_line(case: Case, folder: Path) -> list[str]:
     command: click.Command = cli
     for name in path:
         assert isinstance(command, click.Group)
-        command = command.commands[name]
+        found = command.get_command(click.Context(command), name)
+        assert found is not None
+        command = found
     options, positionals = [], []
     for param in command.params:
         fuzzed = owner is command and param.name == case.param
