@@ -115,12 +115,41 @@ class StudySummary:
     currency: str | None
     sentence: str
     human_contexts: int | None = None  # Likert with design.human_share: the contexts people rate
+    platform: str = "local"  # the study file's recruitment.platform (set by create_study)
+    platform_fee: float = 0.0  # pay.platform_fee, the share `cost` adds on a crowd platform
 
     def describe(self) -> str:
+        """The kind's sentence and, when the study file gives pay per assignment, what the raters cost: on a local
+        study no platform takes a fee (what `crowd launch` would cost beside it), elsewhere the fee is included.
+
+        >>> summary = StudySummary("s", "likert", 3, ["a"], 9, 0, 10, 3, 30, 12.0, "GBP", "10 assignments",
+        ...                        platform_fee=0.2)
+        >>> summary.describe()
+        '10 assignments; pay 10.00 GBP (local raters: no platform fee; 12.00 GBP on a crowd platform with its 20% fee)'
+        >>> summary.platform = "prolific"
+        >>> summary.describe()
+        '10 assignments; cost 12.00 GBP including the platform fee (20%)'
+        """
         text = self.sentence
-        if self.cost is not None:
-            text += f"; crowd cost {self.cost:.2f} {self.currency} including platform fee"
-        return text
+        if self.cost is None:
+            return text
+        fee = f"{self.platform_fee:.0%}"
+        if self.platform == "local":
+            paid = self.cost / (1 + self.platform_fee)
+            return (text + f"; pay {paid:.2f} {self.currency} (local raters: no platform fee; {self.cost:.2f} "
+                    f"{self.currency} on a crowd platform with its {fee} fee)")
+        return text + f"; cost {self.cost:.2f} {self.currency} including the platform fee ({fee})"
+
+    def next_steps(self) -> str:
+        """What the researcher runs next to collect answers, by where the raters come from."""
+        if self.platform == "prolific":
+            collect = (f"`empeval prolific link {self.name}` (the study URL to paste into Prolific), then "
+                       "`empeval serve` at the address Prolific sends participants to")
+        else:
+            collect = f"`empeval annotators invite NAME --study {self.name}`, then `empeval serve`"
+        if self.human_contexts is not None:
+            return f"next: `empeval judge {self.name} --judges NAME` (every item), and {collect} (the sample)"
+        return f"next: {collect}"
 
 
 @dataclass(frozen=True)

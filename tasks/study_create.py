@@ -223,6 +223,7 @@ def _create_with(session: Session, kind: TaskKind, spec: StudyConfig, all_contex
         responses=responses))
     write_gold_items(session, kind, spec, study)  # the study's qualification, if any (tasks/qualification.py)
     summary.sentence += describe_qualification(spec)
+    summary.platform, summary.platform_fee = spec.recruitment.platform, spec.pay.platform_fee
     return summary
 
 

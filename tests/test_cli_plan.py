@@ -49,7 +49,7 @@ def created(url: str, tmp_path, *, name: str, count: int, systems: int, k: int, 
     result = CliRunner().invoke(cli, ["--database-url", url, "study", "create", str(path)])
     assert result.exit_code == 0, result.output
     assignments = re.search(r"(\d+) assignments", result.output)
-    cost = re.search(r"crowd cost ([\d.]+) USD", result.output)
+    cost = re.search(r"([\d.]+) USD on a crowd platform", result.output)
     assert assignments and cost, result.output
     return int(assignments.group(1)), cost.group(1)
 

@@ -168,3 +168,30 @@ def test_controls_at_a_rate_that_gives_one_slot_are_kept(store, tmp_path):
                                                              per_assignment=3)))  # 0.6 rounds to 1
     assert created.exit_code == 0, created.output
     assert "(+0 control items)" not in created.output
+
+
+def test_a_local_study_costs_no_platform_fee_and_is_told_to_invite(store, tmp_path):
+    url, _ = store
+    done = empeval(url, "study", "create", str(study_file(tmp_path, name="local-one")))
+    assert done.exit_code == 0, done.output
+    assignments = int(re.search(r"(\d+) assignments", done.output).group(1))
+    # 0.5 USD each to local raters, no fee; beside it what a crowd platform's default 20% fee would make it
+    assert f"pay {assignments * 0.5:.2f} USD (local raters: no platform fee; {assignments * 0.6:.2f} USD on a crowd " \
+           "platform with its 20% fee)" in done.output
+    assert "including" not in done.output
+    assert backticked_commands(done.output.split("next:")[1]) == [
+        "empeval annotators invite NAME --study local-one", "empeval serve"]
+
+
+def test_a_prolific_study_is_told_its_fee_and_to_make_its_link_not_to_invite(store, tmp_path):
+    url, _ = store
+    path = study_file(tmp_path, name="on-prolific")
+    path.write_text(path.read_text() + 'platform_fee = 0.33\n[recruitment]\nplatform = "prolific"\n'
+                    f'prolific_study_id = "{"a" * 24}"\ncompletion_code = "C1A2B3C4"\n', encoding="utf-8")
+    done = empeval(url, "study", "create", str(path))
+    assert done.exit_code == 0, done.output
+    assignments = int(re.search(r"(\d+) assignments", done.output).group(1))
+    assert f"cost {round(assignments * 0.5 * 1.33, 2):.2f} USD including the platform fee (33%)" in done.output
+    next_commands = backticked_commands(done.output.split("next:")[1])
+    assert next_commands == ["empeval prolific link on-prolific", "empeval serve"]
+    assert empeval(url, "prolific", "link", "on-prolific").exit_code == 0  # the command it names works

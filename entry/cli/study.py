@@ -31,11 +31,7 @@ def create(obj: CliContext, study_file: Path) -> None:
     spec = load_study_file(study_file)
     summary = create_study(obj.engine(), spec)
     click.echo(summary.describe())
-    if summary.human_contexts is not None:
-        click.echo(f"next: `empeval judge {spec.name} --judges NAME` (every item), and "
-                   f"`empeval annotators invite NAME --study {spec.name}`, then `empeval serve` (the sample)")
-    else:
-        click.echo(f"next: `empeval annotators invite NAME --study {spec.name}`, then `empeval serve`")
+    click.echo(summary.next_steps())
 
 
 @study.command("status")
