@@ -18,9 +18,9 @@ from empeval.cli.common import (
     write_whole,
 )
 from empeval.cli.secret import CliContextWithSecret, pass_cli_with_secret
-from empeval.server.annotation.annotators import invite, revoke
-from empeval.server.annotation.export import export_text
-from empeval.server.annotation.secrets import admin_token, secret_key
+
+# The store, the app and the exporter are imported inside each command, so that `--help` imports none of them
+# (tests/test_cli_startup.py).
 
 
 @click.group()
@@ -38,6 +38,8 @@ def annotators() -> None:
 @pass_cli
 def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: float, base_url: str | None) -> None:
     """Print a signed, expiring invite link for each annotator NAME (created on first invite)."""
+    from empeval.server.annotation.annotators import invite
+
     base_url = base_url or invite_base_url(obj.engine())
     for name in names:
         _, token = invite(obj.engine(), name, study, days=days)
@@ -54,6 +56,8 @@ def invite_command(obj: CliContext, names: tuple[str, ...], study: str, days: fl
 def revoke_command(obj: CliContext, name: str, study: str | None, provider: str) -> None:
     """Revoke annotator NAME: she gets no new assignment and no submission of hers is accepted (she is told so).
     Her assignment in progress goes back to the pool; ratings she submitted before are kept."""
+    from empeval.server.annotation.annotators import revoke
+
     revocation = revoke(obj.engine(), name, study=study, provider=provider)
     where = f"study {study}" if study else "every study"
     state = "was revoked already" if revocation.already else "revoked"
@@ -65,6 +69,8 @@ def revoke_command(obj: CliContext, name: str, study: str | None, provider: str)
 def admin_token_command(obj: CliContext) -> None:
     """Print the admin token: sign in at /admin with it (or open /admin#TOKEN), and send it to the export and
     backend APIs as `Authorization: Bearer TOKEN`."""
+    from empeval.server.annotation.secrets import admin_token, secret_key
+
     click.echo(admin_token(secret_key(obj.engine())))
 
 
@@ -80,6 +86,8 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None, table: str |
     """Export STUDY's answers as its kind's tidy table: a Likert study's ratings one row per rating, an A/B study's
     choices one row per judgment and criterion, a chat study's conversation ratings, ... (the columns are documented
     with each kind's schema, under analysis/kinds/); --table for a chat study's further tables."""
+    from empeval.server.annotation.export import export_text
+
     text, n_rows, what = export_text(obj.engine(), study, fmt, table)
     if out:
         write_whole(out, text)
@@ -98,7 +106,7 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None, table: str |
 @click.option("--workers", type=count(1, 256), default=None,
               help="Server processes. Default: one per CPU core serve may use.")
 @click.option("--threads", default=None, type=count(1, 1024),
-              help="Threads per process. Default: 4 (server.web.serving.DEFAULT_THREADS). A thread takes a request "
+              help="Threads per process. Default: 4. A thread takes a request "
                    "only once it has arrived whole, so slow clients hold none.")
 @click.option("--request-timeout", type=click.FloatRange(0, 3600), default=None, metavar="SECONDS",
               help="A request's headers and body must arrive within this many seconds of its first byte, or the "
