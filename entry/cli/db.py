@@ -16,7 +16,8 @@ def db() -> None:
 @click.argument("revision", default="head")
 @pass_cli
 def upgrade(obj: CliContext, revision: str) -> None:
-    """Apply migrations up to REVISION (default: the newest)."""
+    """Apply migrations up to REVISION (default: the newest), each revision whole or not at all: an upgrade
+    interrupted (even by kill -9) leaves the database at the last revision it finished; run it again."""
     engine = obj.engine(migrate=False)
     migrate.upgrade(engine, revision)
     click.echo(f"database at revision {migrate.current_revision(engine)} ({obj.url})")
@@ -38,6 +39,9 @@ def downgrade(obj: CliContext, revision: str, yes: bool) -> None:
 @db.command()
 @pass_cli
 def current(obj: CliContext) -> None:
-    """Print the database's revision and the newest one available."""
+    """Print the database's revision and the newest one available; exit 3, saying what to do, if a SQLite
+    database holds part of the next revision (an upgrade by an older empeval, interrupted)."""
     engine = obj.engine(migrate=False)
     click.echo(f"current: {migrate.current_revision(engine) or 'base (empty)'}; head: {migrate.head_revision()}")
+    if (half := migrate.half_applied(engine)) is not None:
+        raise half

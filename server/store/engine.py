@@ -30,6 +30,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -200,6 +201,51 @@ def write_transaction(connection: Connection) -> Iterator[Connection]:
     with _writer_gate(connection.engine), connection.begin():
         connection.exec_driver_sql("BEGIN IMMEDIATE")  # opened before the driver opens a deferred one
         yield connection
+
+
+@contextmanager
+def migration_connection(engine: Engine) -> Iterator[Connection]:
+    """The connection Alembic migrates on, on which every transaction is all-or-nothing, DDL included.
+
+    PostgreSQL's DDL is transactional as it comes. SQLite's is too, but the driver (pysqlite, in its legacy
+    transaction control) opens a transaction only before INSERT, UPDATE, DELETE and REPLACE: a CREATE, DROP or
+    ALTER sent first ran on its own and was committed at once, so a migration killed half-way left some of its
+    DDL behind, without its alembic_version row. Here, as SQLAlchemy's pysqlite notes prescribe, the driver's
+    own transaction control is switched off (isolation_level None) and each transaction SQLAlchemy begins starts
+    with an explicit BEGIN IMMEDIATE (a write transaction from the start, taken in turn with the other writers);
+    with Alembic's transaction_per_migration (migrations/env.py) a revision's DDL, its data changes and its
+    alembic_version update commit together or not at all.
+
+    Foreign keys are off on this connection while it migrates (and on again when it is given back): a batch
+    migration recreates a table by copying it and dropping the old one, and with them on, SQLite's DROP TABLE
+    runs an implicit DELETE whose ON DELETE CASCADE would empty the tables pointing at it (0002 recreates
+    `assignment`, and every assignment_item and rating would go). The PRAGMA does nothing inside a transaction,
+    so it is set here, before any begins; env.py runs PRAGMA foreign_key_check before each revision commits
+    instead. One migrating process at a time holds the writer gate (see unit_of_work)."""
+    if engine.dialect.name != "sqlite":
+        with engine.connect() as connection:
+            yield connection
+        return
+    with _writer_gate(engine), engine.connect() as connection:
+        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        connection.commit()  # nothing to commit: ends the transaction SQLAlchemy began for the PRAGMA
+        driver: Any = connection.connection.driver_connection  # the sqlite3.Connection
+        legacy = driver.isolation_level
+        driver.isolation_level = None
+        event.listen(connection, "begin", _begin_immediate)
+        try:
+            yield connection
+        finally:
+            event.remove(connection, "begin", _begin_immediate)
+            if connection.in_transaction():
+                connection.rollback()
+            driver.isolation_level = legacy
+            connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            connection.commit()
+
+
+def _begin_immediate(connection: Connection) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 # Transaction control and connection set-up: what a statement count leaves out (it counts the work asked for).

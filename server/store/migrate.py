@@ -1,15 +1,34 @@
-"""Alembic, driven from Python: `empeval db upgrade` and every command that needs the schema call here."""
+"""Alembic, driven from Python: `empeval db upgrade` and every command that needs the schema call here.
+
+Each revision is applied whole or not at all, on SQLite as on PostgreSQL (migrations/env.py, and
+engine.migration_connection): a process killed mid-upgrade leaves the store at the last revision it committed.
+Versions of empeval before that applied SQLite's DDL statement by statement, so a store they were upgrading when
+killed may say it is at one revision while holding part of the next; an upgrade that then fails is explained by
+`HalfAppliedRevision` (what is there that should not be, what is missing, what to do) instead of a traceback.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from alembic.util import CommandError
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from empeval.server.errors import BadInput, Conflict
+from empeval.server.store.engine import make_engine
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+VERSION_TABLE = "alembic_version"
+
+
+class HalfAppliedRevision(Conflict):
+    """The store says it is at one revision but holds part of the next: an upgrade by an older empeval was
+    interrupted. The message names what differs and what to do."""
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -21,11 +40,23 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    command.upgrade(alembic_config(engine), revision)
+    """Apply the revisions up to `revision`, each in its own transaction. BadInput for a revision that does not
+    exist; HalfAppliedRevision when the upgrade fails on a SQLite store left half-way by an older empeval."""
+    try:
+        command.upgrade(alembic_config(engine), revision)
+    except CommandError as error:
+        raise BadInput(f"cannot upgrade to {revision!r}: {error}") from None
+    except DBAPIError:
+        if (half := half_applied(engine)) is not None:
+            raise half from None
+        raise
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
-    command.downgrade(alembic_config(engine), revision)
+    try:
+        command.downgrade(alembic_config(engine), revision)
+    except CommandError as error:
+        raise BadInput(f"cannot downgrade to {revision!r}: {error}") from None
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -37,7 +68,90 @@ def head_revision() -> str | None:
     return ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
 
 
+def next_revision(revision: str | None) -> str | None:
+    """The revision that follows `revision` (None: the first one); None after the newest."""
+    for script in ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions():
+        if script.down_revision == revision:
+            return script.revision
+    return None
+
+
 def ensure_schema(engine: Engine) -> None:
     """Bring the database to the newest schema if it is behind (cheap when it is current)."""
     if current_revision(engine) != head_revision():
         upgrade(engine)
+
+
+@dataclass(frozen=True)
+class SchemaShape:
+    """What a schema holds, by name: its tables with their columns (in order) and its indexes, the version
+    table and SQLite's own objects left out. Two stores at the same revision, migrated cleanly, have equal shapes."""
+
+    tables: dict[str, tuple[str, ...]]
+    indexes: frozenset[str]
+
+
+def sqlite_schema_shape(connection: Connection) -> SchemaShape:
+    """The SchemaShape of the SQLite database on `connection` (from sqlite_master and PRAGMA table_info)."""
+    rows = connection.exec_driver_sql(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%'"
+    ).all()
+    tables = {
+        name: tuple(column[1] for column in connection.exec_driver_sql(f'PRAGMA table_info("{name}")'))
+        for kind, name in rows
+        if kind == "table" and name != VERSION_TABLE
+    }
+    return SchemaShape(tables, frozenset(name for kind, name in rows if kind == "index"))
+
+
+def clean_schema_shape(revision: str | None) -> SchemaShape:
+    """The SchemaShape a store has at `revision` (None: before the first), from a clean upgrade of an
+    in-memory SQLite database."""
+    engine = make_engine("sqlite://")
+    try:
+        if revision is not None:
+            upgrade(engine, revision)
+        with engine.connect() as connection:
+            return sqlite_schema_shape(connection)
+    finally:
+        engine.dispose()
+
+
+def half_applied(engine: Engine) -> HalfAppliedRevision | None:
+    """HalfAppliedRevision, with what differs and what to do, if the SQLite store's schema is not the one its
+    recorded revision has; None if it is (or the store is not SQLite, whose DDL was always transactional)."""
+    if engine.dialect.name != "sqlite":
+        return None
+    with engine.connect() as connection:
+        at = MigrationContext.configure(connection).get_current_revision()
+        found = sqlite_schema_shape(connection)
+    following = next_revision(at)
+    if following is None:  # at the newest revision, or one this version does not know: no upgrade was cut short
+        return None
+    expected = clean_schema_shape(at)
+    if found == expected:
+        return None
+    extra_tables = sorted(found.tables.keys() - expected.tables.keys())
+    missing_tables = sorted(expected.tables.keys() - found.tables.keys())
+    extra_indexes = sorted(found.indexes - expected.indexes)
+    missing_indexes = sorted(expected.indexes - found.indexes)
+    changed = sorted(name for name in found.tables.keys() & expected.tables.keys()
+                     if found.tables[name] != expected.tables[name])
+    differences = [
+        *([f"tables it should not have yet: {', '.join(extra_tables)}"] if extra_tables else []),
+        *([f"indexes it should not have yet: {', '.join(extra_indexes)}"] if extra_indexes else []),
+        *([f"tables with other columns than at {at or 'base'}: {', '.join(changed)}"] if changed else []),
+        *([f"missing tables: {', '.join(missing_tables)}"] if missing_tables else []),
+        *([f"missing indexes: {', '.join(missing_indexes)}"] if missing_indexes else []),
+    ]
+    where = engine.url.database or str(engine.url)
+    drops = [f"DROP INDEX {name};" for name in extra_indexes] + [f"DROP TABLE {name};" for name in extra_tables]
+    undo = (f"without one, undo what {following} added: sqlite3 {where} '{' '.join(drops)}'"
+            if drops and not (changed or missing_tables or missing_indexes)
+            else f"without one, make its schema that of revision {at or 'base'} again by hand")
+    return HalfAppliedRevision(
+        f"{where}: the store says it is at revision {at or 'base (empty)'} but holds part of revision {following}: "
+        f"an upgrade by an older empeval (which applied SQLite migrations statement by statement) was interrupted. "
+        f"What differs from revision {at or 'base'}: {'; '.join(differences)}. Restore the copy of the database made "
+        f"before that upgrade (with its -wal file) and run `empeval db upgrade` again; {undo}, then run "
+        f"`empeval db upgrade`.")

@@ -50,7 +50,8 @@ def test_a_new_sqlite_store_and_its_wal_and_shm_files_are_readable_by_their_owne
         connection.execute(text("CREATE TABLE t (x)"))
         connection.commit()
         assert {p.name: mode(p) for p in tmp_path.glob("fresh.db*") if not p.name.endswith(".secret")} == {
-            "fresh.db": 0o600, "fresh.db-wal": 0o600, "fresh.db-shm": 0o600}
+            "fresh.db": 0o600, "fresh.db-wal": 0o600, "fresh.db-shm": 0o600,
+            "fresh.db-writer.lock": 0o600}  # the lock the migration held (one process migrates at a time)
     engine.dispose()
 
 
