@@ -15,13 +15,15 @@ from sqlalchemy import Engine, select
 from empeval.analysis.kinds import LinkedStudy, ReportRefused, ReportRequest
 from empeval.analysis.report.study import EXPORT_CRITERIA_ORDER, export_kind, report_study
 from empeval.server.annotation.export import report_inputs
+from empeval.server.backend.registry import display_names
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
 
 
 def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late: bool = True,
                        exclude_flagged: bool = True, seed: int = 0, latex: bool = False, judge: str | None = None,
-                       judge_version: str | None = None, allow_missing: bool = False) -> dict[str, Path]:
+                       judge_version: str | None = None, allow_missing: bool = False,
+                       systems_config: Path | None = None, system_order: str = "study") -> dict[str, Path]:
     """Write the report of the study `name` into out_dir (see analysis.report.study); returns the written paths.
     Late answers are left out when include_late is False, and the report says how many. With latex, booktabs
     tables go to out_dir/latex/.
@@ -29,15 +31,19 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
     With `judge` (a judge that scored the study with `empeval judge`; `judge_version`, default its latest), the
     report gains the model-assisted section (analysis.report.judged): cross-prediction-powered for a learned judge,
     PPI++ otherwise. BadInput, before anything is written, when the judge failed on an item and not `allow_missing`
-    (which drops those items and counts them in the report), or when the study has no answers yet."""
+    (which drops those items and counts them in the report), or when the study has no answers yet.
+
+    Systems are named as `display_name` in `systems_config` (default: the built-in systems.toml) says, and listed in
+    the study file's order, or by mean with system_order "mean" (analysis.report.systems)."""
     inputs = report_inputs(engine, name)
+    meta = {**inputs.meta, "display_names": display_names(systems_config), "system_order": system_order}
     judged = _judge_request(engine, name, judge, judge_version, allow_missing) if judge is not None else None
     if not inputs.rows:
         raise BadInput(f"study {name!r} has no {inputs.counted} yet: nothing to report. Invite annotators "
                        f"(empeval annotators invite NAME --study {name}) and run the report once they have "
                        "submitted work")
     request = ReportRequest(
-        name=name, kind=inputs.kind, table=pd.DataFrame(inputs.rows), meta=inputs.meta,
+        name=name, kind=inputs.kind, table=pd.DataFrame(inputs.rows), meta=meta,
         linked=[LinkedStudy(linked.name, linked.kind, linked.names_this,
                             pd.DataFrame(linked.rows) if linked.rows else None) for linked in inputs.linked],
         judge=judged, include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex,

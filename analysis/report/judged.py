@@ -102,6 +102,7 @@ class JudgedTables:
     n_folds: int = 0
     n_refitted: int = 0  # learned judge: items whose human-rated status changed since it was fitted
     design: DesignSample | None = None  # the design's human sample, when the store recorded one
+    systems: list[str] = field(default_factory=list)  # the report's one system order (empty: as computed)
 
     def csv_tables(self) -> dict[str, pd.DataFrame]:
         tables = {"judge_agreement": self.agreement, "judge_calibration": self.calibration,
@@ -419,9 +420,18 @@ def means_caption(tables: JudgedTables, ci_level: float) -> str:
             f"human-rated contexts a human-only study would need for an interval as narrow as the {name} one.")
 
 
+def _in_system_order(frame: pd.DataFrame, tables: JudgedTables, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``frame`` (in criterion order) with each criterion's rows in the report's system order, when it has one."""
+    if not tables.systems or frame.empty:
+        return frame
+    from empeval.analysis.report.systems import in_system_order
+
+    return in_system_order(frame, tables.systems, ("criterion", *columns))
+
+
 def means_table(tables: JudgedTables) -> pd.DataFrame:
     """The section's table of means as text cells (criteria in the study's order), for the document and LaTeX."""
-    means = in_criterion_order(tables.means, tables.criteria)
+    means = _in_system_order(in_criterion_order(tables.means, tables.criteria), tables, ("system",))
     estimate = "crossppi" if tables.estimator == CROSS_PPI else "ppi"
     name = ESTIMATOR_NAMES[tables.estimator]
     return pd.DataFrame({
@@ -440,7 +450,7 @@ def means_table(tables: JudgedTables) -> pd.DataFrame:
 
 
 def _pairs_text(tables: JudgedTables, alpha: float) -> pd.DataFrame:
-    pairs = in_criterion_order(tables.pairs, tables.criteria)
+    pairs = _in_system_order(in_criterion_order(tables.pairs, tables.criteria), tables, ("system_a", "system_b"))
     estimate = "crossppi" if tables.estimator == CROSS_PPI else "ppi"
     p_column = "p_crossppi" if tables.estimator == CROSS_PPI else "p_ppi"
     name = ESTIMATOR_NAMES[tables.estimator]
@@ -460,7 +470,7 @@ def _pairs_text(tables: JudgedTables, alpha: float) -> pd.DataFrame:
 
 
 def _agreement_text(tables: JudgedTables) -> pd.DataFrame:
-    agreement = in_criterion_order(tables.agreement, tables.criteria)
+    agreement = _in_system_order(in_criterion_order(tables.agreement, tables.criteria), tables, ("system",))
     return pd.DataFrame({
         "Criterion": agreement["criterion"],
         "System": ["all systems" if s == ALL_SYSTEMS else s for s in agreement["system"]],

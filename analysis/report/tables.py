@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from empeval.analysis.report.systems import in_system_order
 from empeval.analysis.stats.agreement import ALL_SYSTEMS, COEFFICIENT_LABELS
 
 SIGNIFICANCE_MARK = "†"
@@ -73,16 +74,19 @@ def _span(values: pd.Series) -> str:
 
 
 def paper_table(
-    means: pd.DataFrame, pairs: pd.DataFrame, *, alpha: float = 0.05, criteria: Sequence[str] | None = None
+    means: pd.DataFrame, pairs: pd.DataFrame, *, alpha: float = 0.05, criteria: Sequence[str] | None = None,
+    systems: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """System x criterion table of "mean [CI low, CI high]", the best system per criterion in bold and
     SIGNIFICANCE_MARK on systems significantly different from that best system (corrected p < alpha).
 
     Columns: System; n (responses rated, with the ratings per criterion in parentheses, as ranges when the
-    criteria differ); then one column per criterion in ``criteria`` order (the study's; sorted by default).
+    criteria differ); then one column per criterion in ``criteria`` order (the study's; sorted by default). Rows
+    in ``systems`` order (the report's one order, analysis.report.systems); systems it leaves out follow by name.
     """
     criteria = criteria_in_order(means["criterion"].unique(), criteria)
-    systems = sorted(means["system"].unique())
+    present = set(means["system"].unique())
+    systems = [s for s in systems or () if s in present] + sorted(present - set(systems or ()))
     best = {c: means.loc[means["criterion"] == c].sort_values("mean", ascending=False)["system"].iloc[0]
             for c in criteria}
     rows = []
@@ -141,12 +145,16 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word if n == 1 else word + 's'}"
 
 
-def pairs_table(pairs: pd.DataFrame, criteria: Sequence[str] | None = None) -> pd.DataFrame:
+def pairs_table(pairs: pd.DataFrame, criteria: Sequence[str] | None = None,
+                systems: Sequence[str] | None = None) -> pd.DataFrame:
     """The pairwise tests narrowed to what a reviewer reads: pair, n, difference, corrected p, both effect
     sizes with their CIs, significance. The test variant goes in the caption (``wilcoxon_variants``); raw p,
-    W+ and the paired t-test stay in tables/pairwise_tests.csv."""
+    W+ and the paired t-test stay in tables/pairwise_tests.csv. Rows by criterion (``criteria`` order), then by
+    the places of the pair's systems in ``systems``."""
     rows = []
     ordered = in_criterion_order(pairs, criteria) if criteria is not None and not pairs.empty else pairs
+    if systems is not None:
+        ordered = in_system_order(ordered, systems, ("criterion", "system_a", "system_b"))
     for p in ordered.itertuples(index=False):
         rows.append({
             "Criterion": p.criterion, "Pair (a vs b)": f"{p.system_a} vs {p.system_b}", "n": fmt(p.n_pairs, 0),
@@ -185,11 +193,14 @@ def agreement_table(agreement: pd.DataFrame, criteria: Sequence[str] | None = No
     return pd.DataFrame(rows)
 
 
-def rater_check_table(check: pd.DataFrame, criteria: Sequence[str] | None = None) -> pd.DataFrame:
+def rater_check_table(check: pd.DataFrame, criteria: Sequence[str] | None = None,
+                      systems: Sequence[str] | None = None) -> pd.DataFrame:
     """The rater-aware check beside the item-level tests; "disagreement" says where a check differs from
-    them in order or significance."""
+    them in order or significance. Rows ordered as pairs_table orders them."""
     rows = []
     ordered = in_criterion_order(check, criteria) if criteria is not None and not check.empty else check
+    if systems is not None:
+        ordered = in_system_order(ordered, systems, ("criterion", "system_a", "system_b"))
     for c in ordered.itertuples(index=False):
         rows.append({"Criterion": c.criterion, "Pair (a vs b)": f"{c.system_a} vs {c.system_b}",
                      "Δ mean": fmt(c.mean_diff), "p adj.": fmt_p(c.p_adj), "LMM Δ": fmt(c.lmm_diff),

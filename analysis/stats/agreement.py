@@ -8,8 +8,10 @@ left out unless asked for. Coefficients:
 - Gwet's AC2 with ordinal weights (Gwet 2014): robust to the skewed marginals Likert data often have.
 - Fleiss' kappa (Fleiss 1971), nominal, on items with the most common number of ratings: only for comparison
   with older papers, since it ignores the order of the scale.
-- ICC (Shrout & Fleiss 1979): only when the design is balanced (every item has the same number of ratings);
-  two-way forms only when every annotator rated every item. Otherwise NaN and a note saying why.
+- ICC (Shrout & Fleiss 1979), which needs a balanced design (every item with the same number k of ratings): on an
+  unbalanced one, on its largest balanced subset (``balanced_subset``: the k that keeps the most ratings, items
+  with fewer left out, items with more keeping k of theirs), said in the note; two-way forms only when every
+  annotator rated every item of the subset. NaN and a note saying why when not even two items share two ratings.
 - Percent exact and within-one agreement over rater pairs within an item.
 - Cohen's weighted kappa, quadratic weights (Cohen 1968), only when exactly two raters rated every item (the
   two-rater designs older papers report it for); otherwise there is no such row.
@@ -113,11 +115,15 @@ def agreement_table(
         alpha_interval     0.849   0.389    0.986       11         41
            ac2_ordinal     0.899   0.763    0.989       11         41
           fleiss_kappa     0.641   0.197    0.910        8         41
-                   icc       NaN     NaN      NaN        0         41
+                   icc     0.701   0.085    0.968        8         41
          percent_exact     0.818   0.618    0.958       11         41
     percent_within_one     0.955   0.864    1.000       11         41
-    >>> print(table.loc[table["coefficient"] == "icc", "note"].item())  # doctest: +ELLIPSIS
-    unbalanced design: items have 1 to 4 ratings; the ICC needs the same number of ratings for every item ...
+
+    The ICC needs a balanced design: it is read on the 8 units all four observers rated.
+
+    >>> print(table.loc[table["coefficient"] == "icc", "note"].item())  # doctest: +NORMALIZE_WHITESPACE
+    ICC(2,1), crossed design, k = 4 ratings per item; unbalanced design (1 to 4 ratings per item): on its largest
+    balanced subset, 8 of 12 items with 4 ratings each
     """
     require_columns(ratings, ("item", "system", "annotator", "criterion", "score", "is_control"), what="agreement")
     subset = ratings if include_controls else ratings.loc[~ratings["is_control"].astype(bool)]
@@ -147,7 +153,8 @@ def icc_table(
 
     A crossed design (every annotator rated every item) supports all six forms; a balanced one-way design
     (the same number k of ratings per item, annotators differing) supports ICC(1,1) and ICC(1,k) only; an
-    unbalanced design supports none. Formulas: ``empeval.analysis.stats.coefficients.icc_two_way`` / ``icc_one_way``.
+    unbalanced design is read on its largest balanced subset (``balanced_subset``, named in the note). Formulas:
+    ``empeval.analysis.stats.coefficients.icc_two_way`` / ``icc_one_way``.
 
     Returns
     -------
@@ -191,7 +198,7 @@ def icc_table(
     for form in coefficients.ICC_FORMS:
         if form in estimates:
             estimate, low, high, defined = estimates[form]
-            note = f"{design} design, k = {matrix.shape[1]}"
+            note = f"{design} design, k = {matrix.shape[1]}" + (f"; {reason}" if reason else "")
             if not np.isfinite(estimate):
                 note = "undefined: no variation between or within items"
         else:
@@ -336,34 +343,77 @@ def _icc_row(part: pd.DataFrame, base: dict, n_boot: int, ci_level: float, seed:
     # ICC(2,1) (absolute agreement, raters random) when raters are crossed with items, else ICC(1,1).
     form = "ICC(2,1)" if design == "crossed" else "ICC(1,1)"
     estimate, low, high, defined = estimates[form]
-    note = f"{form}, {design} design, k = {matrix.shape[1]} ratings per item"
+    note = f"{form}, {design} design, k = {matrix.shape[1]} ratings per item" + (f"; {reason}" if reason else "")
     if not np.isfinite(estimate):
         note = f"{form} undefined: no variation between or within items"
     return {"coefficient": "icc", "estimate": estimate, "ci_low": low, "ci_high": high,
             "n_items": int(matrix.shape[0]), "n_boot_defined": defined, "note": note, **base}
 
 
+def balanced_subset(part: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The largest balanced subset of one criterion's ratings ``part`` (item, annotator, score), for the ICC: the k
+    of at least 2 that keeps the most ratings (k x the items with k or more; a tie goes to the larger k), the items
+    with fewer than k ratings left out, each item with more keeping the k of its annotators that sort first
+    (pseudonyms, so an arbitrary k: the one-way model treats an item's raters as exchangeable).
+
+    Returns
+    -------
+    subset : pandas.DataFrame
+        The rows of ``part`` kept: ``part`` itself when it is balanced already, empty when no k leaves two items.
+    note : str
+        What was done, in words, for the agreement table's note ("" when ``part`` is balanced).
+
+    Examples
+    --------
+    >>> part = pd.DataFrame({"item": list("aaabbbccd"), "annotator": list("xyzxyzxyx"), "score": range(9)})
+    >>> subset, note = balanced_subset(part)
+    >>> subset.groupby("item").size().to_dict()
+    {'a': 3, 'b': 3}
+    >>> print(note)
+    unbalanced design (1 to 3 ratings per item): on its largest balanced subset, 2 of 4 items with 3 ratings each
+    """
+    per_item = part.groupby("item")["score"].size()
+    if per_item.nunique() == 1:
+        return part, ""
+    best: tuple[int, int] = (0, 0)  # (ratings kept, k)
+    for k in range(2, int(per_item.max()) + 1):
+        n_items = int((per_item >= k).sum())
+        if n_items >= 2:
+            best = max(best, (n_items * k, k))
+    words = f"unbalanced design ({per_item.min()} to {per_item.max()} ratings per item)"
+    if best == (0, 0):
+        return part.iloc[0:0], words
+    k = best[1]
+    kept = part.loc[part["item"].isin(per_item.index[per_item >= k])].sort_values(["item", "annotator"], kind="stable")
+    subset = kept.groupby("item", sort=False).head(k)
+    note = (f"{words}: on its largest balanced subset, {subset['item'].nunique()} of {per_item.size} items with {k} "
+            "ratings each")
+    trimmed = int((per_item > k).sum())
+    if trimmed:
+        note += f" ({trimmed} items with more keep the {k} annotators whose pseudonyms sort first)"
+    return subset, note
+
+
 def _icc_design(part: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:
-    """Classify the design: 'crossed' (complete items x annotators), 'one-way' (same k per item), or None with
-    the reason and an empty (0 x 0) matrix."""
+    """Classify the design of ``part``, or of its largest balanced subset (balanced_subset) when it is unbalanced:
+    'crossed' (complete items x annotators), 'one-way' (same k per item), with the matrix and what the subset is
+    ("" for a balanced design); or None with the reason and an empty (0 x 0) matrix."""
     none = np.empty((0, 0))
     if part.empty:
         return None, none, "no ratings"
+    part, subset = balanced_subset(part)
+    if part.empty:
+        return None, none, f"{subset}: no two items share two or more ratings, and the ICC needs them"
     per_item = part.groupby("item")["score"].size()
-    if per_item.nunique() != 1:
-        return None, none, (
-            f"unbalanced design: items have {per_item.min()} to {per_item.max()} ratings; the ICC needs the same "
-            "number of ratings for every item (Shrout & Fleiss 1979)"
-        )
     k = int(per_item.iloc[0])
     if k < 2 or per_item.size < 2:
         return None, none, "the ICC needs at least two items with at least two ratings each"
     # Crossed: every item rated by the same k annotators, i.e. k annotators in all, none twice on an item.
     # (Checked before pivoting: items x annotators of a large one-way design would not fit in memory.)
     if part["annotator"].nunique() == k and not part.duplicated(["item", "annotator"]).any():
-        return "crossed", part.pivot(index="item", columns="annotator", values="score").to_numpy(dtype=float), ""
+        return "crossed", part.pivot(index="item", columns="annotator", values="score").to_numpy(dtype=float), subset
     ordered = part.sort_values(["item", "annotator"])
-    return "one-way", ordered["score"].to_numpy(dtype=float).reshape(-1, k), ""
+    return "one-way", ordered["score"].to_numpy(dtype=float).reshape(-1, k), subset
 
 
 def _icc_with_ci(design: str, matrix: np.ndarray, *, n_boot: int, ci_level: float, seed: int) -> dict:

@@ -38,10 +38,15 @@ from empeval.cli.common import SEED, CliContext, WritablePath, pass_cli
 @click.option("--allow-missing", is_flag=True,
               help="With --judge: drop the items the judge failed on (the report lists and counts them) instead of "
                    "refusing.")
+@click.option("--order", "system_order", type=click.Choice(["study", "mean"]), default="study", show_default=True,
+              help="Order of the systems in every table and figure: the study file's, or by mean (highest first).")
+@click.option("--config", "systems_config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Systems config whose display_name entries name the systems in the report (default: "
+                                 "the built-in systems.toml).")
 @pass_cli
 def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int,
            export_file: Path | None, likert_export: Path | None, latex: bool, judge: str | None,
-           judge_version: str | None, allow_missing: bool) -> None:
+           judge_version: str | None, allow_missing: bool, system_order: str, systems_config: Path | None) -> None:
     """Write the analysis report of STUDY: for a Likert study the paper-style table, agreement, significance,
     rater quality (with --judge, model-assisted estimates beside them); for a pairwise (A/B) study the Win / Lose
     / Tie table with its per-context test, the linked Likert study's means beside it, the ranking, agreement,
@@ -56,6 +61,9 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
     if judge is not None and export_file is not None:
         raise click.UsageError("--judge reads the judge's scores from the store: it goes with a study in the store, "
                                "not with --export")
+    if export_file is not None and (system_order != "study" or systems_config is not None):
+        raise click.UsageError("--order and --config name and order the systems of a study in the store; an export "
+                               "file's report lists them by name")
     if export_file is not None:
         paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
                                     exclude_flagged=not keep_flagged, seed=seed, likert_export=likert_export,
@@ -63,7 +71,8 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
     else:
         paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
                                    exclude_flagged=not keep_flagged, seed=seed, latex=latex, judge=judge,
-                                   judge_version=judge_version, allow_missing=allow_missing)
+                                   judge_version=judge_version, allow_missing=allow_missing,
+                                   systems_config=systems_config, system_order=system_order)
     for line in report_summary(paths):
         click.echo(line)
     click.echo(f"report: {paths['html']}")

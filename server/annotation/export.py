@@ -90,11 +90,13 @@ class ReportInputs(NamedTuple):
 
 
 def report_meta(config: StudyConfig) -> dict[str, Any]:
-    """What every report needs of a study's configuration: the criteria in the study file's order, the design, how
+    """What every report needs of a study's configuration: the criteria and the systems in the study file's order
+    (every table and figure follows them, analysis.report.systems), the design, how
     raters were recruited (local volunteers unless the [recruitment] section says prolific or mturk) and what they
     were paid; and what the study's kind adds."""
     pay = config.pay
-    return {"criteria": list(config.criterion_keys), "items_per_assignment": config.design.items_per_assignment,
+    return {"criteria": list(config.criterion_keys), "systems": list(config.systems),
+            "items_per_assignment": config.design.items_per_assignment,
             "platform": config.recruitment.platform, "pay_per_assignment": pay.per_assignment,
             "currency": pay.currency, "platform_fee": pay.platform_fee if pay.per_assignment is not None else None,
             **annotation_kind(config.kind).report_meta(config)}

@@ -88,6 +88,7 @@ class SystemSpec:
     name: str
     kind: str
     parameters: dict[str, Any] = field(default_factory=dict)
+    display_name: str | None = None  # what a paper calls it (`display_name` in its table); reports show it
 
 
 def load_config(path: Path | str | None = None) -> list[SystemSpec]:
@@ -110,12 +111,21 @@ def load_config(path: Path | str | None = None) -> list[SystemSpec]:
         check_system_name(str(name), path)
         if not isinstance(table, dict) or "kind" not in table:
             raise ConfigError(f"{path}: system {name!r} needs a `kind` (one of {', '.join(KINDS)})")
-        parameters = {k: v for k, v in table.items() if k != "kind"}
+        parameters = {k: v for k, v in table.items() if k not in ("kind", "display_name")}
         if table["kind"] not in KINDS:
             raise ConfigError(f"{path}: system {name!r} has unknown kind {table['kind']!r}; "
                               f"expected one of {', '.join(KINDS)}")
-        specs.append(SystemSpec(str(name), table["kind"], parameters))
+        display = table.get("display_name")
+        if display is not None and (not isinstance(display, str) or not display.strip() or len(display) > 80):
+            raise ConfigError(f"{path}: system {name!r} has display_name {display!r}: give the name a paper uses "
+                              "for it, as text of 1 to 80 characters")
+        specs.append(SystemSpec(str(name), table["kind"], parameters, display.strip() if display else None))
     return specs
+
+
+def display_names(path: Path | str | None = None) -> dict[str, str]:
+    """System name -> the `display_name` its table gives, for the systems of the config file that give one."""
+    return {spec.name: spec.display_name for spec in load_config(path) if spec.display_name}
 
 
 def check_system_name(name: str, path: Path) -> None:

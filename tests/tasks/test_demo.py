@@ -31,8 +31,9 @@ def test_reduced_demo_runs_end_to_end_and_its_report_ranks_gold_first(tmp_path, 
     means = pd.read_csv(result.main.report["table_system_means"])
     for criterion in ("empathy", "relevance"):
         by_system = means[means["criterion"] == criterion].set_index("system")["mean"]
-        assert set(by_system.index) == {"gold", "retrieval", "moel", "mime", "kemp"}
-        assert by_system.idxmax() == "gold"
+        # by the names systems.toml gives them (display_name), as a paper would
+        assert set(by_system.index) == {"Gold", "Retrieval", "MoEL", "MIME", "KEMP"}
+        assert by_system.idxmax() == "Gold"
     markdown = result.main.report["markdown"].read_text()
     controls = markdown.split("control last there")[1].split("\n\n")[0]
     assert controls.count("| yes |") == 3 and "| NO |" not in controls
@@ -57,9 +58,9 @@ def test_reduced_demo_runs_end_to_end_and_its_report_ranks_gold_first(tmp_path, 
     assert ab_contexts == likert_contexts and len(ab_contexts) == 12
     assert raters["demo"] and raters["demo-ab"] and not raters["demo"] & raters["demo-ab"]
     ab = pd.read_csv(ab_study.report["table_ab_table"])
-    assert set(ab["system_a"]) == {"moel"} and set(ab["system_b"]) == {"gold", "retrieval", "mime", "kemp"}
+    assert set(ab["system_a"]) == {"MoEL"} and set(ab["system_b"]) == {"Gold", "Retrieval", "MIME", "KEMP"}
     assert ab["judgments"].sum() == 12 * 4 * 3 * 3  # contexts x pairs x judgments per pair x criteria
-    gold = ab.loc[(ab["system_b"] == "gold") & (ab["criterion"] == "relevance")].iloc[0]
+    gold = ab.loc[(ab["system_b"] == "Gold") & (ab["criterion"] == "relevance")].iloc[0]
     assert gold["lose_pct"] > gold["win_pct"] + 20  # gold beats MoEL in A/B as in the Likert means
     beside = pd.read_csv(ab_study.report["table_likert_beside_ab"])
     assert len(beside) == len(ab) and beside["likert_mean_a"].notna().all()

@@ -73,11 +73,11 @@ def test_a_one_system_study_reports_its_means_and_says_no_comparison_was_possibl
     assert result.exception is None
     markdown = (tmp_path / "r" / "report.md").read_text()
     gaps = _section(markdown, "What could not be computed")
-    assert ("Pairwise tests, Friedman tests and the rater-aware check: not computed, only one system (gold) has "
-            "ratings") in gaps
-    assert "| gold | 6 (" in markdown  # the mean is there, with its n
+    assert ("Pairwise tests, Friedman tests and the rater-aware check: not computed, only one system (Gold) has "
+            "ratings") in gaps  # systems.toml's display name
+    assert "| Gold | 6 (" in markdown  # the mean is there, with its n
     rater_check = markdown.split("### Rater-aware check", 1)[1].split("\n## ", 1)[0]
-    assert "Not computed: only one system (gold) has ratings" in rater_check
+    assert "Not computed: only one system (Gold) has ratings" in rater_check
     assert (tmp_path / "r" / "latex" / "main_results.tex").exists()
 
 

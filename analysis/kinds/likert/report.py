@@ -12,7 +12,7 @@ listed at the top and named in its section instead of a table. With ``latex`` th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,14 @@ from empeval.analysis.report.qualification import qualification_sentence
 from empeval.analysis.report.recruitment import recruitment_sentence
 from empeval.analysis.report.sections import Report, Section
 from empeval.analysis.report.sections import write_report as write_sections
+from empeval.analysis.report.systems import (
+    display_names,
+    in_system_order,
+    order_option,
+    renamed,
+    shown,
+    system_order,
+)
 from empeval.analysis.report.tables import (
     SIGNIFICANCE_MARK,
     criteria_in_order,
@@ -118,7 +126,10 @@ def write_report(
     follow sorted), platform ("local", "prolific", "mturk": how raters were recruited), pay_per_assignment,
     currency, platform_fee (a fraction such as 0.2, or an amount per assignment when above 1),
     items_per_assignment and k (ratings per response); see ``empeval.analysis.report.recruitment`` for what the methods
-    say of each platform and its pay.
+    say of each platform and its pay. It may also carry systems (the system keys in the study file's order),
+    display_names (system key -> the name a paper uses) and system_order ("study", the default, or "mean"): every
+    table, figure, CSV and sentence then names a system by its display name, and every table and figure lists the
+    systems in that one order (``empeval.analysis.report.systems``).
 
     A ``comment`` column (the export's, one comment per assignment repeated on its rows) is listed in a
     Comments section, once per assignment.
@@ -165,6 +176,7 @@ class LikertAnalysis:
     rater_check: pd.DataFrame | None = None
     both: dict[str, pd.DataFrame] | None = None
     judged: Any = None
+    systems: list[str] = field(default_factory=list)  # the real systems in the report's one order
 
     def __getattr__(self, name: str) -> Any:  # the options by name: alpha, correction, n_boot, ...
         options = self.__dict__.get("options", {})
@@ -193,6 +205,10 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
             raise ReportRefused(f"all {late['n_ratings']} ratings were submitted late: nothing to report without "
                              "them (include_late=True keeps them)")
     meta = dict(study_meta or {})
+    names = display_names(meta)
+    ratings = renamed(ratings, names)  # every table, figure and sentence then names a system the same way
+    if judge is not None and names:
+        judge = replace(judge, scores=renamed(judge.scores, names))
     quality = rater_quality(ratings, **(quality_thresholds or {}))
     flagged = flagged_annotators(quality)
     analysed = exclude_annotators(ratings, flagged) if exclude_flagged else ratings
@@ -211,6 +227,9 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
         done.pairs = compare_pairs(analysed, family=family, correction=correction, alpha=alpha, **boot)
         done.friedman = friedman_test(analysed)
         done.agreement = agreement_table(analysed, scale=scale, **boot)
+        declared = [shown(s, names) for s in meta.get("systems") or ()]  # the study file's order
+        done.systems = system_order(real["system"].unique(), declared=declared, means=done.means,
+                                    by_mean=order_option(meta) == "mean")
         systems = sorted(real["system"].unique())
         if len(systems) < 2:
             done.gaps.add("comparisons", f"only one system ({systems[0]}) has ratings: the pairwise tests, the "
@@ -242,6 +261,7 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
                                     cross_fitted=judge.cross_fitted, allow_missing=judge.allow_missing,
                                     criteria=criteria, correction=correction, family=family, alpha=alpha,
                                     ci_level=ci_level, n_boot=n_boot, seed=seed, design_sample=judge.design_sample)
+        done.judged.systems = list(done.systems)
     return done
 
 
@@ -280,7 +300,7 @@ def _gaps_section(done: LikertAnalysis) -> Section | None:
 def _figures(done: LikertAnalysis) -> dict[str, bytes]:
     """The two figures of the results, once per analysis (the results and the distributions show them)."""
     if "figures" not in done.__dict__:
-        order = plots.system_order(done.means)
+        order = done.systems
         done.__dict__["figures"] = {
             "score_distributions": plots.figure_png(plots.stacked_score_shares(
                 done.analysed, scale=done.scale, criteria=done.criteria, systems=order)),
@@ -296,7 +316,7 @@ def _results_section(done: LikertAnalysis) -> Section:
         return Section("results", blocks)
     means, pairs, alpha, criteria = done.means, done.pairs, done.alpha, done.criteria
     assert pairs is not None and done.friedman is not None and done.agreement is not None
-    main = paper_table(means, pairs, alpha=alpha, criteria=criteria)
+    main = paper_table(means, pairs, alpha=alpha, criteria=criteria, systems=done.systems)
     caption = _paper_caption(done.correction, done.family, alpha, done.ci_level, done.n_boot)
     figures = _figures(done)
     blocks += [Table(main, caption=caption),
@@ -305,13 +325,13 @@ def _results_section(done: LikertAnalysis) -> Section:
                BulletList([f"{criterion}: {ranking}" for criterion, ranking in
                            rankings(means, pairs, alpha=alpha, criteria=criteria).items()]),
                Image(figures["system_means"], "figures/system_means.png", caption=(
-                   f"Mean score per system with {done.ci_level:.0%} bootstrap CIs over items; systems in the same "
-                   "order in every panel (best mean over the criteria first).")),
+                   f"Mean score per system with {done.ci_level:.0%} bootstrap CIs over items; systems in the "
+                   f"order of every table of the report ({_order_words(done)}), the first at the top.")),
                Heading("Pairwise comparisons", level=3)]
     if "comparisons" in done.gaps:
         blocks.append(Paragraph(f"Not computed: {done.gaps.why('comparisons')}."))
     else:
-        blocks.append(Table(pairs_table(pairs, criteria), caption=(
+        blocks.append(Table(pairs_table(pairs, criteria, systems=done.systems), caption=(
             f"Two-sided Wilcoxon signed-rank tests on item-level means paired by context "
             f"({wilcoxon_variants(pairs)}); p adj.: {CORRECTION_NAMES.get(done.correction, done.correction)} "
             f"correction over {_family_words(done.family)}; sig.: p adj. < {alpha:g}; effect sizes with "
@@ -331,7 +351,7 @@ def _rater_aware_section(done: LikertAnalysis) -> Section | None:
     if done.rater_check is None:
         blocks.append(Paragraph(f"Not computed: {done.gaps.why('comparisons')}."))
         return Section("rater_aware", blocks)
-    blocks += _rater_check_blocks(done.rater_check, done.random_effects, done.criteria)
+    blocks += _rater_check_blocks(done.rater_check, done.random_effects, done.criteria, done.systems)
     return Section("rater_aware", blocks, tables={"rater_aware_check": done.rater_check})
 
 
@@ -345,7 +365,8 @@ def _agreement_section(done: LikertAnalysis) -> Section | None:
     assert done.agreement is not None
     blocks.append(Table(agreement_table_text(done.agreement, done.criteria), caption=(
         f"Inter-annotator agreement per criterion, {done.ci_level:.0%} percentile bootstrap CIs over items "
-        f"(B = {done.n_boot}); control items left out.")))
+        f"(B = {done.n_boot}); control items left out. The ICC needs the same number of ratings on every item: "
+        "where they differ it is computed on the largest balanced subset, named in the notes below.")))
     reading = alpha_beside_ac2(done.agreement, done.analysed, done.criteria)
     if reading:
         blocks.append(Paragraph(reading))
@@ -362,13 +383,14 @@ def _distributions_section(done: LikertAnalysis) -> Section | None:
     return Section("distributions", [Heading("Score distributions"), Image(
         figure, "figures/score_distributions.png", caption=(
             "Share of each score per system (stacked, lowest score on the left; n: ratings), one panel per "
-            "criterion, systems in the order of the figure above; control items left out."))],
+            "criterion, systems in the order of the figure above and the tables; control items left out."))],
         figures={"score_distributions": figure})
 
 
 def _quality_section(done: LikertAnalysis) -> Section:
     return Section("quality", [Heading("Rater quality"),
-                               *_quality_blocks(done.ratings, done.quality, done.flagged, done.exclude_flagged)],
+                               *_quality_blocks(done.ratings, done.quality, done.flagged, done.exclude_flagged,
+                                                done.criteria)],
                    tables={"rater_quality": done.quality})
 
 
@@ -378,7 +400,7 @@ def _side_by_side_section(done: LikertAnalysis) -> Section | None:
     both = done.both
     return Section("side_by_side", [Heading("With and without the flagged annotators"),
                                     *_side_by_side_blocks(both["means"], both["pairs"], both["agreement"], done.alpha,
-                                                          done.criteria)],
+                                                          done.criteria, done.systems)],
                    tables={"system_means_side_by_side": both["means"], "pairwise_tests_side_by_side": both["pairs"],
                            "agreement_side_by_side": both["agreement"]})
 
@@ -426,7 +448,8 @@ def _methods_section(done: LikertAnalysis) -> Section:
 
 
 def _facts_of(done: LikertAnalysis) -> dict:
-    facts = _facts(done.ratings, done.analysed, done.quality, done.flagged, done.exclude_flagged, done.criteria)
+    facts = _facts(done.ratings, done.analysed, done.quality, done.flagged, done.exclude_flagged, done.criteria,
+                   done.systems)
     facts.update(late=done.late, include_late=done.include_late)
     return facts
 
@@ -500,6 +523,13 @@ def _paper_caption(correction: str, family: str, alpha: float, ci_level: float, 
             f"p < {alpha:g}).")
 
 
+def _order_words(done: LikertAnalysis) -> str:
+    """How the report orders its systems, for a caption."""
+    if order_option(done.meta) == "mean":
+        return "best mean over the criteria first"
+    return "the study file's order" if done.meta.get("systems") else "by name"
+
+
 def _family_words(family: str) -> str:
     return "all pairs within each criterion" if family == "criterion" else "all pairwise tests of the study"
 
@@ -517,7 +547,8 @@ def _agreement_notes(agreement: pd.DataFrame, criteria: list[str]) -> list[str]:
     return notes
 
 
-def _rater_check_blocks(check: pd.DataFrame, random_effects: tuple[str, ...], criteria: list[str]) -> list[Block]:
+def _rater_check_blocks(check: pd.DataFrame, random_effects: tuple[str, ...], criteria: list[str],
+                        systems: list[str] | None = None) -> list[Block]:
     effects = " and ".join(random_effects)
     intro = Paragraph(
         f"Linear mixed model score ~ system with crossed random intercepts for {effects} (Gao & Owen 2017 "
@@ -533,7 +564,7 @@ def _rater_check_blocks(check: pd.DataFrame, random_effects: tuple[str, ...], cr
         verb = "disagrees" if len(disagreeing) == 1 else "disagree"
         blocks.append(Paragraph(f"**The checks {verb} with the item-level tests on "
                                 f"{_count(len(disagreeing), 'pair')}:**"))
-    blocks.append(Table(rater_check_table(check, criteria)))
+    blocks.append(Table(rater_check_table(check, criteria, systems)))
     notes = sorted({n for n in check["lmm_note"] if n} | {n for n in check["z_note"] if n})
     if notes:
         blocks.append(BulletList(notes))
@@ -541,7 +572,7 @@ def _rater_check_blocks(check: pd.DataFrame, random_effects: tuple[str, ...], cr
 
 
 def _quality_blocks(ratings: pd.DataFrame, quality: pd.DataFrame, flagged: list[str],
-                    exclude_flagged: bool) -> list[Block]:
+                    exclude_flagged: bool, criteria: list[str] | None = None) -> list[Block]:
     n = len(quality)
     action = "excluded from the main results" if exclude_flagged else "kept in the main results (exclude_flagged off)"
     blocks: list[Block] = [Paragraph(f"{len(flagged)} of {n} annotators flagged, {action}.")]
@@ -549,6 +580,7 @@ def _quality_blocks(ratings: pd.DataFrame, quality: pd.DataFrame, flagged: list[
         blocks.append(BulletList([f"{r.annotator}: {r.reasons}" for r in quality.loc[quality["flagged"]].itertuples()]))
     controls = control_summary(ratings)
     if not controls.empty:
+        controls = in_criterion_order(controls, criteria_in_order(controls["criterion"].unique(), criteria))
         blocks.append(Table(pd.DataFrame({
             "Control targets": controls["criterion"], "controls rated": controls["n_controls"].astype(str),
             "scored below the real responses": controls["n_passed"].astype(int).astype(str),
@@ -556,7 +588,11 @@ def _quality_blocks(ratings: pd.DataFrame, quality: pd.DataFrame, flagged: list[
         }), caption="Control items, by the criterion each is built to fail (all annotators)."))
     beside = controls_beside_systems(ratings)
     if not beside.empty:
-        criteria = [c.removeprefix("mean_") for c in beside.columns if c.startswith("mean_")]
+        beside = beside.rename(columns={"control_target": "criterion"})
+        beside = in_criterion_order(beside, criteria_in_order(beside["criterion"].unique(), criteria)).rename(
+            columns={"criterion": "control_target"})
+        criteria = criteria_in_order([c.removeprefix("mean_") for c in beside.columns if c.startswith("mean_")],
+                                     criteria)
         blocks.append(Table(pd.DataFrame({
             "Control": beside["control_kind"], "built to fail": beside["control_target"],
             **{c.capitalize(): [fmt(v) for v in beside[f"mean_{c}"]] for c in criteria},
@@ -584,10 +620,12 @@ def _percent(value) -> str:
     return "n/a" if value is None or not np.isfinite(value) else f"{value:.0%}"
 
 
-def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float, criteria: list[str]) -> list[Block]:
+def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float, criteria: list[str],
+                         systems: list[str]) -> list[Block]:
     wide = means_both.pivot_table(index=["criterion", "system"], columns="raters", values="mean").reset_index()
     rows = []
-    for entry in in_criterion_order(wide, criteria).itertuples(index=False):
+    wide = in_system_order(in_criterion_order(wide, criteria), systems, ("criterion", "system"))
+    for entry in wide.itertuples(index=False):
         record = dict(zip(wide.columns, entry, strict=True))
         everyone, kept = record.get(ALL_RATERS, np.nan), record.get(EXCLUDING_FLAGGED, np.nan)
         rows.append({"Criterion": record["criterion"], "System": record["system"], "mean, all raters": fmt(everyone),
@@ -597,7 +635,8 @@ def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float, c
     pair_rows = []
     keyed = pairs_both.set_index(["raters", "criterion", "system_a", "system_b"])
     keys = pairs_both[["criterion", "system_a", "system_b"]].drop_duplicates()
-    for criterion, a, b in in_criterion_order(keys, criteria).itertuples(index=False):
+    keys = in_system_order(in_criterion_order(keys, criteria), systems, ("criterion", "system_a", "system_b"))
+    for criterion, a, b in keys.itertuples(index=False):
         everyone, kept = (keyed.loc[(raters, criterion, a, b)] if (raters, criterion, a, b) in keyed.index else None
                           for raters in (ALL_RATERS, EXCLUDING_FLAGGED))
         pair_rows.append({
@@ -628,7 +667,8 @@ def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float, c
 # --- methods paragraph ----------------------------------------------------------------------------------
 
 
-def _facts(ratings, analysed, quality, flagged, exclude_flagged, criteria: list[str]) -> dict:
+def _facts(ratings, analysed, quality, flagged, exclude_flagged, criteria: list[str],
+           systems: list[str] | None = None) -> dict:
     real = analysed.loc[~analysed["is_control"].astype(bool)]
     rated = set(real["criterion"].unique())
     per_item = real.groupby(["item", "criterion"]).size()
@@ -637,7 +677,7 @@ def _facts(ratings, analysed, quality, flagged, exclude_flagged, criteria: list[
         "n_ratings": int(len(real)),
         "n_items": int(real["item"].nunique()),
         "n_contexts": int(real["context"].nunique()),
-        "systems": sorted(real["system"].unique()),
+        "systems": [s for s in systems if s in set(real["system"])] if systems else sorted(real["system"].unique()),
         "criteria": [c for c in criteria if c in rated],
         "n_annotators_total": int(ratings["annotator"].nunique()),
         "n_annotators": int(analysed["annotator"].nunique()),
@@ -743,8 +783,9 @@ def methods_paragraph(
         parts = [f"{r.criterion} {fmt(r.estimate)}{interval(r.ci_low, r.ci_high)}" for r in alphas.itertuples()]
         sentences.append(
             f"Inter-annotator agreement (Krippendorff's α, ordinal) was {'; '.join(parts)} ({ci_level:.0%} "
-            f"percentile bootstrap CIs over items, B = {n_boot}); Gwet's AC2, Fleiss' κ, the ICC where the design "
-            "allows it and raw agreement are reported alongside.")
+            f"percentile bootstrap CIs over items, B = {n_boot}); Gwet's AC2, Fleiss' κ, the ICC (on the largest "
+            "balanced subset of items where their numbers of ratings differ) and raw agreement are reported "
+            "alongside.")
     if pairs is not None and pairs["p_wilcoxon"].notna().any():
         n_tests = int(pairs["p_wilcoxon"].notna().sum())
         per_criterion = n_tests // max(len(facts["criteria"]), 1)

@@ -17,7 +17,6 @@ import pandas as pd
 from empeval.analysis.kinds import AnalysisKind, LinkedStudy, ReportRefused, ReportRequest, register
 from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
 from empeval.analysis.report.document import Heading, Paragraph
-from empeval.analysis.report.qualification import qualification_sentence
 from empeval.analysis.report.sections import Report, Section
 
 # The pairwise report's CSV tables: file stem -> PairwiseTables attribute.
@@ -83,26 +82,18 @@ def _summary(table: pd.DataFrame, focus: str | None, include_late: bool, late: i
     return text
 
 
-def _methods(meta: dict[str, Any], *, n_boot: int) -> str:
-    k = meta.get("k")
-    ties = meta.get("ties")
-    design = []
-    if k:
-        design.append(f"each pair of responses to a context was judged by {k} different annotators")
-    if meta.get("items_per_assignment"):
-        design.append(f"assignments held up to {meta['items_per_assignment']} pairs, control pairs included")
-    if ties is not None:
-        design.append("a tie was " + ("allowed" if ties else "not allowed"))
-    sentence = ("Annotators saw a conversation and two responses side by side (A on the left, B on the right; "
-                "which system was on which side was counterbalanced and hidden) and chose the better one on each "
-                "criterion")
-    sentence += ("; " + "; ".join(design) + ".") if design else "."
-    return (sentence + " The A/B table counts judgments; its test counts contexts (an exact two-sided sign test "
-            "over the contexts one system won on balance, Holm-adjusted over the pairs of each criterion). The "
-            f"ranking fits Bradley-Terry (Davidson's model with ties) with {n_boot} bootstrap resamples of "
-            "contexts; agreement maps each choice to the system chosen; position bias tests the share of "
-            "choices that went to the left; control pairs are scored against their known answer and kept out of "
-            "every comparison." + (" " + qualification if (qualification := qualification_sentence(meta)) else ""))
+def _renamed_judgments(table: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    """The judgment table with its systems under their display names (analysis.report.systems), each ``pair``
+    rebuilt from the renamed sides (the names of a pair are kept in sorted order)."""
+    if not names:
+        return table
+    from empeval.analysis.kinds.pairwise.schema import TIE, pair_name
+    from empeval.analysis.report.systems import renamed
+
+    table = renamed(table, names, ("system_left", "system_right"))
+    table["preferred"] = [p if p == TIE else names.get(p, p) for p in table["preferred"]]
+    table["pair"] = [pair_name(a, b) for a, b in zip(table["system_left"], table["system_right"], strict=True)]
+    return table
 
 
 def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = None,
@@ -112,23 +103,40 @@ def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = N
     """The A/B report of a judgment table (analysis.kinds.pairwise.tables.pairwise_tables, `focus` as "ours") as
     sections: summary, the linked Likert study named (`likert`, its export or tidy table, whose means go beside the
     A/B table, flagged raters left out when `exclude_flagged`), `note`, the A/B tables (each also a CSV:
-    PAIRWISE_TABLES; the A/B table a LaTeX table when asked) and the methods. ValueError when every assignment was
-    late and late ones are left out."""
+    PAIRWISE_TABLES; the A/B table a LaTeX table when asked) and the methods paragraph with the study's numbers
+    (analysis.kinds.pairwise.methods). Systems go by their display names (`meta` "display_names") everywhere, the
+    document's tables in the report's one order: criteria as `meta` "criteria" lists them, pairs by the places of
+    their systems in `meta` "systems" (analysis.report.systems); the CSVs keep the analysis's own order.
+    ValueError when every assignment was late and late ones are left out."""
     from empeval.analysis.kinds.pairwise.blocks import ab_display, pairwise_blocks
+    from empeval.analysis.kinds.pairwise.methods import methods_paragraph
     from empeval.analysis.kinds.pairwise.schema import validate_judgments
-    from empeval.analysis.kinds.pairwise.tables import pairwise_tables
+    from empeval.analysis.kinds.pairwise.tables import in_report_order, pairwise_tables
     from empeval.analysis.report.latex import booktabs
+    from empeval.analysis.report.systems import display_names, shown, system_order
+    from empeval.analysis.report.tables import criteria_in_order
 
-    table = validate_judgments(judgments)
+    names = display_names(meta)
+    table = _renamed_judgments(validate_judgments(judgments), names)
+    focus = shown(focus, names) if focus is not None else None
     late = int(table.loc[table["late"], ["assignment_id"]].drop_duplicates().shape[0])
     if not include_late and late and table["late"].all():
         raise ReportRefused(f"all {late} assignment(s) of {name!r} were submitted late: nothing to report without them "
                          "(leave out --without-late)")
     likert_tidy, excluded = _likert_ratings(likert, include_late=include_late, exclude_flagged=exclude_flagged)
-    tables = pairwise_tables(table, focus=focus, include_late=include_late, n_boot=n_boot, seed=seed,
-                             likert=likert_tidy)
-    csv = {stem: getattr(tables, attribute) for stem, attribute in PAIRWISE_TABLES.items()
-           if getattr(tables, attribute) is not None}
+    if likert_tidy is not None:
+        from empeval.analysis.report.systems import renamed
+
+        likert_tidy = renamed(likert_tidy, names)
+    real = table.loc[~table["is_control"]]
+    systems = system_order(set(real["system_left"]) | set(real["system_right"]),
+                           declared=[shown(s, names) for s in (meta or {}).get("systems") or ()])
+    computed = pairwise_tables(table, focus=focus, include_late=include_late, n_boot=n_boot, seed=seed,
+                               likert=likert_tidy)
+    # The CSVs are the analysis's own frames; the document and LaTeX show them in the report's one order.
+    tables = in_report_order(computed, criteria=(meta or {}).get("criteria"), systems=systems)
+    csv = {stem: getattr(computed, attribute) for stem, attribute in PAIRWISE_TABLES.items()
+           if getattr(computed, attribute) is not None}
     report = Report(title=f"Human evaluation report: {name} (pairwise A/B)", sections=[
         Section("summary", [Paragraph(_summary(table, focus, include_late, late))])])
     if likert_name is not None:
@@ -141,7 +149,10 @@ def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = N
     latex = ({} if tables.ab.empty else
              {"ab_table": booktabs(ab_display(tables.ab), caption=tables.ab_caption, label="tab:ab")})
     report.add(Section("results", pairwise_blocks(tables, title="Results"), tables=csv, latex=latex),
-               Section("methods", [Heading("Methods"), Paragraph(_methods(meta or {}, n_boot=n_boot))]))
+               Section("methods", [Heading("Methods"), Paragraph(methods_paragraph(
+                   table, tables, meta or {}, systems=systems, n_boot=n_boot, include_late=include_late,
+                   criteria=criteria_in_order(table["criterion"].unique(), (meta or {}).get("criteria")))
+               )]))
     return report
 
 

@@ -15,7 +15,8 @@ over the remaining contexts, and Holm (1979) adjusts the p-values over the pairs
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,7 @@ from empeval.analysis.kinds.pairwise.schema import PAIR_SEPARATOR, TIE, validate
 from empeval.analysis.stats.significance import adjust_by_family
 
 SIGN_TEST_CAPTION = (
-    "Win / Lose / Tie: shares of all judgments of the pair, from the first system's side (description). "
+    "Win / Lose / Tie: shares of all judgments of the pair, from the first system's side (descriptive only). "
     "Test: per context, because judgments of one context are not independent; each context counts once, for "
     "the system with more wins among its judgments; contexts with as many wins as losses (all-tie contexts "
     "included) are left out; exact two-sided sign test over the remaining contexts; p adjusted by Holm over the "
@@ -487,6 +488,46 @@ class PairwiseTables:
     ab_caption: str = SIGN_TEST_CAPTION
     position_caption: str = POSITION_BIAS_CAPTION
     ranking_caption: str = ""
+
+
+def in_report_order(tables: PairwiseTables, *, criteria: Sequence[str] | None = None,
+                    systems: Sequence[str] | None = None) -> PairwiseTables:
+    """``tables`` with every table's rows in the report's one order: criteria in ``criteria`` order (the study
+    file's; others by name, position bias's pooled "all" row last), then pairs by the places of their systems in
+    ``systems`` (the study file's order, analysis.report.systems); the ranking keeps its ranks within a criterion.
+
+    Returns
+    -------
+    tables : PairwiseTables
+        A copy of ``tables`` with the rows of ``ab``, ``agreement``, ``position``, ``ranking`` and ``likert``
+        reordered (``controls``, one row per annotator, as it was); the captions unchanged.
+
+    Examples
+    --------
+    >>> ab = pd.DataFrame({"criterion": ["empathy", "fluency", "fluency"], "system_a": "moel",
+    ...                    "system_b": ["gold", "mime", "gold"]})
+    >>> tables = PairwiseTables(ab=ab, agreement=ab[["criterion"]], position=ab[["criterion"]].iloc[:0],
+    ...                         controls=pd.DataFrame(), ranking=None)
+    >>> in_report_order(tables, criteria=["fluency", "empathy"], systems=["moel", "mime", "gold"]).ab.values.tolist()
+    [['fluency', 'moel', 'mime'], ['fluency', 'moel', 'gold'], ['empathy', 'moel', 'gold']]
+    """
+    from empeval.analysis.report.systems import in_system_order
+    from empeval.analysis.report.tables import criteria_in_order, in_criterion_order
+
+    present = set().union(*(set(frame["criterion"]) for frame in (tables.ab, tables.agreement, tables.position,
+                                                                  tables.likert, tables.ranking)
+                            if frame is not None and "criterion" in frame.columns))
+    order = criteria_in_order(sorted(str(c) for c in present - {"all"}), criteria)
+
+    def ordered(frame: pd.DataFrame | None, columns: tuple[str, ...] = ()) -> pd.DataFrame | None:
+        if frame is None or frame.empty or "criterion" not in frame.columns:
+            return frame
+        frame = in_criterion_order(frame, order)
+        return in_system_order(frame, systems, ("criterion", *columns)) if systems is not None and columns else frame
+
+    return replace(tables, ab=ordered(tables.ab, ("system_a", "system_b")), agreement=ordered(tables.agreement),
+                   position=ordered(tables.position), ranking=ordered(tables.ranking),
+                   likert=ordered(tables.likert, ("system_a", "system_b")))
 
 
 def pairwise_tables(judgments: pd.DataFrame, *, focus: str | None = None, include_late: bool = True,

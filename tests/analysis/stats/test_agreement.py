@@ -135,9 +135,12 @@ def test_icc_with_different_raters_per_item_gives_only_the_one_way_forms(shrout_
     assert "only the one-way forms" in table.loc["ICC(2,1)", "note"]
 
 
-def test_icc_is_refused_for_an_unbalanced_design(krippendorff_2011, to_long):
+def test_icc_of_an_unbalanced_design_is_computed_on_its_largest_balanced_subset(krippendorff_2011, to_long):
+    # The 8 of 12 units every one of the 4 raters rated (32 ratings; 3 raters would keep 30): ICC(2,1) of Shrout &
+    # Fleiss's two-way table on them is 0.7007 (their formula, by hand: MSR, MSC and MSE of the 8 x 4 table).
     row = _estimate(agreement_table(to_long(krippendorff_2011), n_boot=50), "icc")
-    assert np.isnan(row["estimate"]) and "unbalanced design" in row["note"]
+    assert round(row["estimate"], 3) == 0.701 and row["n_items"] == 8
+    assert "largest balanced subset, 8 of 12 items" in row["note"]
 
 
 def test_gwet_ordinal_weights_match_irrcac():
