@@ -22,7 +22,7 @@ FORBIDDEN = ("torch", "pandas", "numpy", "scipy", "sqlalchemy", "alembic", "flas
 
 # Commands whose modules (entry/cli/annotate.py, prolific.py, db.py) still import the store at module level: being
 # made lazy separately. Remove a command from here once its --help is light; every other command is held to it.
-PENDING_LAZY = {"prolific": "prolific", "db": "db"}
+PENDING_LAZY = {"prolific": "prolific"}
 
 # Run in a fresh interpreter: asks the help of the command line argv[1:] (nothing: the root's) and of every
 # subcommand below it, in this one process, and prints, per help asked, its exit code and the forbidden modules
