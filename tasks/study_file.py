@@ -29,6 +29,9 @@ Every kind of study has these fields:
     completion_code = "C1A2B3C4"     # given to a participant after a valid submit (letters and digits)
     screened_out_code = "S0C1D2E3"   # optional: given to a participant who fails the qualification ...
     failed_checks_code = "F4A5B6C7"  # ... or this one (qualification.code_on_failure = "failed_checks")
+    places = 46                      # optional: the Prolific study's places; at most this many participants hold or
+                                     # have submitted work at once (made-up participant ids cannot take more)
+    admissions_per_minute = 5        # optional: new participants let in per client address and minute
     [qualification]                  # optional: a training of gold items a rater passes before real work
     min_correct = 3; attempts = 1    # (tasks/qualification.py; each gold item's fields are the kind's)
     [[criteria]]                     # optional: defaults to the paper's Empathy, Relevance, Fluency, asked as
@@ -72,6 +75,7 @@ COMPLETION_CODE_PATTERN = re.compile(r"[A-Za-z0-9]{1,40}")
 # A Prolific study's completion codes: after a valid submit (required), and for a participant screened out or failing
 # the checks (optional; one is given to whoever fails the study's qualification).
 PROLIFIC_CODES = ("completion_code", "screened_out_code", "failed_checks_code")
+PROLIFIC_LIMITS = ("places", "admissions_per_minute")
 
 
 def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
@@ -232,13 +236,14 @@ def _recruitment(r: StudyFileReader, data: dict) -> Recruitment:
     completion codes (the one for a valid submit, required; the screened-out and failed-checks ones, which a
     participant who fails the study's qualification is given); the Prolific fields are refused on other platforms
     so a wrong platform is not missed."""
-    section = r.table(data, "recruitment", "recruitment", {"platform", "prolific_study_id", *PROLIFIC_CODES})
+    section = r.table(data, "recruitment", "recruitment", {"platform", "prolific_study_id", *PROLIFIC_CODES,
+                                                           *PROLIFIC_LIMITS})
     platform = r.string(section, "platform", "recruitment.platform", Recruitment.platform)
     if platform not in RECRUITMENT_PLATFORMS:
         raise r.error("recruitment.platform", f"unknown platform {platform!r}; expected one of "
                       f"{', '.join(RECRUITMENT_PLATFORMS)}")
     if platform != "prolific":
-        for key in ("prolific_study_id", *PROLIFIC_CODES):
+        for key in ("prolific_study_id", *PROLIFIC_CODES, *PROLIFIC_LIMITS):
             if key in section:
                 raise r.error(f"recruitment.{key}", f'is for Prolific studies only (platform = "prolific"), '
                               f"this study's platform is {platform!r}")
@@ -265,7 +270,14 @@ def _recruitment(r: StudyFileReader, data: dict) -> Recruitment:
             raise r.error(f"recruitment.{key}", f"{code!r} is given for another outcome too ({', '.join(given)}): "
                           "each outcome needs its own code, or Prolific cannot tell them apart")
         codes[key] = code
-    return Recruitment(platform=platform, prolific_study_id=study_id, **codes)
+    # Prolific never has more than `places` participants taking part at once, so a limit at places refuses only
+    # claims no participant Prolific sent could make (server/annotation/prolific.py).
+    places = r.integer(section, "places", "recruitment.places", None, minimum=1, maximum=1_000_000)
+    per_minute = r.integer(section, "admissions_per_minute", "recruitment.admissions_per_minute",
+                           Recruitment.admissions_per_minute, minimum=1, maximum=10_000)
+    assert per_minute is not None  # it has a default
+    return Recruitment(platform=platform, prolific_study_id=study_id, **codes, places=places,
+                       admissions_per_minute=per_minute)
 
 
 def load_study_file(path: Path) -> StudyConfig:

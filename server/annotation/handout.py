@@ -15,7 +15,11 @@ Rules, each kept by the database and not by Python alone:
   when crowd work is ingested);
 - assignments are handed out in design order (design_index);
 - in a study with a qualification (gold items), only to a rater whose qualification outcome is `passed`: the claim's
-  UPDATE itself checks it (hot_sql.qualified_sql), so no page, script or second tab gets real work without it.
+  UPDATE itself checks it (hot_sql.qualified_sql), so no page, script or second tab gets real work without it;
+- in a Prolific study, to no participant who has submitted there already (Prolific pays one submission: she is given
+  her code again, SubmittedOnProlific), and to Prolific participants only while fewer than the study's places hold or
+  have submitted its work (recruitment.places): both in the same UPDATE (hot_sql.done_on_prolific_sql,
+  room_on_prolific_sql), no statement more.
 The candidate is chosen in SQL (the first open assignment in design order holding no context the annotator has
 seen) in the same transaction as the claim and its seen rows. One annotator's claims take turns (each first
 locks her annotator row), so a second tab waits for the first and then resumes its assignment; should two
@@ -95,6 +99,17 @@ class QualificationRequired(Forbidden):
             "time" if failed else
             f"study {study!r} asks you to pass its short qualification first: answer its practice items "
             "(GET /api/annotate/qualification), then ask for work again")
+
+
+class SubmittedOnProlific(Forbidden):
+    """A Prolific participant who has submitted an assignment of the study asks for more: Prolific pays one submission
+    per participant, so she gets her completion code again (`recruitment`: the study's) and no more work. The claim's
+    own statement refuses her too (hot_sql.done_on_prolific_sql)."""
+
+    def __init__(self, study: StudyView):
+        self.recruitment = study.config.recruitment
+        super().__init__(f"you have submitted your assignment of study {study.name!r} already, and Prolific pays one "
+                         "submission per participant: there is no more work for you here. Thank you!")
 
 
 def revoked_clause(study_id: Any, annotator_id: int) -> Any:
@@ -302,6 +317,8 @@ def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: d
     kind = annotation_kind(study.config.kind)
     if row.resumable_id is not None:  # resuming work that is not overdue needs no turn
         return study, kind, Handed(row.resumable_id, hot_sql.read_moment(row.expires_at))
+    if row.done_on_prolific:  # the claim's own statement refuses her too (hot_sql.done_on_prolific_sql)
+        raise SubmittedOnProlific(study)
     if not row.qualified:  # the claim's own statement refuses her too (hot_sql.qualified_sql): this says why
         raise QualificationRequired(study_name, failed=row.qualification == QualificationStatus.FAILED)
     minutes = study.config.design.assignment_minutes
@@ -325,7 +342,8 @@ def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: d
 
 def next_assignment(engine: Engine, study_name: str, annotator_id: int, *, now: datetime | None = None) -> int | None:
     """The id of the assignment this annotator should work on now (resumed or newly claimed), or None when
-    nothing suitable is left. StudyClosed or AccessRevoked when she may not work on this study."""
+    nothing suitable is left. StudyClosed or AccessRevoked when she may not work on this study; SubmittedOnProlific
+    when she is a Prolific participant who has submitted her assignment of it."""
     with engine.connect() as connection:
         handed = _hand_out(connection, study_name, annotator_id, now or now_utc())
     return None if handed is None else handed[2].id
@@ -341,6 +359,43 @@ def next_assignment_payload(engine: Engine, study_name: str, annotator_id: int, 
             return None
         study, kind, (assignment_id, expires_at) = handed
         return kind.payload(connection, study, assignment_id, AssignmentStatus.ASSIGNED, expires_at)
+
+
+def current_assignment_payload(engine: Engine, study_name: str, annotator_id: int, *,
+                               now: datetime | None = None) -> tuple[StudyView, dict[str, Any] | None]:
+    """The study and what the task UI shows of the assignment this annotator holds in it and may resume (not
+    overdue), or None when she holds none: like next_assignment_payload, but never claims, so a page can ask for her
+    consent before anything is handed to her. Refuses as `next` does (StudyClosed, AccessRevoked,
+    SubmittedOnProlific)."""
+    now = now or now_utc()
+    with engine.connect() as connection:
+        row = hot_sql.run(connection, hot_sql.STUDY_AND_RESUMABLE,
+                          {"study": study_name, "annotator": annotator_id, "now": hot_sql.moment(connection, now)}
+                          ).first()
+        if row is None:
+            raise NotFound(f"no study named {study_name!r}")
+        study = hot_sql.study_view(row.id, study_name, row.status, row.config)
+        refuse_unless_may_work(study, bool(row.revoked))
+        if row.resumable_id is None:
+            if row.done_on_prolific:
+                raise SubmittedOnProlific(study)
+            return study, None
+        expires_at = hot_sql.read_moment(row.expires_at)
+        return study, annotation_kind(study.config.kind).payload(connection, study, row.resumable_id,
+                                                                 AssignmentStatus.ASSIGNED, expires_at)
+
+
+def decline(engine: Engine, study_name: str, annotator_id: int) -> list[int]:
+    """What a rater who declines the study's consent leaves behind: nothing. Releases (`release`) every assignment
+    of the study she holds unsubmitted, in one transaction, so it goes back to the pool as if never claimed, seen
+    rows and work in progress with it; returns their ids (none when she held nothing, as when the page asked for
+    her consent before claiming)."""
+    with unit_of_work(engine) as session:
+        study_id = study_by_name(session, study_name).id
+        held = session.scalars(select(Assignment.id).where(
+            Assignment.study_id == study_id, Assignment.annotator_id == annotator_id,
+            Assignment.status == AssignmentStatus.ASSIGNED).order_by(Assignment.id).with_for_update()).all()
+        return [assignment_id for assignment_id in held if release(session, assignment_id, annotator_id)]
 
 
 def _record_seen(connection: Executor, kind: AnnotationKind, assignment_id: int, annotator_id: int,

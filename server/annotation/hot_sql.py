@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 # The statuses as the SQL text below spells them.
 OPEN, ASSIGNED = AssignmentStatus.OPEN, AssignmentStatus.ASSIGNED
 SUBMITTED, EXPIRED = AssignmentStatus.SUBMITTED, AssignmentStatus.EXPIRED
+# The provider of Prolific participants (server/annotation/prolific.py's PROVIDER; that module imports this one).
+PROLIFIC = "prolific"
 
 # What the hot path executes on: a Core connection, or the session of a caller that has one (crowd ingest).
 Executor = Connection | Session
@@ -114,12 +116,15 @@ _DIALECT_PARTS = {
     # held the store to 12-15 submissions/s). A subquery with OFFSET is not pulled up: it runs per candidate, by
     # index, and stops at the first candidate that fits. SQLite already runs it per candidate.
     "per_candidate": ("", " OFFSET 0"),
+    # a Prolific study's places, from its configuration (as cap_study.config; NULL when not given)
+    "places": ("CAST(json_extract(cap_study.config, '$.recruitment.places') AS INTEGER)",
+               "CAST(cap_study.config -> 'recruitment' ->> 'places' AS BIGINT)"),
 }
 
 
 def dialect_sql(sql: str) -> tuple[str, str]:
-    """`sql` as SQLite and as PostgreSQL run it: its {compare_with}, {config}, {skip_locked}, {lock_candidate} and
-    {per_candidate} filled in from _DIALECT_PARTS."""
+    """`sql` as SQLite and as PostgreSQL run it: its {compare_with}, {config}, {skip_locked}, {lock_candidate},
+    {per_candidate} and {places} filled in from _DIALECT_PARTS."""
     return (sql.format(**{name: parts[0] for name, parts in _DIALECT_PARTS.items()}),
             sql.format(**{name: parts[1] for name, parts in _DIALECT_PARTS.items()}))
 
@@ -156,11 +161,36 @@ def qualified_sql(study: str) -> str:
             f"'{QualificationStatus.PASSED}'))")
 
 
-# Whether she may work (study status, revocations, her qualification) and what she holds that is not overdue, in one
-# read.
+def done_on_prolific_sql(study: str) -> str:
+    """SQL truth value: the annotator (:annotator) came from Prolific and has submitted an assignment of `study` (a
+    column or parameter): Prolific pays one submission per participant, so she is given her completion code again
+    and no more work (server/annotation/prolific.py)."""
+    return (f"EXISTS (SELECT 1 FROM annotator AS participant JOIN assignment AS done ON done.annotator_id = "
+            f"participant.id WHERE participant.id = :annotator AND participant.provider = '{PROLIFIC}' "
+            f"AND done.study_id = {study} AND done.status = '{SUBMITTED}')")
+
+
+def room_on_prolific_sql(study: str) -> str:
+    """SQL truth value (for dialect_sql: it holds {places}): a claim by the annotator (:annotator) in `study` (a column
+    or parameter) keeps within the study's Prolific places (its configuration's recruitment.places; none given, no
+    limit): she is not from Prolific, or fewer than `places` of the study's assignments are held or submitted by
+    Prolific participants. At most `places` participants take part in a Prolific study at once (a returned or
+    timed-out place goes to someone else once `prolific sync` or expiry frees its work), so a claim beyond that is no
+    participant Prolific sent. On SQLite claims take turns under the write lock, so the count is exact; on
+    PostgreSQL claims committing at the same moment do not see each other's rows, so the places can be exceeded by
+    the claims in flight at once (at most the server's threads)."""
+    return (f"(NOT EXISTS (SELECT 1 FROM annotator AS claimant WHERE claimant.id = :annotator "
+            f"AND claimant.provider = '{PROLIFIC}') OR COALESCE((SELECT count(*) FROM assignment AS taken JOIN "
+            f"annotator AS taker ON taker.id = taken.annotator_id WHERE taken.study_id = {study} AND taken.status IN "
+            f"('{ASSIGNED}', '{SUBMITTED}') AND taker.provider = '{PROLIFIC}') < (SELECT {{places}} FROM study AS "
+            f"cap_study WHERE cap_study.id = {study}), 1 = 1))")
+
+
+# Whether she may work (study status, revocations, her qualification, a Prolific participant's one submission) and
+# what she holds that is not overdue, in one read.
 STUDY_AND_RESUMABLE = _both(
     "SELECT study.id, study.status, {config} AS config, " + revoked_sql("study.id") + " AS revoked, "
-    + qualified_sql("study.id") + " AS qualified, "
+    + qualified_sql("study.id") + " AS qualified, " + done_on_prolific_sql("study.id") + " AS done_on_prolific, "
     "(SELECT qualification_outcome.status FROM qualification_outcome WHERE qualification_outcome.study_id = study.id "
     "AND qualification_outcome.annotator_id = :annotator) AS qualification, "
     "resumable.id AS resumable_id, resumable.expires_at "
@@ -224,12 +254,15 @@ _AFTER_HER_LAST_CLAIM = ("AND candidate.design_index >= :from_index "
 def _claim(seen: str) -> ByDialect:
     """The first fitting candidate after her last claim, else the first from the start (COALESCE evaluates the
     second walk only when the first finds nothing), claimed by the UPDATE whose WHERE chooses it, and only if the
-    study's qualification lets her through (qualified_sql: in the claim's own statement, so the database refuses an
-    unqualified rater whatever Python read before); RETURNING its id and design position."""
+    study's qualification lets her through (qualified_sql), she is not a Prolific participant who has submitted
+    already (done_on_prolific_sql) and the study's Prolific places are not all taken (room_on_prolific_sql): each in
+    the claim's own statement, so the database refuses her whatever Python read before (a second tab, a script);
+    RETURNING its id and design position."""
     after_her_last, from_the_start = _first_fitting(seen, _AFTER_HER_LAST_CLAIM), _first_fitting(seen)
     return _both(f"UPDATE assignment SET status = '{ASSIGNED}', annotator_id = :annotator, started_at = :now, "
                  f"expires_at = :expires_at WHERE assignment.id = COALESCE(({after_her_last}), ({from_the_start})) "
                  f"AND assignment.status = '{OPEN}' AND {qualified_sql(':study')} "
+                 f"AND NOT {done_on_prolific_sql(':study')} AND {room_on_prolific_sql(':study')} "
                  "RETURNING assignment.id, assignment.design_index")
 
 

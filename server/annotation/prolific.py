@@ -11,6 +11,18 @@ of her Prolific id (annotators.pseudonym_for, as for crowd workers): the id itse
 same id finds the same annotator on every visit (the store's unique (provider, pseudonym) key keeps two first
 visits at once from making two).
 
+Whoever has the study link can make up participant ids, so the link alone must not let one client take the
+study's work (a script once claimed 46 of 46 assignments in 94 requests). Four rules, each kept where it cannot be
+bypassed: being let in holds nothing, an assignment is claimed only when she starts (the task page asks for her
+consent first and claims with `next` once she accepts; declining claims nothing); participants new to the
+installation are let in at most recruitment.admissions_per_minute times per client address and minute
+(AdmissionLimiter, 429 beyond); Prolific participants hold or have submitted at most the study's
+recruitment.places assignments at once, checked in the claim's own UPDATE (handout, hot_sql.room_on_prolific_sql), as
+Prolific never lets more participants take part at once; and `prolific sync` releases the work of those Prolific
+says returned or timed out and reports the participants Prolific does not know (made-up ids), releasing theirs with
+--release-unknown. A participant who has submitted gets her code again and no more work, in the claim's UPDATE too
+(hot_sql.done_on_prolific_sql).
+
 >>> token = make_study_token("s" * 32, "pilot")
 >>> read_study_token("s" * 32, token)
 'pilot'
@@ -22,7 +34,10 @@ visits at once from making two).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -32,7 +47,7 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import get_or_create_annotator, pseudonym_for
 from empeval.server.annotation.handout import ensure_may_work, refuse_unless_may_work, release
 from empeval.server.annotation.secrets import make_invite, secret_key
-from empeval.server.errors import BadInput, Forbidden, NotFound
+from empeval.server.errors import BadInput, EmpevalError, Forbidden, NotFound
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Annotator, Assignment
 from empeval.server.store.qualification_tables import QualificationOutcome
@@ -121,11 +136,69 @@ def read_visit(arguments: Mapping[str, Sequence[str]]) -> ProlificVisit:
     return ProlificVisit(*values)
 
 
-def admit(engine: Engine, secret: str, study: str, visit: ProlificVisit) -> Admission:
+class AdmissionLimiter:
+    """At most `limit` admissions per key (a study and a client address) within `window` seconds, a sliding window in
+    this process's memory; thread-safe; remembers at most `max_keys` keys (those quiet the longest are forgotten
+    first). Each process of `empeval serve` keeps its own, so with W worker processes an address may be let in up to
+    W times `limit` (they share nothing but the store).
+
+    >>> limiter = AdmissionLimiter()
+    >>> [limiter.take(("pilot", "10.0.0.1"), 2, now=t) for t in (0.0, 1.0, 2.0, 61.0)]
+    [0.0, 0.0, 59.0, 0.0]
+    """
+
+    def __init__(self, window: float = 60.0, max_keys: int = 10_000):
+        self.window, self.max_keys = window, max_keys
+        self._taken: dict[tuple[str, str], deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: tuple[str, str], limit: int, now: float | None = None) -> float:
+        """Count one admission for `key` and return 0 when it is within `limit`; else count nothing and return the
+        seconds until one more fits."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            taken = self._taken.pop(key, None) or deque()
+            while taken and now - taken[0] >= self.window:
+                taken.popleft()
+            wait = self.window - (now - taken[0]) if len(taken) >= limit else 0.0
+            if not wait:
+                taken.append(now)
+            self._taken[key] = taken  # re-inserted: the dict stays ordered by last use
+            while len(self._taken) > self.max_keys:
+                del self._taken[next(iter(self._taken))]
+            return wait
+
+
+class TooManyNewcomers(EmpevalError):
+    """More new participants from one address in a minute than the study's recruitment.admissions_per_minute."""
+
+    http_status = 429
+
+    def __init__(self, message: str, retry_after: int):
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+def limit_newcomers(limiter: AdmissionLimiter, address: str) -> Callable[[str, Recruitment], None]:
+    """What admit calls before letting in a participant new to the installation: TooManyNewcomers when `address` has
+    had the study's recruitment.admissions_per_minute new ones in the last minute."""
+    def check(study: str, recruitment: Recruitment) -> None:
+        wait = limiter.take((study, address), recruitment.admissions_per_minute)
+        if wait:
+            raise TooManyNewcomers(f"too many new participants from your network in the last minute: wait "
+                                   f"{int(wait) + 1} s, then open the study from Prolific again",
+                                   retry_after=int(wait) + 1)
+    return check
+
+
+def admit(engine: Engine, secret: str, study: str, visit: ProlificVisit,
+          newcomer: Callable[[str, Recruitment], None] | None = None) -> Admission:
     """Let a Prolific participant into `study`: the study must run on Prolific under visit.study_id (else
     WrongProlificStudy, or Forbidden when it is not a Prolific study), be open, and she not revoked (StudyClosed,
-    AccessRevoked). Her annotator is found by the keyed hash of her Prolific id, created on her first visit. If
-    she has submitted an assignment of this study already, the admission carries her completion code."""
+    AccessRevoked). Her annotator is found by the keyed hash of her Prolific id, created on her first visit, once
+    `newcomer` (limit_newcomers) lets her in. If she has submitted an assignment of this study already, the admission
+    carries her completion code. Being let in holds nothing: an assignment is claimed when she starts (the task
+    page's `next`, after her consent)."""
     with Session(engine) as session:
         study_row = study_by_name(session, study)
         recruitment = study_row.config.recruitment
@@ -136,7 +209,12 @@ def admit(engine: Engine, secret: str, study: str, visit: ProlificVisit) -> Admi
             raise WrongProlificStudy(f"STUDY_ID {visit.study_id} is not the Prolific study this link is for: go back "
                                      "to Prolific and open the study from its own page")
         refuse_unless_may_work(study_row, revoked=False)
-    annotator = get_or_create_annotator(engine, PROVIDER, pseudonym_for(secret, PROVIDER, visit.participant_id))
+        pseudonym = pseudonym_for(secret, PROVIDER, visit.participant_id)
+        known = session.scalar(select(Annotator.id).where(Annotator.provider == PROVIDER,
+                                                          Annotator.pseudonym == pseudonym))
+    if known is None and newcomer is not None:
+        newcomer(study, recruitment)
+    annotator = get_or_create_annotator(engine, PROVIDER, pseudonym)
     with Session(engine) as session:
         study_row = study_by_name(session, study)
         ensure_may_work(session, study_row, annotator.id)
@@ -213,6 +291,58 @@ def release_departed(engine: Engine, study: str, participant_ids: Iterable[str])
             if annotator_id is not None and release(session, assignment_id, annotator_id):
                 released.append(assignment_id)
     return Released(len(ids), len(annotators), released)
+
+
+class Unknown(NamedTuple):
+    """A participant of a study whom Prolific does not know: an id made up, as no one Prolific sent can have."""
+
+    pseudonym: str
+    held: list[int]  # the assignments she holds unsubmitted
+    submitted: int  # how many she has submitted
+
+
+def unknown_to_prolific(engine: Engine, study: str, participant_ids: Iterable[str]) -> list[Unknown]:
+    """The Prolific participants of `study` (holding or having submitted its work) whose Prolific id is none of
+    `participant_ids` (every participant of the study Prolific lists, whatever her submission's status: Prolific
+    lists a participant as soon as she starts, before its link brings her here), by pseudonym: the ids themselves are
+    not stored, so they are named by pseudonym only."""
+    secret = secret_key(engine)
+    known = {pseudonym_for(secret, PROVIDER, participant_id) for participant_id in participant_ids}
+    with Session(engine) as session:
+        study_id = study_by_name(session, study).id
+        rows = session.execute(select(Annotator.pseudonym, Assignment.id, Assignment.status)
+                               .join(Assignment, Assignment.annotator_id == Annotator.id)
+                               .where(Annotator.provider == PROVIDER, Assignment.study_id == study_id,
+                                      Assignment.status.in_([AssignmentStatus.ASSIGNED, AssignmentStatus.SUBMITTED]))
+                               .order_by(Annotator.pseudonym, Assignment.id)).all()
+    unknown: dict[str, Unknown] = {}
+    for pseudonym, assignment_id, status in rows:
+        if pseudonym in known:
+            continue
+        entry = unknown.setdefault(pseudonym, Unknown(pseudonym, [], 0))
+        if status == AssignmentStatus.ASSIGNED:
+            entry.held.append(assignment_id)
+        else:
+            unknown[pseudonym] = entry._replace(submitted=entry.submitted + 1)
+    return list(unknown.values())
+
+
+def release_unknown(engine: Engine, study: str, unknown: Iterable[Unknown]) -> list[int]:
+    """Put back in the pool the assignments these participants Prolific does not know hold unsubmitted in `study`
+    (handout.release, in one transaction); the ids released."""
+    released: list[int] = []
+    with unit_of_work(engine) as session:
+        study_id = study_by_name(session, study).id
+        pseudonyms = [entry.pseudonym for entry in unknown]
+        held = session.execute(select(Assignment.id, Assignment.annotator_id)
+                               .join(Annotator, Annotator.id == Assignment.annotator_id)
+                               .where(Assignment.study_id == study_id, Assignment.status == AssignmentStatus.ASSIGNED,
+                                      Annotator.provider == PROVIDER, Annotator.pseudonym.in_(pseudonyms))
+                               .order_by(Assignment.id)).all()
+        for assignment_id, annotator_id in held:
+            if annotator_id is not None and release(session, assignment_id, annotator_id):
+                released.append(assignment_id)
+    return released
 
 
 class Pseudonym(NamedTuple):

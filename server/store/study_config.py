@@ -144,7 +144,11 @@ class StudyConfig:
                 screened_out_code=reader.optional_text(recruitment, "screened_out_code",
                                                        "recruitment.screened_out_code"),
                 failed_checks_code=reader.optional_text(recruitment, "failed_checks_code",
-                                                        "recruitment.failed_checks_code")),
+                                                        "recruitment.failed_checks_code"),
+                places=reader.integer(recruitment, "places", "recruitment.places", None),
+                admissions_per_minute=reader.integer(recruitment, "admissions_per_minute",
+                                                     "recruitment.admissions_per_minute",
+                                                     Recruitment.admissions_per_minute)),
             qualification=None if top.get("qualification") is None
             else Qualification.from_stored(reader, top["qualification"]),
         )

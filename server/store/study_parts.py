@@ -82,18 +82,30 @@ class Pay:
         return round(assignments * reward * (1 + fee), 2)
 
 
+# New Prolific participants let in per client address and minute (Recruitment.admissions_per_minute): Prolific sends
+# each participant from her own device, so even a busy study rarely sees two new ones from one address in a minute.
+DEFAULT_ADMISSIONS_PER_MINUTE = 5
+
+
 @dataclass(frozen=True)
 class Recruitment:
     """How raters were recruited: "local" volunteers (the default), "prolific" or "mturk". A Prolific study
     names Prolific's study id (24 hex characters), which its study link is bound to, and its completion codes:
     the one a participant is given after a valid submit, and optionally the screened-out and failed-checks codes
-    (a participant who fails the study's qualification is given one of them, as its code_on_failure says)."""
+    (a participant who fails the study's qualification is given one of them, as its code_on_failure says).
+
+    Two limits keep one client from taking a Prolific study's work with made-up participant ids
+    (server/annotation/prolific.py): `places`, the places the Prolific study has (None: not given, no limit of its
+    own), bounds the Prolific participants holding or having submitted its work at once; `admissions_per_minute`
+    bounds the participants new to the installation let in per client address and minute."""
 
     platform: str = "local"
     prolific_study_id: str | None = None
     completion_code: str | None = None
     screened_out_code: str | None = None
     failed_checks_code: str | None = None
+    places: int | None = None
+    admissions_per_minute: int = DEFAULT_ADMISSIONS_PER_MINUTE
 
     def code_for(self, outcome: str) -> str | None:
         """The completion code for `outcome`: "completed", "screened_out" or "failed_checks" (None when the study

@@ -13,8 +13,14 @@ from pathlib import Path
 from flask import Blueprint, current_app, jsonify, request, send_from_directory
 from werkzeug.exceptions import BadRequest, NotFound, Unauthorized, UnsupportedMediaType
 
-from empeval.server.annotation.handout import next_assignment_payload
+from empeval.server.annotation.handout import (
+    SubmittedOnProlific,
+    current_assignment_payload,
+    decline,
+    next_assignment_payload,
+)
 from empeval.server.annotation.kinds import annotation_kinds
+from empeval.server.annotation.prolific import PROVIDER, completion_after_submit
 from empeval.server.annotation.submission import submit_assignment
 from empeval.server.annotation.submission_schema import submission_schema
 from empeval.server.web import openapi
@@ -66,12 +72,38 @@ def task_assets(filename: str):
 
 @blueprint.get("/api/annotate/next")
 def next_for_me():
+    """Her assignment: the one she holds, else one claimed for her now; with `?claim=no` only the one she holds
+    (null when none, with the study's name, title and kind), so the task page can ask for her consent before
+    anything is claimed, and claims once she accepts."""
     annotator_id, study = current_annotator()
-    assignment = next_assignment_payload(_engine(), study, annotator_id)
+    claim = request.args.get("claim", "yes")
+    if claim not in ("yes", "no"):
+        raise BadRequest(f"claim must be yes or no, got {claim[:40]!r}")
+    try:
+        if claim == "no":
+            view, held = current_assignment_payload(_engine(), study, annotator_id)
+            return {"assignment": held,
+                    "study": {"name": view.name, "title": view.config.title, "kind": view.config.kind}}
+        assignment = next_assignment_payload(_engine(), study, annotator_id)
+    except SubmittedOnProlific as done:
+        return _completed(done)
     if assignment is None:
         return {"assignment": None,
                 "message": "There is no assignment left for you in this study. Thank you for your help!"}
     return {"assignment": assignment}
+
+
+@blueprint.post("/api/annotate/decline")
+def decline_for_me():
+    """She declined the study's consent: whatever she holds of the study goes back to the pool (nothing, when the
+    page asked before claiming: `next?claim=no`), so declining leaves nothing behind."""
+    annotator_id, study = current_annotator()
+    return {"released": decline(_engine(), study, annotator_id)}
+
+
+def _completed(done: SubmittedOnProlific) -> dict:
+    """`next`'s answer to a Prolific participant who has submitted already: her completion code again, no work."""
+    return {"assignment": None, "message": done.message, **completion_after_submit(done.recruitment, PROVIDER)}
 
 
 @blueprint.post("/api/assignments/<int:assignment_id>/submit")
@@ -104,10 +136,26 @@ def _json(schema: dict) -> dict:
 openapi.register_paths(
     {
         "/api/annotate/next": {"get": {
-            "summary": "The caller's current or next assignment (claims one if needed)",
+            "summary": "The caller's current or next assignment (claims one if needed; with claim=no never: the "
+                       "task page asks so first, and claims once the rater accepts the consent)",
             "security": _BEARER,
-            "responses": {"200": {"description": "assignment, or null with a message when none is left",
+            "parameters": [{"name": "claim", "in": "query", "required": False,
+                            "schema": {"enum": ["yes", "no"], "default": "yes"}}],
+            "responses": {"200": {"description": "assignment, or null with a message when none is left (with "
+                                                 "claim=no: null when she holds none, and the study's name, title "
+                                                 "and kind); a Prolific participant who has submitted already gets "
+                                                 "her completion code again and no assignment",
                                   **_json({"$ref": "#/components/schemas/NextAssignment"})},
+                          "400": {"description": "claim neither yes nor no", **_ERR},
+                          "401": {"description": "no token", **_ERR}, "403": {"description": "invalid token", **_ERR},
+                          "404": {"description": "study gone", **_ERR}, **_LIMITED}}},
+        "/api/annotate/decline": {"post": {
+            "summary": "The caller declined the study's consent: any assignment of the study she holds goes back to "
+                       "the pool, with nothing of it kept",
+            "security": _BEARER,
+            "responses": {"200": {"description": "the ids released (empty when she held nothing)",
+                                  **_json({"type": "object", "properties": {
+                                      "released": {"type": "array", "items": {"type": "integer"}}}})},
                           "401": {"description": "no token", **_ERR}, "403": {"description": "invalid token", **_ERR},
                           "404": {"description": "study gone", **_ERR}, **_LIMITED}}},
         "/api/assignments/{assignment_id}/submit": {"post": {
@@ -134,8 +182,14 @@ openapi.register_paths(
                           **_LIMITED}}},
     },
     {
-        "NextAssignment": {"type": "object", "properties": {"assignment": {"type": ["object", "null"]},
-                                                             "message": {"type": "string"}}},
+        "NextAssignment": {"type": "object", "properties": {
+            "assignment": {"type": ["object", "null"]}, "message": {"type": "string"},
+            "study": {"type": "object", "description": "with claim=no: the study she is invited to",
+                      "properties": {"name": {"type": "string"}, "title": {"type": "string"},
+                                     "kind": {"type": "string"}}},
+            "completion": {"type": "object", "description": "a Prolific participant who has submitted already: her "
+                           "completion code again (and no assignment)",
+                           "properties": {"code": {"type": "string"}, "url": {"type": "string"}}}}},
         # Generated from the rules the submission validates with (the envelope, server.annotation.submission_schema,
         # and each kind's entries, its annotation part), not copied; the assignment's study decides which applies.
         "Submission": {"oneOf": [{"$ref": f"#/components/schemas/{_schema_name(kind)}"}

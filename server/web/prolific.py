@@ -3,9 +3,12 @@
 Prolific sends each participant there with her three ids filled in. The route checks the link's signature (403,
 counted by the failure limiter like a wrong invite token), the three ids' format (400 naming the parameter), that
 STUDY_ID is the study's Prolific study (403, counted too), that the study is open and she is not revoked (403, as
-for an invite); then it lets her in (server.annotation.prolific.admit: her annotator is found, or created on her
-first visit, by the keyed hash of her Prolific id), sets the invite cookie the invite flow sets (auth.
-set_invite_cookie) and sends her to the task page (303 to /annotate). A participant who has submitted her
+for an invite), and, for a participant new to the installation, that her address has not had the study's
+recruitment.admissions_per_minute new ones in the last minute (429 with Retry-After: one client with made-up ids
+cannot take a study's work; see server.annotation.prolific); then it lets her in (server.annotation.prolific.admit:
+her annotator is found, or created on her first visit, by the keyed hash of her Prolific id), sets the invite cookie
+the invite flow sets (auth.set_invite_cookie) and sends her to the task page (303 to /annotate), holding nothing: the
+page claims her assignment once she accepts the consent. A participant who has submitted her
 assignment already gets her completion code again (200, a page or JSON), not more work; one who failed the study's
 qualification gets its screened-out (or failed-checks) code the same way. A browser is answered
 with a short page saying what was wrong and what to do; anything else with the app's JSON error.
@@ -16,9 +19,18 @@ send a browser to it with a participant id of their choosing, as they could with
 from __future__ import annotations
 
 from flask import Blueprint, current_app, redirect, render_template, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, TooManyRequests
 
-from empeval.server.annotation.prolific import InvalidStudyLink, WrongProlificStudy, admit, read_study_token, read_visit
+from empeval.server.annotation.prolific import (
+    AdmissionLimiter,
+    InvalidStudyLink,
+    TooManyNewcomers,
+    WrongProlificStudy,
+    admit,
+    limit_newcomers,
+    read_study_token,
+    read_visit,
+)
 from empeval.server.errors import EmpevalError
 from empeval.server.store.qualification import CODES_ON_FAILURE
 from empeval.server.web import openapi
@@ -47,8 +59,13 @@ def _let_in(token: str):
     with limited_token_check(InvalidStudyLink):
         study = read_study_token(secret, token)
     visit = read_visit(request.args.to_dict(flat=False))
-    with limited_token_check(WrongProlificStudy):
-        admission = admit(current_app.extensions["empeval.engine"], secret, study, visit)
+    limiter = current_app.extensions.setdefault("empeval.prolific_admissions", AdmissionLimiter())
+    try:
+        with limited_token_check(WrongProlificStudy):
+            admission = admit(current_app.extensions["empeval.engine"], secret, study, visit,
+                              newcomer=limit_newcomers(limiter, request.remote_addr or "unknown"))
+    except TooManyNewcomers as refused:
+        raise TooManyRequests(refused.message, retry_after=refused.retry_after) from None
     if admission.completion is not None:  # she has done her assignment, or failed the qualification: a code, no work
         completion = admission.completion["completion"]
         if _wants_a_page():
@@ -91,5 +108,6 @@ openapi.register_paths({
                       "403": {"description": "altered link, another Prolific study, closed study or revoked "
                                              "participant", **_ERR},
                       "404": {"description": "the study is gone", **_ERR},
-                      "429": {"description": "too many failed link checks from this address", **_ERR}}}},
+                      "429": {"description": "too many failed link checks, or new participants, from this address",
+                              **_ERR}}}},
 })

@@ -62,19 +62,19 @@ def test_a_bad_or_missing_link_says_it_is_not_valid_and_to_ask_for_a_new_one(ser
 def test_an_unreachable_server_and_a_rate_limit_each_say_what_to_do(served):
     _, base, token = served
     with chromium_page() as page:
-        page.route("**/api/annotate/next", lambda route: route.abort())
+        page.route("**/api/annotate/next*", lambda route: route.abort())
         page.goto(f"{base}/annotate#{token}")
         page.wait_for_selector("#load-error")
         assert page.locator("h1").inner_text() == "The server could not be reached"
         assert "Check your connection, then reload the page." in page.locator("#load-error").inner_text()
-        page.unroute("**/api/annotate/next")
-        page.route("**/api/annotate/next", lambda route: route.fulfill(
+        page.unroute("**/api/annotate/next*")
+        page.route("**/api/annotate/next*", lambda route: route.fulfill(
             status=429, content_type="application/json", body=json.dumps({"message": "too many failed checks"})))
         page.reload()
         page.wait_for_selector("#load-error")
         assert page.locator("h1").inner_text() == "Too many attempts from this network"
         assert "too many failed checks" in page.locator("#load-error").inner_text()
-        page.unroute("**/api/annotate/next")
+        page.unroute("**/api/annotate/next*")
         page.reload()  # the cookie was set before the failures: the work is there once the server answers
         page.wait_for_selector("#consent")
 

@@ -72,6 +72,7 @@ ROUTES = [
     Route("/api/annotate/qualification", "GET", "/api/annotate/qualification", "invite"),
     Route("/api/annotate/qualification/answers", "POST", "/api/annotate/qualification/answers", "invite",
           body="qualification"),
+    Route("/api/annotate/decline", "POST", "/api/annotate/decline", "invite"),
 ]
 
 

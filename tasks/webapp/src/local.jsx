@@ -7,10 +7,15 @@
 // localStorage, so a retry after a network failure is recognised by the server as the same submission, and the
 // draft saved under it (drafts.js) is found again after a reload or a closed tab. The rater is known to the page
 // by a digest of her invite token (the cookie itself is out of the page's reach): it keys "she has read the
-// consent and instructions of this study". A study with a qualification shows it first (Qualification.jsx).
-import { useCallback, useEffect, useState } from "react";
+// consent and instructions of this study". A study with a qualification shows it first (Qualification.jsx). Nothing
+// is claimed before she accepts the study's consent: the page asks what she holds (to resume) without claiming,
+// shows the consent, and claims once she accepts; declining tells the server, which releases whatever she holds
+// (HostContext in shared.jsx, also for the task page's own consent, opened again).
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { createRoot } from "react-dom/client";
+import { hasConsented, storageKeys } from "./drafts.js";
 import Qualification from "./Qualification.jsx";
+import { Completion, Consent, Declined, HostContext, TaskHeader } from "./shared.jsx";
 import TaskApp from "./TaskApp.jsx";
 
 const CSRF = { "X-Requested-With": "empeval" };
@@ -149,13 +154,56 @@ function LoadError({ error, preview }) {
 }
 
 // Real work, or first the study's qualification (Qualification.jsx) while she has not passed it: the server hands
-// out nothing before (GET /api/annotate/next answers 403), so the page asks for her qualification first.
+// out nothing before (GET /api/annotate/next answers 403), so the page asks for her qualification first. Then the
+// assignment she holds, if any (GET /api/annotate/next?claim=no claims nothing); holding none, she is asked for her
+// consent before one is claimed (`consent`), unless she gave it in this browser before (drafts.js).
 async function work() {
   await session;
   const qualification = await api("/api/annotate/qualification");
   if (qualification.required && qualification.status !== "passed") return { qualification };
+  const current = await api("/api/annotate/next?claim=no");
+  if (current.assignment || current.completion) return current;
+  if (!hasConsented(storageKeys({ study: current.study }, stored(RATER_KEY)))) return { consent: current.study };
+  return claim();
+}
+
+// Claims her assignment (GET /api/annotate/next): only once she has accepted the consent.
+async function claim() {
   const body = await api("/api/annotate/next");
-  return { assignment: body.assignment, message: body.message };
+  return { assignment: body.assignment, message: body.message, completion: body.completion };
+}
+
+// "She accepted the consent in this tab and her assignment is being claimed": kept for the tab's life (session
+// storage), so a reload before the task page has kept anything of its own goes on to the instructions rather than
+// asking again.
+const ACCEPTED_KEY = "empeval-accepted";
+
+function acceptedHere() {
+  try {
+    return window.sessionStorage.getItem(ACCEPTED_KEY) === "1";
+  } catch (error) {
+    return false;
+  }
+}
+
+function rememberAccepted(value) {
+  try {
+    if (value) window.sessionStorage.setItem(ACCEPTED_KEY, "1"); else window.sessionStorage.removeItem(ACCEPTED_KEY);
+  } catch (error) {
+    // storage disabled: a reload asks again
+  }
+}
+
+// The consent step's wording per study kind, as each kind's page words it (kinds/*.jsx).
+const CONSENT_WORDS = {
+  pairwise: { task: "compare short replies", answers: "answers" },
+  best_worst: { task: "pick the best and the worst of a few short replies", answers: "answers" },
+  chat: { task: "chat about an experience and rate replies", answers: "messages and ratings" },
+  acute: { task: "compare short conversations", answers: "answers" },
+};
+
+function declineStudy() {
+  return api("/api/annotate/decline", { method: "POST" }).then((body) => body.released || []);
 }
 
 function answerGoldItem(body) {
@@ -164,26 +212,61 @@ function answerGoldItem(body) {
   });
 }
 
+const HEADING = "Rate responses in conversations";
+
 function LocalHost() {
   const [state, setState] = useState({ loading: true });
-  const load = useCallback(() => {
+  // Set when she has accepted the consent before her claim: the task page's own consent step then goes straight on
+  // to the instructions (shared.jsx, HostContext), on its first showing only (cleared once it has been shown).
+  const consented = useRef(false);
+  const run = useCallback((next) => {
     setState({ loading: true });
-    const source = previewSource();
-    (source ? api(source).then((body) => ({ assignment: body.assignment, message: body.message })) : work())
-      .then(setState)
-      .catch((error) => setState({ error }));
+    next().then(setState).catch((error) => setState({ error }));
   }, []);
+  const load = useCallback(() => {
+    const source = previewSource();
+    run(source ? () => api(source).then((body) => ({ assignment: body.assignment, message: body.message }))
+      : work);
+  }, [run]);
   useEffect(load, [load]);
+  const accept = useCallback(() => { consented.current = true; rememberAccepted(true); run(claim); }, [run]);
+  const host = useMemo(() => ({ consented, decline: declineStudy }), []);
+  const assignmentId = state.assignment ? state.assignment.assignment_id : null;
+  // The task page's first showing has run its effects (children's run first): the one-shot is spent.
+  useEffect(() => {
+    if (assignmentId === null) return;
+    consented.current = false;
+    rememberAccepted(false);
+  }, [assignmentId]);
 
-  if (state.loading) return <main><h1>Rate responses in conversations</h1><p>Loading...</p></main>;
+  if (state.loading) return <main><h1>{HEADING}</h1><p>Loading...</p></main>;
   if (state.error) return <LoadError error={state.error} preview={Boolean(previewSource())} />;
   if (state.qualification) {
     return <Qualification initial={state.qualification} onAnswer={answerGoldItem} onPassed={load} />;
   }
+  if (state.consent) {
+    // Nothing is claimed yet: accepting claims her assignment; declining leaves nothing to release, and says so.
+    const words = CONSENT_WORDS[state.consent.kind] || {};
+    return (
+      <main data-kind={state.consent.kind} data-phase={state.declined ? "declined" : "consent"}>
+        <TaskHeader study={state.consent} fallbackTitle={HEADING} />
+        {state.declined ? <Declined nothingHeld />
+          : <Consent {...words} onAccept={accept} onDecline={() => setState({ ...state, declined: true })} />}
+      </main>
+    );
+  }
   if (!state.assignment) {
-    return <main><h1>Rate responses in conversations</h1><p id="no-work">{state.message}</p></main>;
+    return (
+      <main>
+        <h1>{HEADING}</h1>
+        <p id="no-work">{state.message}</p>
+        {state.completion ? <Completion completion={state.completion} /> : null}
+      </main>
+    );
   }
   const assignment = state.assignment;
+  // Resumed or just claimed after her consent in this tab: the task page's consent step goes straight on, once.
+  if (acceptedHere()) consented.current = true;
   const submissionId = assignment.preview === true ? null : submissionIdFor(assignment.assignment_id);
   const onSubmit = async (payload) => {
     const receipt = await api(`/api/assignments/${assignment.assignment_id}/submit`, {
@@ -194,8 +277,12 @@ function LocalHost() {
     store(submissionKey(assignment.assignment_id), null);
     return receipt;
   };
-  return <TaskApp key={assignment.assignment_id} assignment={assignment} onSubmit={onSubmit} onDone={load}
-                  rater={stored(RATER_KEY)} submissionId={submissionId} />;
+  return (
+    <HostContext.Provider value={host}>
+      <TaskApp key={assignment.assignment_id} assignment={assignment} onSubmit={onSubmit} onDone={load}
+               rater={stored(RATER_KEY)} submissionId={submissionId} />
+    </HostContext.Provider>
+  );
 }
 
 createRoot(document.getElementById("root")).render(<LocalHost />);

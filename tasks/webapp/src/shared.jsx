@@ -1,6 +1,12 @@
 // Parts both task pages use (Likert and pairwise): the page's header (title, preview banner), a conversation turn, the consent step, the progress bar, the review-and-submit step and the end
-// page. Every text from models or people is rendered as React text, never as HTML.
-import { useEffect } from "react";
+// page, and the context the page's host lends them (HostContext). Every text from models or people is rendered as React text, never as HTML.
+import { createContext, useContext, useEffect, useState } from "react";
+
+// What the page's host (local.jsx) lends the parts below: `consented`, a ref set when the rater accepted the consent
+// before her assignment was claimed (the task page's own consent step then goes straight on to the instructions,
+// once), and `decline`, which tells the server she declined (her assignment, if any, goes back to the pool) and
+// resolves to the ids released. A host without them (Mephisto's) shows the consent and its answer as they are.
+export const HostContext = createContext({});
 
 export function TaskHeader({ study, fallbackTitle, preview }) {
   return (
@@ -27,6 +33,14 @@ export function Turn({ role, text, extraClass = "", label, reply = false }) {
 }
 
 export function Consent({ onAccept, onDecline, task = "rate short replies", answers = "ratings" }) {
+  const { consented } = useContext(HostContext);
+  const given = Boolean(consented && consented.current);
+  useEffect(() => {
+    if (!given) return;
+    consented.current = false; // once: "Read the consent and instructions again" shows it
+    onAccept();
+  }, [given, consented, onAccept]);
+  if (given) return null;
   return (
     <section className="card note" id="consent" aria-labelledby="consent-title">
       <h2 id="consent-title">Before you start</h2>
@@ -43,10 +57,37 @@ export function Consent({ onAccept, onDecline, task = "rate short replies", answ
   );
 }
 
-export function Declined() {
+// What the rater reads after declining. `nothingHeld`: she declined before anything was claimed for her (local.jsx
+// asks for consent first), so there is nothing to give back. Else, with a host that can tell the server (local.jsx),
+// only what the server answered: whatever she held went back to the pool, or she held nothing; until it answers,
+// that it is on its way, and if it cannot be reached, that the assignment stays hers until it expires.
+export function Declined({ nothingHeld = false }) {
+  const { decline } = useContext(HostContext);
+  const [outcome, setOutcome] = useState(nothingHeld ? { state: "done", released: 0 }
+    : decline ? { state: "sending" } : { state: "none" });
+  useEffect(() => {
+    if (nothingHeld || !decline) return undefined;
+    let live = true;
+    decline().then((released) => live && setOutcome({ state: "done", released: released.length }))
+      .catch((error) => live && setOutcome({ state: "failed", message: String(error.message || error) }));
+    return () => { live = false; };
+  }, [decline, nothingHeld]);
+  let text = "No problem: you can close this page. None of your answers were recorded.";
+  if (outcome.state === "sending") text = "No problem: telling the study you declined...";
+  if (outcome.state === "done") {
+    text = outcome.released
+      ? "No problem: the work you were given went back to the study, and nothing you did was kept. You can close "
+        + "this page."
+      : "No problem: you can close this page. Nothing was recorded, and no work was set aside for you.";
+  }
   return (
-    <div className="card note" id="declined">
-      <p>No problem: you can close this page. Nothing was recorded.</p>
+    <div className="card note" id="declined" data-state={outcome.state} role="status">
+      <p>{text}</p>
+      {outcome.state === "failed" && (
+        <p className="error" id="decline-error">The study could not be told ({outcome.message}): nothing you answered
+          was recorded, but the work you were given stays reserved for you until it expires. Reload the page to try
+          again.</p>
+      )}
     </div>
   );
 }
