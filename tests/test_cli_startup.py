@@ -22,7 +22,7 @@ FORBIDDEN = ("torch", "pandas", "numpy", "scipy", "sqlalchemy", "alembic", "flas
 
 # Commands whose modules (entry/cli/annotate.py, prolific.py, db.py) still import the store at module level: being
 # made lazy separately. Remove a command from here once its --help is light; every other command is held to it.
-PENDING_LAZY = {"prolific": "prolific"}
+PENDING_LAZY: dict[str, str] = {}
 
 # Run in a fresh interpreter: asks the help of the command line argv[1:] (nothing: the root's) and of every
 # subcommand below it, in this one process, and prints, per help asked, its exit code and the forbidden modules
@@ -144,7 +144,8 @@ def test_the_joined_subcommands_are_in_their_groups():
 # --- the constants the CLI repeats to stay light --------------------------------------------------------------
 
 def test_the_repeated_constants_equal_their_sources():
-    from empeval.cli import common, crowd
+    from empeval.cli import common, crowd, prolific
+    from empeval.server.annotation import prolific_client
     from empeval.server.backend.contexts import ED_DATASET as BACKEND_ED_DATASET
     from empeval.server.datasets.sample import ED_DATASET
     from empeval.server.store import storable
@@ -154,3 +155,4 @@ def test_the_repeated_constants_equal_their_sources():
     assert common.MAX_ROW_ID == storable.MAX_ROW_ID
     assert common.ED_DATASET == ED_DATASET == BACKEND_ED_DATASET
     assert crowd.PROVIDERS == contract.PROVIDERS == jobs.PROVIDERS
+    assert prolific.API_URL == prolific_client.API_URL

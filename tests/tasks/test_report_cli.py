@@ -5,7 +5,6 @@ import pandas as pd
 from click.testing import CliRunner
 
 from empeval.analysis.report.latex import escape
-
 from empeval.cli import cli
 from empeval.server.annotation.annotators import invite
 from empeval.server.web import create_app
@@ -38,7 +37,8 @@ def test_report_ranks_the_systems_and_names_the_correction(sample_engine, tmp_pa
     # The names a paper uses, from a systems config's display_name, and the systems by mean, from the store.
     config = tmp_path / "systems.toml"
     config.write_text('[systems.gold]\nkind = "gold"\ndisplay_name = "Human (gold)"\n'
-                      '[systems.moel]\nkind = "replay"\nsource = "moel"\ndisplay_name = "MoEL & co"\n', encoding="utf-8")
+                      '[systems.moel]\nkind = "replay"\nsource = "moel"\ndisplay_name = "MoEL & co"\n',
+                      encoding="utf-8")
     named = CliRunner().invoke(cli, ["--database-url", url, "report", "pilot", "--out", str(tmp_path / "named"),
                                      "--latex", "--order", "mean", "--config", str(config)])
     assert named.exit_code == 0, named.output
