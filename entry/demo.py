@@ -59,8 +59,9 @@ class DemoStudy:
     submissions: int
     answers: int
     counted: str
-    raters: int
+    raters: int  # simulated raters offered work
     careless: dict[str, str] = field(default_factory=dict)
+    worked: int = 0  # of them, those who submitted at least one assignment (the study ran out of work for the rest)
 
 
 @dataclass
@@ -198,8 +199,22 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
             folder = workdir / ("report" if number == 0 else f"report-{s.name.removeprefix(main.name + '-')}")
             paths = write_study_report(engine, s.name, folder, seed=seed)
             studies.append(DemoStudy(s.name, s.kind, paths, submissions, answers, counted, len(crowds[number]),
-                                     {r.name: r.behaviour for r in crowds[number] if r.careless}))
+                                     {r.name: r.behaviour for r in crowds[number] if r.careless},
+                                     _raters_who_submitted(engine, s.name)))
     return DemoResult(database=db_file, studies=studies)
+
+
+def _raters_who_submitted(engine, study: str) -> int:
+    """How many distinct annotators submitted at least one assignment of `study`."""
+    from sqlalchemy import func, select
+
+    from empeval.server.store.models import Assignment, Study
+    from empeval.server.store.statuses import AssignmentStatus
+
+    with engine.connect() as connection:
+        return int(connection.scalar(
+            select(func.count(func.distinct(Assignment.annotator_id))).join(Study, Study.id == Assignment.study_id)
+            .where(Study.name == study, Assignment.status == AssignmentStatus.SUBMITTED)))
 
 
 def _run_crowd(engine, base: str, spec: StudyConfig, assignments: int, crowd, *, seed: int, time_scale: float,

@@ -32,7 +32,6 @@ def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time
     to it (an A/B study, ...), each answered by its own simulated crowd, and write every report."""
     from empeval.demo import TRY_IT_STUDY, run_demo
     from empeval.server.annotation.annotators import invite
-    from empeval.server.annotation.secrets import admin_token, secret_key
     from empeval.server.store import open_store
 
     result = run_demo(workdir, raters=raters, bad_raters=bad_raters, contexts=contexts, time_scale=time_scale,
@@ -41,11 +40,12 @@ def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time
     url = f"sqlite:///{result.database.resolve()}"
     engine = open_store(url)
     _, token = invite(engine, "you", TRY_IT_STUDY)
-    token_admin = admin_token(secret_key(engine))
     for number, study in enumerate(result.studies):
         others = "" if number == 0 else "other "
+        idle = study.raters - study.worked
         click.echo(f"\n{study.name} ({study.kind}): {study.submissions} assignments, {study.answers} {study.counted} "
-                   f"from {study.raters} {others}simulated raters ({_careless(study.careless)}).")
+                   f"from {study.worked} {others}simulated raters ({_careless(study.careless)})"
+                   + (f"; {idle} more found no work left (nobody sees a context twice)." if idle > 0 else "."))
         for line in report_summary(study.report):
             click.echo(line)
         click.echo(f"report:   {study.report['html']}")
@@ -53,7 +53,8 @@ def demo(workdir: Path, raters: int, bad_raters: int, contexts: int | None, time
     click.echo("\nnext:")
     click.echo(f"  start the app:  .venv/bin/empeval --database-url {url} serve")
     click.echo(f"  rate yourself:  http://127.0.0.1:5000/annotate#{token}")
-    click.echo(f"  dashboard:      http://127.0.0.1:5000/admin#{token_admin}")
+    click.echo("  dashboard:      http://127.0.0.1:5000/admin  (sign in with the admin token, printed by "
+               f"`.venv/bin/empeval --database-url {url} admin-token`)")
     click.echo(f"  size a study:   .venv/bin/empeval --database-url {url} plan --pilot demo")
 
 

@@ -72,13 +72,15 @@ def annotators_list(obj: CliContext, study: str) -> None:
         click.echo(f"no annotator has started study {study} yet: `empeval annotators invite NAME --study {study}`")
         return
     flagged = flagged_pseudonyms(engine, study)
-    click.echo(text_table(["pseudonym", "name", "done", "in progress", "revoked", "withdrawn", "flagged"],
+    # "submitted" counts assignments; "holding" names the one she holds now (#id, what `assignments release` takes).
+    click.echo(text_table(["pseudonym", "name", "submitted", "holding", "revoked", "withdrawn", "flagged"],
                           [_roster_row(line, flagged) for line in roster]))
 
 
 def _roster_row(line: RosterLine, flagged: set[str] | None) -> tuple[object, ...]:
     flag = None if flagged is None or line.withdrawn else ("yes" if line.pseudonym in flagged else "no")
-    return (line.pseudonym, line.name, line.done, line.in_progress, "yes" if line.revoked else "no",
+    holding = f"#{line.in_progress}" if line.in_progress is not None else None
+    return (line.pseudonym, line.name, line.done, holding, "yes" if line.revoked else "no",
             "yes" if line.withdrawn else "no", flag)
 
 

@@ -96,9 +96,9 @@ def test_annotators_list_shows_pseudonym_name_work_done_and_in_progress_and_revo
     result = cli_run(study_engine, "annotators", "list", "pilot")
     assert result.exit_code == 0, result.output
     rows = {row[1]: row for row in lines_of(result.output).values()}
-    assert rows["name"] == ["pseudonym", "name", "done", "in", "progress", "revoked", "withdrawn", "flagged"]
+    assert rows["name"] == ["pseudonym", "name", "submitted", "holding", "revoked", "withdrawn", "flagged"]
     assert rows["alice"] == [alice.pseudonym, "alice", "2", "-", "no", "no", rows["alice"][-1]]
-    assert rows["bob"] == [bob.pseudonym, "bob", "0", str(holding), "no", "no", "no"]
+    assert rows["bob"] == [bob.pseudonym, "bob", "0", f"#{holding}", "no", "no", "no"]  # an id, not a count
     assert rows["carol"] == [carol.pseudonym, "carol", "0", "-", "yes", "no", "no"]  # her work went back
 
 

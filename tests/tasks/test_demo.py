@@ -26,7 +26,10 @@ def test_reduced_demo_runs_end_to_end_and_its_report_ranks_gold_first(tmp_path, 
     with Session(engine) as s:
         stored = s.scalar(select(func.count(Rating.id)))
         open_try_it = s.scalar(select(func.count(Assignment.id)).where(Assignment.status == "open"))
+        rated = s.scalar(select(func.count(func.distinct(Rating.annotator_id))))
     assert result.main.answers == stored > 0 and result.main.counted == "ratings"
+    # the raters the demo says worked are those whose ratings the report counts, not every one offered work
+    assert result.main.worked == rated and 0 < rated <= result.main.raters == 36
     assert open_try_it > 0  # the try-it-yourself study is left for the person running the demo
     means = pd.read_csv(result.main.report["table_system_means"])
     for criterion in ("empathy", "relevance"):
