@@ -121,9 +121,9 @@ def sqlite_state(engine: Engine) -> dict[str, object]:
     with engine.connect() as connection:
         objects = connection.execute(text(
             "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")).all()
-        schema = [(kind, name, table, table_definition(sql) if kind == "table" else sql)
-                  for kind, name, table, sql in objects]
-        tables = [name for kind, name, _table, _sql in objects if kind == "table" and not name.startswith("sqlite_")]
+        schema = [(sort, name, table, table_definition(sql) if sort == "table" else sql)
+                  for sort, name, table, sql in objects]  # sort: sqlite_master's type (table, index, ...)
+        tables = [name for sort, name, _table, _sql in objects if sort == "table" and not name.startswith("sqlite_")]
         rows = {name: connection.execute(text(f'SELECT * FROM "{name}" ORDER BY 1')).all() for name in tables}
     return {"revision": current_revision(engine), "schema": schema, "rows": rows}
 

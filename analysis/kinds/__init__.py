@@ -12,20 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+# The analysis's errors live in analysis/errors.py (the report's folder code raises one and must not import the
+# kinds); re-exported here, where the kinds and the entry points import them from.
+from empeval.analysis.errors import ExportFileError as ExportFileError
+from empeval.analysis.errors import ReportRefused as ReportRefused
+
 if TYPE_CHECKING:
     import pandas as pd
 
     from empeval.analysis.report.sections import Report
-
-
-class ExportFileError(ValueError):
-    """An export file (or table) that does not follow its kind's contract: the message names the line and column.
-    Every kind's reader raises a subclass of it."""
-
-
-class ReportRefused(ValueError):
-    """A report that cannot be written from what it was given (every answer late and late ones left out, a judge
-    that failed on items): the message says why and what to do."""
 
 
 class UnknownKind(ValueError):

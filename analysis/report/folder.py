@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from empeval.analysis.kinds import ReportRefused
+from empeval.analysis.errors import ReportRefused
 
 #: What a report folder holds (analysis.report.sections.write_report and report.json): anything else in the target
 #: folder makes it refuse to replace the folder.

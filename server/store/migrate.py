@@ -98,10 +98,10 @@ def sqlite_schema_shape(connection: Connection) -> SchemaShape:
     ).all()
     tables = {
         name: tuple(column[1] for column in connection.exec_driver_sql(f'PRAGMA table_info("{name}")'))
-        for kind, name in rows
-        if kind == "table" and name != VERSION_TABLE
+        for object_type, name in rows
+        if object_type == "table" and name != VERSION_TABLE
     }
-    return SchemaShape(tables, frozenset(name for kind, name in rows if kind == "index"))
+    return SchemaShape(tables, frozenset(name for object_type, name in rows if object_type == "index"))
 
 
 def clean_schema_shape(revision: str | None) -> SchemaShape:

@@ -372,14 +372,25 @@ def test_the_likert_report_says_how_many_raters_qualified_and_failed(qualified_a
 
 
 def test_the_ab_report_methods_say_how_many_raters_qualified_and_failed():
-    from empeval.analysis.kinds.pairwise.part import _methods
+    from empeval.analysis.kinds.pairwise.methods import methods_paragraph
+    from empeval.analysis.kinds.pairwise.schema import validate_judgments
+    from empeval.analysis.kinds.pairwise.tables import pairwise_tables
+    from empeval.analysis.simulate.pairwise import simulate_pairwise_study
+
+    table = validate_judgments(simulate_pairwise_study(n_contexts=6, anchor="moel", k=2, seed=3).judgments)
+    tables = pairwise_tables(table, focus="moel", n_boot=10)
+    systems = sorted(set(table["system_left"]) | set(table["system_right"]))
+    criteria = sorted(set(table["criterion"]))
+
+    def paragraph(meta):
+        return methods_paragraph(table, tables, meta, systems=systems, criteria=criteria, n_boot=10, include_late=True)
 
     meta = {"k": 3, "qualification": {"items": 2, "min_correct": 2, "attempts": 2, "passed": 9, "failed": 4,
                                       "undecided": 0}}
-    assert _methods(meta, n_boot=10).endswith(
+    assert paragraph(meta).endswith(
         "Before their first assignment raters went through a qualification of 2 gold items with feedback after each "
         "(2 right to pass, up to 2 attempts): 9 qualified and 4 failed; only raters who qualified were given work.")
-    assert "qualification" not in _methods({"k": 3}, n_boot=10)
+    assert "qualification" not in paragraph({"k": 3})
 
 
 def test_the_kinds_with_a_qualification_supply_it_in_both_rooms_and_the_others_in_neither():

@@ -40,7 +40,6 @@ from tests.store.helpers import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 INT64_MAX = 2**63 - 1
-NOBODY = 65534
 
 # What each path argument is, by (command path, parameter name).
 FILE_IN, FOLDER_IN, FILE_OR_FOLDER_IN = "file read", "folder read", "file or folder read"
@@ -62,6 +61,7 @@ ROLES: dict[tuple[tuple[str, ...], str], str] = {
     (("report",), "out_dir"): FOLDER_OUT,
     (("report",), "export_file"): FILE_IN,
     (("report",), "likert_export"): FILE_IN,
+    (("report",), "systems_config"): FILE_IN,
     (("plan",), "pilot_export"): FILE_IN,
     (("plan",), "plot"): FILE_OUT,
     (("study", "create"), "study_file"): FILE_IN,
@@ -292,12 +292,12 @@ def test_a_path_this_user_may_not_read_or_write_is_refused_with_its_name_before_
     if os.geteuid() != 0:
         cases = path_cases(hostile_paths(tmp_path / "paths"), permissions=True)
         results = run_cases(cases, tmp_path)
-    else:  # root reads and writes everything: the cases run as nobody, in a folder nobody can reach
+    else:  # root reads and writes everything: the cases run as root without the capabilities that override
         folder = Path(tempfile.mkdtemp(prefix="empeval-fuzz-"))
         try:
             folder.chmod(0o755)
             cases = path_cases(hostile_paths(folder / "paths"), permissions=True)
-            results = _as_nobody(cases, folder)
+            results = _without_root_override(cases, folder)
         finally:
             for path in folder.rglob("*"):
                 if path.is_dir():
@@ -308,7 +308,10 @@ def test_a_path_this_user_may_not_read_or_write_is_refused_with_its_name_before_
         _check(case, results[case.name])
 
 
-def _as_nobody(cases: list[Case], folder: Path) -> dict[str, dict]:
+def _without_root_override(cases: list[Case], folder: Path) -> dict[str, dict]:
+    """Run the cases as root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (dropped from the bounding set, so
+    the process started does not get them): file permissions then hold for it as for any user, while it still
+    reaches the checkout (a fresh clone under `mktemp -d` is 0700, which another user, nobody, cannot enter)."""
     cases_file = folder / "cases.json"
     cases_file.write_text(json.dumps([case.__dict__ for case in cases]))
     script = ("import json, sys; from pathlib import Path; "
@@ -319,7 +322,7 @@ def _as_nobody(cases: list[Case], folder: Path) -> dict[str, dict]:
     work = folder / "work"
     work.mkdir()
     work.chmod(0o777)
-    done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable,
+    done = subprocess.run(["setpriv", "--bounding-set=-dac_override,-dac_read_search", sys.executable,
                            "-c", script, str(cases_file), str(work)],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "HOME": str(work), "MPLCONFIGDIR": str(work)})
