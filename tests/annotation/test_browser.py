@@ -59,6 +59,8 @@ def test_a_rater_completes_an_assignment_with_the_keyboard_and_ratings_land_in_s
             item = page.locator("#item")
             shown.append((int(item.get_attribute("data-item-id")), int(item.get_attribute("data-position"))))
             assert page.locator("#next").is_disabled()
+            # the last item's button says what it does: it leads to the comment and the submit, nothing to review
+            assert page.locator("#next").inner_text() == ("Finish" if i == n_items - 1 else "Next")
             for key in (str(1 + i % 5), str(5 - i % 5), "3"):
                 page.keyboard.press(key)
                 page.keyboard.press("Enter")

@@ -44,6 +44,7 @@ ROUTES = [
     Route("/", "GET", "/", "none"),
     Route("/static/<path:filename>", "GET", "/static/app.css", "none"),
     Route("/healthz", "GET", "/healthz", "none"),
+    Route("/favicon.ico", "GET", "/favicon.ico", "none"),
     Route("/openapi.json", "GET", "/openapi.json", "none"),
     Route("/annotate", "GET", "/annotate", "none"),
     Route("/annotate/<path:token>", "GET", "/annotate/some-old-link-token", "none"),

@@ -66,3 +66,11 @@ def test_the_dashboard_has_no_inline_style_or_script(app, admin):
 def test_the_request_log_never_shows_a_token(line, logged):
     record = logging.LogRecord("werkzeug", logging.INFO, __file__, 1, '"%s" %s %s', (line, "200", "-"), None)
     assert RedactTokens().filter(record) and record.getMessage() == f'"{logged}" 200 -'
+
+
+def test_the_favicon_is_the_projects_icon_cached_for_a_day_not_a_404(app):
+    answer = app.test_client().get("/favicon.ico")
+    assert answer.status_code == 200 and answer.mimetype == "image/svg+xml"
+    assert answer.data.startswith(b"<svg") and "max-age=86400" in answer.headers["Cache-Control"]
+    assert "no-store" not in answer.headers["Cache-Control"] and answer.headers["X-Content-Type-Options"] == "nosniff"
+    answer.close()

@@ -110,7 +110,7 @@ export default function LikertTask({ assignment, onSubmit, onDone, rater = null,
           <div className="nav">
             <button className="secondary" disabled={index === 0} onClick={() => task.goTo(index - 1)}>Back</button>
             <button id="next" disabled={!task.itemDone(index)} onClick={task.next}>
-              {index < items.length - 1 ? "Next" : "Review"}
+              {index < items.length - 1 ? "Next" : "Finish"}
             </button>
           </div>
         </section>
