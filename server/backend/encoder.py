@@ -212,8 +212,10 @@ class SentenceEncoder:
         self.threads: int | None = self.settings.threads
         self.thread_source = "configured"
         self.thread_probe: dict[int, float] = {}  # threads -> texts per CPU second, when this process measured
+        self._cached_choice: encoder_threads.ThreadChoice | None = None
         if self.threads is None:
             cached = encoder_threads.read_choice(self.cache_dir, self.precision)
+            self._cached_choice = cached
             self.threads, self.thread_source = (cached.threads, "cached") if cached else (None, "not measured yet")
         self._model = None
         self._weights_hash: str | None = None
@@ -288,9 +290,13 @@ class SentenceEncoder:
 
     def choose_threads(self) -> int:
         """The threads of large calls, measured now if this machine has no cached choice (about 2 s of CPU, once per
-        machine and precision; the result is written under the cache folder). Call it where work is prepared, never
-        on a request path. A configured number is returned as it is."""
-        if self.threads is not None:
+        machine and precision; the result is written under the cache folder), or if the cached one kept 1 thread
+        while the machine was busy and it is quieter now (encoder_threads.measured_busy). Call it where work is
+        prepared, never on a request path. A configured number is returned as it is."""
+        if self.settings.threads is not None:
+            return self.settings.threads
+        stale = self._cached_choice is not None and encoder_threads.measured_busy(self._cached_choice)
+        if self.threads is not None and not stale:
             return self.threads
         probe = encoder_threads.probe_texts()
 
@@ -301,7 +307,7 @@ class SentenceEncoder:
         choice = encoder_threads.probe(encode_with, self.precision)
         encoder_threads.write_choice(self.cache_dir, self.precision, choice)
         self.thread_probe = {threads: 1000 / cpu for threads, cpu in choice.cpu_ms_per_text.items()}
-        self.threads, self.thread_source = choice.threads, "measured"
+        self.threads, self.thread_source, self._cached_choice = choice.threads, "measured", choice
         return self.threads
 
     @contextlib.contextmanager

@@ -161,6 +161,17 @@ def probe(encode_with: Callable[[int], None], precision: str) -> ThreadChoice:
     return ThreadChoice(pick_threads(cpu), cpu, machine(precision), _now(), _load())
 
 
+def measured_busy(choice: ThreadChoice, load_now: tuple[float, ...] | None = None) -> bool:
+    """Whether `choice` kept 1 thread while every usable CPU was busy (its 1-minute load at or above their count)
+    and the machine is quieter now (`load_now`, default the current load average, below it). A busy machine's extra
+    OpenMP threads spin while they wait for a core, so the probe then keeps 1 thread where a quiet machine would
+    keep several; such a choice is measured again where work is prepared (SentenceEncoder.choose_threads)."""
+    cpus = usable_cpus()
+    now = _load() if load_now is None else load_now
+    return (choice.threads == 1 and cpus > 1 and bool(choice.load_average) and bool(now)
+            and choice.load_average[0] >= cpus and now[0] < cpus)
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -50,6 +50,7 @@ def probes(monkeypatch) -> Probes:
     """Auto threads on a machine of two usable CPUs, with the measurement counted instead of run."""
     monkeypatch.delenv(THREADS_ENV, raising=False)
     monkeypatch.setattr(encoder_threads, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(encoder_threads, "_load", lambda: (0.5, 0.5, 0.5))  # a quiet machine unless a test says
     counter = Probes()
     monkeypatch.setattr(encoder_threads, "measure_cpu", counter)
     return counter
@@ -194,3 +195,28 @@ def test_no_probe_runs_on_a_request_path(tiny_engine, tmp_path, probes):
     assert client.post("/api/respond", json={"system": "retrieval", "context": RAW}).status_code == 200
     encoder = app.extensions["empeval.backend"].resources.encoder()
     assert (encoder.threads, encoder.thread_source, probes.calls) == (2, "cached", 1)
+
+
+def test_a_single_thread_kept_while_the_machine_was_busy_is_measured_again_once_it_is_quiet(tmp_path, probes,
+                                                                                          monkeypatch):
+    """Measured at load 3 on 2 CPUs, two threads spun for cores and cost 4 times one thread's CPU: 1 kept. Read back
+    at load 3, the choice stands; where work is prepared on the quiet machine, it is measured again (2 kept)."""
+    monkeypatch.setattr(encoder_threads, "_load", lambda: (3.0, 3.0, 3.0))
+    probes.cpu = {1: 6.5, 2: 26.2}
+    assert auto_encoder(tmp_path).choose_threads() == 1 and probes.calls == 1
+    busy = auto_encoder(tmp_path)
+    assert busy.choose_threads() == 1 and probes.calls == 1  # still busy: the choice stands, not measured again
+
+    monkeypatch.setattr(encoder_threads, "_load", lambda: (0.4, 1.0, 2.0))
+    probes.cpu = {1: 10.0, 2: 11.0}
+    quiet = auto_encoder(tmp_path)
+    assert (quiet.threads, quiet.thread_source) == (1, "cached")  # reading it measures nothing (request paths)
+    assert probes.calls == 1
+    assert quiet.choose_threads() == 2 and probes.calls == 2 and quiet.thread_source == "measured"
+    assert (auto_encoder(tmp_path).threads, auto_encoder(tmp_path).choose_threads(), probes.calls) == (2, 2, 2)
+
+
+def test_a_single_thread_kept_on_a_quiet_machine_is_not_measured_again(tmp_path, probes):
+    probes.cpu = {1: 10.0, 2: 17.0}  # measured quiet (the fixture's load 0.5): one thread was cheaper
+    assert auto_encoder(tmp_path).choose_threads() == 1
+    assert auto_encoder(tmp_path).choose_threads() == 1 and probes.calls == 1
