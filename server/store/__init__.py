@@ -3,6 +3,7 @@
 from sqlalchemy import Engine
 
 import empeval.server.store.kinds.registered  # noqa: F401 (every kind's setup and tables, registered)
+import empeval.server.store.model_assisted_tables  # noqa: F401 (pairwise judge verdicts)
 import empeval.server.store.qualification_tables  # noqa: F401 (a study's qualification: its tables)
 from empeval.server.store.engine import database_url, make_engine, unit_of_work
 from empeval.server.store.migrate import downgrade, ensure_schema, upgrade

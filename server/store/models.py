@@ -197,6 +197,10 @@ class Study(Base):
     # (measured: a study's assignments vanished in tests/store/test_migration_0003.py).
     status: Mapped[StudyStatus] = mapped_column(status_type(StudyStatus), default=StudyStatus.DRAFT)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Set when an open study stops handing out new work (design.stop_when_decided; migration 0014): assignments
+    # already started may still be submitted. NULL while it hands out work.
+    claims_closed_at: Mapped[datetime | None]
+    claims_closed_reason: Mapped[str | None] = mapped_column(Text)
 
 
     @property

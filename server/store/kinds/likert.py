@@ -111,6 +111,10 @@ class StudyContext(Base):
     context_id: Mapped[int] = mapped_column(ForeignKey("context.id", ondelete="RESTRICT"), primary_key=True,
                                             index=True)
     human_rated: Mapped[bool] = mapped_column(Boolean)
+    # The probability with which the design drew this context for human rating, recorded at the draw (active
+    # sampling; migration 0014): the estimator weights a human-rated context by its inverse. NULL for a uniform
+    # fixed-size sample.
+    inclusion_probability: Mapped[float | None]
 
 
 class AssignmentItem(Base):
