@@ -89,17 +89,24 @@ def _roster_row(line: RosterLine, flagged: set[str] | None) -> tuple[object, ...
 @click.option("--study", required=True, help="The study she withdraws from.")
 @click.option("--provider", default="local", show_default=True,
               help="Whose annotator NAME is: local (NAME as invited) or a crowd provider (NAME is the worker id).")
+@click.option("--vacuum-full", is_flag=True,
+              help="PostgreSQL: rewrite the tables she was removed from (VACUUM FULL), so that no table file keeps "
+                   "her deleted rows; it locks those tables while it runs. SQLite needs nothing more.")
 @pass_cli
-def annotators_forget(obj: CliContext, name: str, study: str, provider: str) -> None:
+def annotators_forget(obj: CliContext, name: str, study: str, provider: str, vacuum_full: bool) -> None:
     """Withdraw participant NAME from STUDY: her ratings, choices and comments there are deleted (they leave every
     export and the report), her assignments go back to the pool for someone else, and, once she takes part in no
     other study, her name is deleted and her pseudonym replaced by a tombstone. Recorded in the study's log; running
     it again changes nothing."""
-    from empeval.server.annotation.withdraw import forget
+    from empeval.server.annotation.withdraw import forget, scrub_storage
 
-    done = forget(obj.engine(), name, study=study, provider=provider)
+    engine = obj.engine()
+    done = forget(engine, name, study=study, provider=provider)
+    scrub = scrub_storage(engine, study, vacuum_full=vacuum_full)
     if done.already:
-        click.echo(f"{name} was withdrawn from study {study} already: nothing left to remove")
+        click.echo(f"{name} was withdrawn from study {study} already: nothing left to remove; {scrub.done}")
+        if scrub.remains:
+            click.echo(f"note: {scrub.remains}")
         return
     click.echo(f"{name} withdrawn from study {study}: {done.answers_removed} {done.answers} and "
                f"{done.comments_removed} comment(s) deleted; {done.reopened} submitted assignment(s) "
@@ -109,6 +116,9 @@ def annotators_forget(obj: CliContext, name: str, study: str, provider: str) -> 
     elif done.name_kept_for:
         click.echo(f"her name is kept: she still takes part in {', '.join(done.name_kept_for)} (forget her there "
                    f"too to delete it)")
+    click.echo(f"storage: {scrub.done}")
+    if scrub.remains:
+        click.echo(f"note: {scrub.remains}")
 
 
 @click.group()

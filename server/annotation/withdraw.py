@@ -18,6 +18,14 @@ for that row, which is revoked anyway. Should she come back under a new invite s
 old: none of hers remain in the study, so no response can end up with two ratings from her.
 The withdrawal is written to the study's log (time, counts, whether her name was deleted; never the name). Running
 it again finds her by the tombstone and changes nothing.
+
+Deleted rows are not yet gone from the disk: `scrub_storage` runs after the withdrawal commits. On SQLite (which the
+store runs with secure_delete on, so a deleted row's bytes are overwritten in the pages it leaves) it checkpoints the
+WAL into the database file and truncates it (PRAGMA wal_checkpoint(TRUNCATE)), so that neither file keeps her data;
+a reader holding an old snapshot can delay that, and the result says so. On PostgreSQL it VACUUMs the tables the
+withdrawal touched (FULL on request: it rewrites them, locking them meanwhile), and says what PostgreSQL keeps
+regardless: the bytes of dead rows in table free space until overwritten (without FULL), the WAL segments until
+they are recycled, and base backups and WAL archives until the researcher's retention deletes them.
 """
 from __future__ import annotations
 
@@ -99,6 +107,43 @@ def forget(engine, name: str, *, study: str, provider: str = "local", now: datet
             "assignments_reopened": withdrawal.reopened,
             "in_progress_expired": in_progress, "name_removed": name_removed, "name_kept_for": list(kept_for)})
         return withdrawal
+
+
+class Scrub(NamedTuple):
+    """What `scrub_storage` did to the disk after a withdrawal, and what may still hold her data."""
+
+    done: str
+    remains: str | None  # None: nothing of hers is known to remain on this store's disk
+
+
+def scrub_storage(engine, study: str, *, vacuum_full: bool = False) -> Scrub:
+    """After a withdrawal from `study` committed: on SQLite, PRAGMA wal_checkpoint(TRUNCATE); on
+    PostgreSQL, VACUUM (or VACUUM FULL) of the tables a withdrawal writes (the kind's answer table, assignments,
+    annotators, the qualification's answers and outcomes). See the module docstring."""
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as connection:
+            busy, wal_frames, copied = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+        if busy or (wal_frames >= 0 and copied < wal_frames):
+            return Scrub("the WAL could not be checkpointed: another connection is reading the store",
+                         "her deleted data may remain in the -wal file until the next checkpoint; run `annotators "
+                         "forget` again once `empeval serve` is stopped to check")
+        return Scrub("the WAL was checkpointed into the database file and truncated (SQLite overwrote the deleted "
+                     "rows: secure_delete is on)", None)
+    with Session(engine) as session:
+        answer_table = annotation_kind(study_by_name(session, study).config.kind).answer_table
+    tables = [answer_table, Assignment.__tablename__, Annotator.__tablename__,
+              QualificationAnswer.__tablename__, QualificationOutcome.__tablename__]
+    verb = "VACUUM FULL" if vacuum_full else "VACUUM"
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        for name in tables:
+            connection.exec_driver_sql(f'{verb} "{name}"')
+    stays = ("the WAL segments until PostgreSQL recycles them, and base backups and WAL archives until your "
+             "retention deletes them")
+    if vacuum_full:
+        return Scrub(f"{verb} rewrote {', '.join(tables)}", f"PostgreSQL still holds her data in {stays}")
+    return Scrub(f"{verb} of {', '.join(tables)}",
+                 f"PostgreSQL keeps the deleted rows' bytes in those tables' free space until overwritten (run "
+                 f"`annotators forget` with --vacuum-full in a quiet moment to rewrite them) and in {stays}")
 
 
 def _remove_work(session: Session, kind: AnnotationKind, study_id: int, annotator_id: int,
