@@ -87,13 +87,17 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None, table: str |
     choices one row per judgment and criterion, a chat study's conversation ratings, ... (the columns are documented
     with each kind's schema, under analysis/kinds/); --table for a chat study's further tables."""
     from empeval.server.annotation.export import export_text
+    from empeval.server.annotation.study_log import EXPORT, record_release
 
-    text, n_rows, what = export_text(obj.engine(), study, fmt, table)
+    engine = obj.engine()
+    text, n_rows, what = export_text(engine, study, fmt, table)
     if out:
         write_whole(out, text)
         click.echo(f"{n_rows} {what} written to {out}", err=True)
     else:
         click.echo(text, nl=False)
+    # Logged once written, with whose answers it held: a later withdrawal names this file (study_log).
+    record_release(engine, study, EXPORT, where=str(out.resolve()) if out else "standard output")
 
 
 @click.command()

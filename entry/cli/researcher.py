@@ -104,7 +104,8 @@ def annotators_forget(obj: CliContext, name: str, study: str, provider: str, vac
     done = forget(engine, name, study=study, provider=provider)
     scrub = scrub_storage(engine, study, vacuum_full=vacuum_full)
     if done.already:
-        click.echo(f"{name} was withdrawn from study {study} already: nothing left to remove; {scrub.done}")
+        click.echo(f"{name} was withdrawn from study {study} already: nothing left to remove")
+        click.echo(f"storage: {scrub.done}")
         if scrub.remains:
             click.echo(f"note: {scrub.remains}")
         return
@@ -116,6 +117,9 @@ def annotators_forget(obj: CliContext, name: str, study: str, provider: str, vac
     elif done.name_kept_for:
         click.echo(f"her name is kept: she still takes part in {', '.join(done.name_kept_for)} (forget her there "
                    f"too to delete it)")
+    if done.released_in:
+        click.echo(f"her answers are still in {len(done.released_in)} export(s) or report(s) written before: "
+                   f"{'; '.join(done.released_in)}. Delete them or write them again from the store.")
     click.echo(f"storage: {scrub.done}")
     if scrub.remains:
         click.echo(f"note: {scrub.remains}")

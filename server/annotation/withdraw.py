@@ -17,7 +17,9 @@ What stays, and why that is safe: her annotator row (as a tombstone) and her see
 for that row, which is revoked anyway. Should she come back under a new invite she is a new row with no ratings of
 old: none of hers remain in the study, so no response can end up with two ratings from her.
 The withdrawal is written to the study's log (time, counts, whether her name was deleted; never the name). Running
-it again finds her by the tombstone and changes nothing.
+it again finds her by the tombstone and changes nothing. The exports and reports logged before as holding her
+answers (server/annotation/study_log.py) are named in the result and the log: the store cannot reach those files,
+the researcher must delete or regenerate them.
 
 Deleted rows are not yet gone from the disk: `scrub_storage` runs after the withdrawal commits. On SQLite (which the
 store runs with secure_delete on, so a deleted row's bytes are overwritten in the pages it leaves) it checkpoints the
@@ -40,7 +42,7 @@ from empeval.server.annotation.annotators import pseudonym_for
 from empeval.server.annotation.handout import copy_to_pool, expire_active_of
 from empeval.server.annotation.kinds import AnnotationKind, annotation_kind
 from empeval.server.annotation.secrets import secret_key
-from empeval.server.annotation.study_log import WITHDRAWAL, add_entry
+from empeval.server.annotation.study_log import WITHDRAWAL, add_entry, releases_holding
 from empeval.server.errors import NotFound
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Annotator, Assignment, Study, StudyLogEntry, StudyRevocation
@@ -68,6 +70,8 @@ class Withdrawal(NamedTuple):
     in_progress_expired: int
     name_removed: bool  # her name and pseudonym were deleted now
     name_kept_for: tuple[str, ...]  # the other studies she still takes part in, which keep her name
+    # The exports and reports written before that held her answers ("export to PATH at TIME"): they still do.
+    released_in: tuple[str, ...] = ()
 
 
 def forget(engine, name: str, *, study: str, provider: str = "local", now: datetime | None = None) -> Withdrawal:
@@ -98,14 +102,17 @@ def forget(engine, name: str, *, study: str, provider: str = "local", now: datet
             annotator.revoked_at = annotator.revoked_at or now
             name_removed = True
         answers, comments, reopened = removed
+        released = tuple(f"{entry.event} to {entry.detail.get('where')} at {entry.at:%Y-%m-%d %H:%M} UTC"
+                         for entry in releases_holding(session, study_row.id, annotator.id))
         withdrawal = Withdrawal(annotator.id, False, answers, kind.counted, comments, reopened, in_progress,
-                                name_removed, tuple(kept_for))
+                                name_removed, tuple(kept_for), released)
         if withdrawn_before and not (any(removed) or in_progress or name_removed):
             return withdrawal._replace(already=True)
         add_entry(session, study_row.id, WITHDRAWAL, annotator_id=annotator.id, at=now, detail={
             f"{kind.counted}_removed": withdrawal.answers_removed, "comments_removed": withdrawal.comments_removed,
             "assignments_reopened": withdrawal.reopened,
-            "in_progress_expired": in_progress, "name_removed": name_removed, "name_kept_for": list(kept_for)})
+            "in_progress_expired": in_progress, "name_removed": name_removed, "name_kept_for": list(kept_for),
+            "released_before": list(released)})
         return withdrawal
 
 

@@ -227,7 +227,7 @@ def test_forget_removes_her_ratings_comments_and_name_and_logs_it_without_the_na
     assert entry.event == "withdrawal" and entry.annotator_id == alice.id
     assert entry.detail == {"ratings_removed": hers, "comments_removed": 1,
                             "assignments_reopened": 1, "in_progress_expired": 1, "name_removed": True,
-                            "name_kept_for": []}
+                            "name_kept_for": [], "released_before": []}
     assert "alice" not in repr(snapshot(study_engine)).lower()  # the name is nowhere in the store
 
 
@@ -238,7 +238,7 @@ def test_forget_twice_changes_nothing_the_second_time(study_engine):
     before = snapshot(study_engine)
     again = cli_run(study_engine, "annotators", "forget", "alice", "--study", "pilot")
     assert again.exit_code == 0, again.output
-    assert again.output.strip() == "alice was withdrawn from study pilot already: nothing left to remove"
+    assert again.output.splitlines()[0] == "alice was withdrawn from study pilot already: nothing left to remove"
     assert snapshot(study_engine) == before
 
 
