@@ -73,16 +73,37 @@ class WritablePath(click.Path):
 def write_whole(path: Path, text: str) -> None:
     """Write `text` to `path` (its folders made if missing) whole or not at all: to a temporary file beside it, then
     renamed over it, so that an interrupted command leaves the previous file, never half of the new one. BadInput
-    naming the path when it cannot be written."""
+    naming the path when it cannot be written. The temporary file is synced before the rename (so the new file is
+    whole on disk once it has the name), and temporaries beside it left by a writer that was killed (their process
+    gone) are removed first."""
     temporary = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(text, encoding="utf-8")
+        _remove_stale_partials(path)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(temporary, path)
     except OSError as error:
         with suppress(OSError):
             temporary.unlink()
         raise BadInput(f"cannot write {path}: {error.strerror or error}") from None
+
+
+def _remove_stale_partials(path: Path) -> None:
+    """Delete `.NAME.partial-PID` files beside `path` whose process no longer runs (a write killed midway)."""
+    for partial in path.parent.glob(f".{path.name}.partial-*"):
+        pid = partial.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with suppress(OSError):
+                partial.unlink()
+        except (PermissionError, OverflowError):
+            continue  # alive under another user, or not a pid at all: leave it
 
 
 EXIT_BAD_INPUT = BadInput.exit_code
