@@ -156,12 +156,18 @@ def create_study(engine: Engine, spec: StudyConfig) -> StudySummary:
                        *([Dialogue.emotion.in_(spec.contexts.emotions)] if spec.contexts.emotions else []))).all()}
             return _create_with(session, kind, spec, prompts, prompts, {}, {})
         systems: dict[str, System] = {}
+        missing = []
         for name in (*spec.systems, *spec.controls):
             system = _latest_system(session, name)
             if system is None:
-                raise StudySetupError(f"system {name!r}{kind.system_role(spec, name)} has no responses yet: "
-                                      f"{how_to_get_responses([name], spec.contexts.split)}")
-            systems[name] = system
+                missing.append(name)
+            else:
+                systems[name] = system
+        if missing:  # every one named at once, with the one command that generates them
+            listed = ", ".join(f"{name!r}{kind.system_role(spec, name)}" for name in missing)
+            raise StudySetupError(f"{'system' if len(missing) == 1 else f'{len(missing)} systems'} {listed} "
+                                  f"{'has' if len(missing) == 1 else 'have'} no responses yet: "
+                                  f"{how_to_get_responses(missing, spec.contexts.split)}")
 
         query = (select(Context.id, Dialogue.conv_id, Context.n_turns)
                  .join(Dialogue, Dialogue.id == Context.dialogue_id)

@@ -69,6 +69,18 @@ def backticked_commands(message: str) -> list[str]:
     return re.findall(r"`(empeval [^`]+)`", message)
 
 
+def test_every_system_without_responses_is_named_at_once_with_one_command_that_generates_them(store, tmp_path):
+    url, engine = store
+    path = study_file(tmp_path, systems=("sys-a", "gold", "moel", "made-up"))
+    refused = empeval(url, "study", "create", str(path))
+    assert refused.exit_code == 2
+    assert "3 systems 'gold', 'moel', 'made-up' have no responses yet" in refused.output
+    commands = backticked_commands(refused.output)
+    assert commands[0] == "empeval generate --systems gold,moel --split test", refused.output
+    assert "'made-up' is not in the model registry" in refused.output
+    assert studies(engine) == 0
+
+
 def test_a_registered_system_without_responses_gets_the_generate_command_and_that_command_works(store, tmp_path):
     url, engine = store
     path = study_file(tmp_path, systems=("sys-a", "gold"))
