@@ -82,3 +82,18 @@ def test_a_split_the_store_lacks_is_named_with_the_splits_it_has(tmp_path):
 def test_an_unknown_system_is_still_reported_first_on_an_empty_store(tmp_path):
     refused = empeval(f"sqlite:///{tmp_path / 'e.db'}", "generate", "--systems", "nope")
     assert refused.exit_code == 2 and "unknown system(s) nope" in refused.output
+
+
+def test_an_untrained_system_named_after_others_is_refused_before_any_of_them_generates(tmp_path):
+    """`generate --systems gold,retrieval-ft` with no fine-tuned checkpoint in the cache: exit 2 naming the train
+    command, and nothing generated for gold, named first (it used to generate the systems before the untrained one,
+    minutes of work for retrieval, and only then refuse)."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = make_engine(url)
+    upgrade(engine)
+    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", split="test"), dataset="empatheticdialogues")
+    engine.dispose()
+    refused = empeval(url, "generate", "--systems", "gold,retrieval-ft", "--cache-dir", str(tmp_path / "cache"))
+    assert refused.exit_code == 2, refused.output
+    assert "retrieval-ft" in refused.output and "empeval train retrieval" in refused.output
+    assert rows(url, Response) == 0 and rows(url, System) == 0

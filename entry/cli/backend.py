@@ -115,16 +115,23 @@ def generate(obj: CliContext, systems: str, split: str, limit: int | None, batch
     names = chosen_systems(registry, systems)
     require_contexts(obj.engine(), dataset, split)
     upstream_failed = False
+    # Every system is built before any generates (building is cheap and is where a missing checkpoint is found), so
+    # a refusal comes before minutes of work on the systems named before it.
+    models = {}
     for name in names:
         try:
-            model = registry.get(name)
-            if hasattr(model, "prepare"):
-                model.prepare()
+            models[name] = registry.get(name)
         except (ConfigError, RuntimeError, ValueError) as error:
             if systems == "all" and untrained(error):
                 # "all" means every system that can answer; a trained system is named when asked for by name.
                 click.echo(f"system {name!r} is not trained, skipped: {untrained(error)}")
                 continue
+            fail(f"system {name!r}: {error}", EXIT_BAD_INPUT)
+    for name, model in models.items():
+        try:
+            if hasattr(model, "prepare"):
+                model.prepare()
+        except (ConfigError, RuntimeError, ValueError) as error:
             fail(f"system {name!r}: {error}", EXIT_BAD_INPUT)
         with progress_bar() as progress:
             task = progress.add_task(f"{name}", total=None)
@@ -200,16 +207,20 @@ def metrics(obj: CliContext, split: str, systems: str, p_at_100: bool, limit: in
             click.echo(f"candidate sets ({len(contexts):,} contexts x {candidates.n_candidates}) stored in {path}",
                        err=True)
         n_ranked = len(contexts)
+        # Built first, every one (cheap; a missing checkpoint is found here), so that a refusal comes before the
+        # minutes of ranking the systems named before it.
+        rankable = {}
         for name in registry.names if names is None else names:
             if not registry.specs[name].kind.startswith("retrieval") and registry.specs[name].kind != "cobert":
                 continue
             try:
-                model = registry.get(name)
+                rankable[name] = registry.get(name)
             except ConfigError as error:
                 if names is None and untrained(error):
                     click.echo(f"{name}: not trained, skipped ({untrained(error)})", err=True)
                     continue
                 fail(f"system {name!r}: {error}", EXIT_BAD_INPUT)
+        for name, model in rankable.items():
             if not hasattr(model, "score_candidate_sets"):
                 click.echo(f"{name}: cannot score candidate sets (no score_candidate_sets), skipped", err=True)
                 continue
