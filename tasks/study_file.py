@@ -36,6 +36,8 @@ Every kind of study has these fields:
     min_correct = 3; attempts = 1    # (tasks/qualification.py; each gold item's fields are the kind's)
     [[criteria]]                     # optional: defaults to the paper's Empathy, Relevance, Fluency, asked as
     key = "empathy"; label = "Empathy"; question = "..."; definition = "..."   # the kind asks them
+    [decisions]                      # optional: pre-registered comparisons, monitored anytime-validly
+    comparisons = ["gold vs moel"]   # (tasks/decisions_file.py: margin, alpha, stop_when_decided, budget)
 
 and what the study's kind adds, documented in its tasks part (tasks/kinds/likert.py: k ratings per response, the
 scale, the human share of model-assisted evaluation; tasks/kinds/pairwise.py: the pairs, ties, k judgments per pair;
@@ -63,6 +65,7 @@ from empeval.server.store.study_parts import (
     Pay,
     Recruitment,
 )
+from empeval.tasks.decisions_file import parse_decisions
 from empeval.tasks.kind_parts import StudyFileError, StudyFileParts, StudyFileReader
 from empeval.tasks.kinds import TaskKind, task_kind, task_kinds
 from empeval.tasks.qualification import parse_qualification
@@ -165,19 +168,20 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     criteria = _criteria(r, data) if "criteria" in data else kind.criteria_asked(setup)
     recruitment = _recruitment(r, data)
     qualification = parse_qualification(r, data, kind, setup, criteria, controls, recruitment)
+    decisions = parse_decisions(r, data, systems=systems, criteria=tuple(c.key for c in criteria))
     return StudyConfig(name=name, seed=seed, contexts=contexts, systems=systems, controls=controls, design=design,
                        criteria=criteria, setup=setup, pay=pay, qualification=qualification,
                        title=data.get("title", "") if isinstance(data.get("title", ""), str) else "",
                        instructions=data.get("instructions", "") if isinstance(data.get("instructions", ""), str)
                        else "",
                        control_targets={c: CONTROL_TARGETS[c] for c in controls},
-                       compare_with=compare_with, recruitment=recruitment)
+                       compare_with=compare_with, recruitment=recruitment, decisions=decisions)
 
 
 # The fields every kind's study file has, per section ("" is the top level).
 SHARED_FIELDS: dict[str, frozenset[str]] = {
     "": frozenset({"name", "seed", "title", "instructions", "contexts", "systems", "design", "pay", "criteria", "kind",
-                   "compare_with", "recruitment", "qualification"}),
+                   "compare_with", "recruitment", "qualification", "decisions"}),
     "systems": frozenset({"names", "controls"}),
     "design": frozenset({"items_per_assignment", "control_rate", "assignment_minutes"}),
 }

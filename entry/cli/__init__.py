@@ -58,6 +58,8 @@ COMMANDS: dict[str, Command] = {
                       "them); for a pairwise (A/B) study..."),
     "secret": Command("secret", "secret", "The signing secret: behind every invite link and the admin token."),
     "serve": Command("annotate", "serve", "Run the app: annotation pages, JSON API, admin dashboard."),
+    "status": Command("study", "status_alias", "Progress of study NAME and its pre-registered decisions (the same "
+                      "as `empeval study status NAME`)."),
     "study": Command("study", "study", "Create Likert or pairwise (A/B) studies from a study file, list them, follow "
                      "their progress, close them."),
     "systems": Command("backend", "systems", "List the configured systems and judges (name, kind, parameters); "

@@ -34,13 +34,22 @@ def create(obj: CliContext, study_file: Path) -> None:
     click.echo(summary.next_steps())
 
 
-@study.command("status")
-@click.argument("name")
-@pass_cli
-def status(obj: CliContext, name: str) -> None:
-    """Whether study NAME is open or closed, and its assignments by status (open, assigned, submitted, expired)."""
+def _status_command(function):
+    """The options of `empeval study status` (and of its top-level alias `empeval status`)."""
+    function = click.option("--judge", default=None,
+                            help="The judge whose scores give the model-assisted intervals of the study's [decisions] "
+                                 "(default: the judge that scored the study most recently, if any).")(function)
+    return pass_cli(click.argument("name")(function))
+
+
+def _print_status(obj: CliContext, name: str, judge: str | None) -> None:
+    """Open or closed, assignments by status, and the pre-registered decisions ([decisions]): each comparison's
+    anytime-valid interval and state, human-only and model-assisted; closes the study's claims when its decisions say
+    stop_when_decided and everything is decided or the budget is spent."""
     from sqlalchemy.orm import Session
 
+    from empeval.server.annotation.decisions import close_claims_if_decided, decision_status
+    from empeval.server.errors import BadInput
     from empeval.server.store.queries import study_by_name
     from empeval.server.store.statuses import AssignmentStatus
     from empeval.tasks.study_create import study_progress
@@ -48,9 +57,64 @@ def status(obj: CliContext, name: str) -> None:
     engine = obj.engine()
     counts = study_progress(engine, name)
     with Session(engine) as session:
-        click.echo(f"study {name}: {study_by_name(session, name).status}")
+        row = study_by_name(session, name)
+        click.echo(f"study {name}: {row.status}" + (" (not taking new work)" if row.claims_closed_at else ""))
+        has_decisions = row.config.decisions is not None
     for state in AssignmentStatus:
         click.echo(f"{state:<10}{counts.get(state, 0):>6}")
+    if not has_decisions:
+        return
+    try:
+        scores, judge = _judge_scores(engine, name, judge)
+        status = decision_status(engine, name, judge_scores=scores, judge=judge)
+    except BadInput as problem:  # a study of another kind (decisions are computed for Likert studies)
+        click.echo(f"decisions: {problem}")
+        return
+    if status is None:
+        return
+    if close_claims_if_decided(engine, status):
+        status = decision_status(engine, name, judge_scores=scores, judge=judge)
+    for line in status.lines() if status is not None else ():
+        click.echo(line)
+
+
+def _judge_scores(engine, name: str, judge: str | None):
+    """The scores of `judge` (default: the judge that scored the study's items most recently) and its name, or
+    (None, None) when no judge scored the study."""
+    from sqlalchemy import func, select
+    from sqlalchemy.orm import Session
+
+    from empeval.server.backend.judges.scores import judge_scores
+    from empeval.server.store.kinds.likert import StudyItem
+    from empeval.server.store.models import JudgeScore
+    from empeval.server.store.queries import study_by_name
+
+    if judge is None:
+        with Session(engine) as session:
+            study_id = study_by_name(session, name).id
+            judge = session.scalar(
+                select(JudgeScore.judge).join(StudyItem, StudyItem.response_id == JudgeScore.response_id)
+                .where(StudyItem.study_id == study_id).group_by(JudgeScore.judge)
+                .order_by(func.max(JudgeScore.created_at).desc(), JudgeScore.judge).limit(1))
+        if judge is None:
+            return None, None
+    return judge_scores(engine, name, judge), judge
+
+
+@study.command("status")
+@_status_command
+def status(obj: CliContext, name: str, judge: str | None) -> None:
+    """Whether study NAME is open or closed, its assignments by status (open, assigned, submitted, expired), and,
+    when its study file pre-registered [decisions], each comparison's anytime-valid interval and state (undecided,
+    A better, B better, equivalent within margin), human-only and model-assisted, with the paid ratings so far."""
+    _print_status(obj, name, judge)
+
+
+@click.command("status")
+@_status_command
+def status_alias(obj: CliContext, name: str, judge: str | None) -> None:
+    """Progress of study NAME and its pre-registered decisions (the same as `empeval study status NAME`)."""
+    _print_status(obj, name, judge)
 
 
 @study.command("close")

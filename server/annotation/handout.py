@@ -84,6 +84,16 @@ class StudyClosed(Forbidden):
     """The study was closed by the researcher: no assignment is handed out and no submission is taken."""
 
 
+class NoNewWork(Forbidden):
+    """The study has closed its claims (its pre-registered comparisons are decided, or its budget of paid ratings is
+    spent: server/annotation/decisions.py): it hands out no new assignment, while one already started may still be
+    resumed and submitted. The claim's own statement refuses new work too (hot_sql.CLAIMS_OPEN)."""
+
+    def __init__(self, study: str):
+        super().__init__(f"study {study!r} has the ratings it needs and is not taking new work (an assignment you "
+                         "have started may still be finished and submitted). Thank you for your help!")
+
+
 class AccessRevoked(Forbidden):
     """The researcher revoked this annotator, in this study or in all of them."""
 
@@ -321,6 +331,8 @@ def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: d
         raise SubmittedOnProlific(study)
     if not row.qualified:  # the claim's own statement refuses her too (hot_sql.qualified_sql): this says why
         raise QualificationRequired(study_name, failed=row.qualification == QualificationStatus.FAILED)
+    if row.claims_closed_at is not None:  # the claim's own statement refuses it too (hot_sql.CLAIMS_OPEN)
+        raise NoNewWork(study_name)
     minutes = study.config.design.assignment_minutes
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:

@@ -186,14 +186,14 @@ def room_on_prolific_sql(study: str) -> str:
             f"cap_study WHERE cap_study.id = {study}), 1 = 1))")
 
 
-# Whether she may work (study status, revocations, her qualification, a Prolific participant's one submission) and
-# what she holds that is not overdue, in one read.
+# Whether she may work (study status, revocations, her qualification, a Prolific participant's one submission),
+# what she holds that is not overdue, and whether the study still hands out new work (claims_closed_at), in one read.
 STUDY_AND_RESUMABLE = _both(
     "SELECT study.id, study.status, {config} AS config, " + revoked_sql("study.id") + " AS revoked, "
     + qualified_sql("study.id") + " AS qualified, " + done_on_prolific_sql("study.id") + " AS done_on_prolific, "
     "(SELECT qualification_outcome.status FROM qualification_outcome WHERE qualification_outcome.study_id = study.id "
     "AND qualification_outcome.annotator_id = :annotator) AS qualification, "
-    "resumable.id AS resumable_id, resumable.expires_at "
+    "resumable.id AS resumable_id, resumable.expires_at, study.claims_closed_at "
     "FROM study LEFT OUTER JOIN assignment AS resumable ON resumable.study_id = study.id "
     f"AND resumable.annotator_id = :annotator AND resumable.status = '{ASSIGNED}' "
     "AND (resumable.expires_at IS NULL OR resumable.expires_at >= :now) "
@@ -251,17 +251,25 @@ _AFTER_HER_LAST_CLAIM = ("AND candidate.design_index >= :from_index "
                          "AND (candidate.design_index > :from_index OR candidate.id > :from_id) ")
 
 
+# SQL truth value: the study (:study) still hands out new work: its claims were not closed (study.claims_closed_at,
+# set once its pre-registered comparisons are decided or its budget is spent: server/annotation/decisions.py).
+# One column test by primary key inside the claim's UPDATE; resuming and submitting held work do not read it.
+CLAIMS_OPEN = ("NOT EXISTS (SELECT 1 FROM study AS closing WHERE closing.id = :study "
+               "AND closing.claims_closed_at IS NOT NULL)")
+
+
 def _claim(seen: str) -> ByDialect:
     """The first fitting candidate after her last claim, else the first from the start (COALESCE evaluates the
     second walk only when the first finds nothing), claimed by the UPDATE whose WHERE chooses it, and only if the
     study's qualification lets her through (qualified_sql), she is not a Prolific participant who has submitted
     already (done_on_prolific_sql) and the study's Prolific places are not all taken (room_on_prolific_sql): each in
     the claim's own statement, so the database refuses her whatever Python read before (a second tab, a script);
-    RETURNING its id and design position."""
+    and only while the study takes new work (CLAIMS_OPEN: a decided study's claims are closed, its started
+    assignments may still be resumed and submitted); RETURNING its id and design position."""
     after_her_last, from_the_start = _first_fitting(seen, _AFTER_HER_LAST_CLAIM), _first_fitting(seen)
     return _both(f"UPDATE assignment SET status = '{ASSIGNED}', annotator_id = :annotator, started_at = :now, "
                  f"expires_at = :expires_at WHERE assignment.id = COALESCE(({after_her_last}), ({from_the_start})) "
-                 f"AND assignment.status = '{OPEN}' AND {qualified_sql(':study')} "
+                 f"AND assignment.status = '{OPEN}' AND {CLAIMS_OPEN} AND {qualified_sql(':study')} "
                  f"AND NOT {done_on_prolific_sql(':study')} AND {room_on_prolific_sql(':study')} "
                  "RETURNING assignment.id, assignment.design_index")
 

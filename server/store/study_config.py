@@ -29,6 +29,7 @@ from typing import Any
 
 from empeval.server.store.kinds import DEFAULT_KIND, StudySetup, UnknownStudyKind, default_setup, setup_class
 from empeval.server.store.qualification import Qualification
+from empeval.server.store.study_decisions import Decisions
 from empeval.server.store.study_parts import (
     DEFAULT_CRITERIA,
     ConfigReader,
@@ -65,6 +66,8 @@ class StudyConfig:
     recruitment: Recruitment = field(default_factory=Recruitment)
     # The training a rater passes before her first real assignment (server/store/qualification.py), if any.
     qualification: Qualification | None = None
+    # The pre-registered comparisons, and whether the study stops once they are decided (store/study_decisions.py).
+    decisions: Decisions | None = None
 
     @property
     def kind(self) -> str:
@@ -83,6 +86,8 @@ class StudyConfig:
         shared = asdict(self)
         del shared["setup"]
         stored = _jsonable(shared)
+        if self.decisions is not None:
+            stored["decisions"] = self.decisions.stored()
         for key, default in _LATER_KEYS.items():
             if stored[key] == default:
                 del stored[key]
@@ -151,11 +156,14 @@ class StudyConfig:
                                                      Recruitment.admissions_per_minute)),
             qualification=None if top.get("qualification") is None
             else Qualification.from_stored(reader, top["qualification"]),
+            decisions=None if top.get("decisions") is None
+            else Decisions.from_stored(reader, top["decisions"]),
         )
 
 
 # Keys StudyConfig gained after studies were first stored, with the defaults to_json leaves out.
-_LATER_KEYS: dict[str, Any] = {"compare_with": "", "recruitment": asdict(Recruitment()), "qualification": None}
+_LATER_KEYS: dict[str, Any] = {"compare_with": "", "recruitment": asdict(Recruitment()), "qualification": None,
+                               "decisions": None}
 
 
 def _jsonable(value: Any) -> Any:

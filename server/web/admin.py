@@ -11,17 +11,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, send_from_directory
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, Forbidden, NotFound, TooManyRequests
 
+from empeval.server.annotation.decisions import close_claims_if_decided, decision_status
 from empeval.server.annotation.export import export_text
 from empeval.server.annotation.item_browser import item_page
 from empeval.server.annotation.kinds import annotation_kind
 from empeval.server.annotation.preview import preview_payload
 from empeval.server.annotation.rater_table import rater_table, study_comments
 from empeval.server.annotation.study_log import study_log
-from empeval.server.store.models import Study
+from empeval.server.backend.judges.scores import judge_scores
+from empeval.server.store.kinds.likert import LikertSetup, StudyItem
+from empeval.server.store.models import JudgeScore, Study
 from empeval.server.store.queries import assignment_counts, study_by_name
 from empeval.server.store.statuses import StudyStatus
 from empeval.server.web import openapi
@@ -83,9 +86,29 @@ def study_page(name: str):
     with Session(engine) as session:
         criteria = study_by_name(session, name).config.criterion_keys
     items = item_page(engine, name, page=page, rated_only=rated_only)
-    return render_template("admin_study.html", s=progress, criteria=criteria, items=items,
+    return render_template("admin_study.html", s=progress, criteria=criteria, items=items, decisions=_decisions(name),
                            raters=rater_table(engine, name), comments=study_comments(engine, name),
                            log=study_log(engine, name))
+
+
+def _decisions(name: str) -> dict | None:
+    """The study's pre-registered decisions now (server/annotation/decisions.py), model-assisted with the judge that
+    scored it most recently, if any; a look that finds everything decided (or the budget spent) closes the study's
+    claims when its [decisions] say stop_when_decided. None for a study without [decisions]."""
+    engine = _engine()
+    with Session(engine) as session:
+        study = study_by_name(session, name)
+        if study.config.decisions is None or not isinstance(study.config.setup, LikertSetup):
+            return None
+        judge = session.scalar(
+            select(JudgeScore.judge).join(StudyItem, StudyItem.response_id == JudgeScore.response_id)
+            .where(StudyItem.study_id == study.id).group_by(JudgeScore.judge)
+            .order_by(func.max(JudgeScore.created_at).desc(), JudgeScore.judge).limit(1))
+    scores = judge_scores(engine, name, judge) if judge is not None else None
+    status = decision_status(engine, name, judge_scores=scores, judge=judge)
+    if status is not None and close_claims_if_decided(engine, status):
+        status = decision_status(engine, name, judge_scores=scores, judge=judge)
+    return None if status is None else status.as_dict()
 
 
 def _rated_argument() -> bool:
