@@ -64,6 +64,7 @@ def _ints(text: str) -> list[int]:
 
 
 @click.command()
+@click.argument("study_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--pilot", "pilot_study", default=None,
               help="Estimate the variance components from this study in the store.")
 @click.option("--pilot-export", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -103,11 +104,30 @@ def _ints(text: str) -> list[int]:
               help="With --judge-correlation: the target CI half-width on a system mean, in scale points.")
 @click.option("--judge-contexts", type=count(2), default=None,
               help="With --judge-correlation: contexts the judge scores in all (default: as many as needed).")
+@click.option("--max-assignments-per-rater", type=count(), default=None,
+              help="With STUDY_FILE: assignments one rater may take (default: as many as she can without seeing a "
+                   "context twice); sets how many raters to recruit.")
+@click.option("--arrivals-per-hour", type=float, default=10.0, show_default=True,
+              help="With STUDY_FILE: new raters arriving an hour, for the expected time to finish.")
+@click.option("--minutes-per-assignment", type=float, default=None,
+              help="With STUDY_FILE: minutes a rater spends on one assignment (default: 25 s an item).")
+@click.option("--difference-correlation", type=float, default=None, metavar="R",
+              help="With STUDY_FILE: a judge whose per-context difference between two systems correlates R with the "
+                   "people's; prints the paid ratings each model-assisted strategy needs until every pair is decided.")
+@click.option("--margin", type=float, default=None,
+              help="With --difference-correlation: the equivalence margin in scale points (default: half of --effect).")
 @pass_cli
-def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts, systems,
-         items_per_assignment, control_rate, reward, fee, replicates, plot, seed, pairwise, p_win, tie_rate,
-         context_share, pairs, judge_correlation, half_width, judge_contexts) -> None:
+def plan(obj: CliContext, study_file, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts,
+         systems, items_per_assignment, control_rate, reward, fee, replicates, plot, seed, pairwise, p_win, tie_rate,
+         context_share, pairs, judge_correlation, half_width, judge_contexts, max_assignments_per_rater,
+         arrivals_per_hour, minutes_per_assignment, difference_correlation, margin) -> None:
     """Simulate designs to size a study: power to detect EFFECT on CRITERION, required contexts, cost.
+
+    With STUDY_FILE (a Likert study file): its systems, k, assignment size, pay and currency and platform are
+    read from it; power is planned for every pair of its systems at alpha / pairs (Holm's strictest step, as the
+    report corrects); it prints the contexts needed, the power of the file's own count, the cost in the file's
+    currency, the raters to recruit and the time to finish; with --difference-correlation, the paid ratings of
+    each model-assisted strategy.
 
     Power is that of the report's test (Wilcoxon signed-rank on item means, paired by context), estimated
     by simulating each design REPLICATES times; the analytic power of a paired t-test is shown beside it.
@@ -121,6 +141,13 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     system mean when an automatic judge with correlation R to the item labels scores every context, beside the
     human-only figure, per k (analysis.stats.ppi.planner; the label SD comes from the variance components).
     """
+    if study_file is not None:
+        _plan_study_file(obj, study_file, pilot_study=pilot_study, pilot_export=pilot_export, criterion=criterion,
+                         effect=effect, target_power=target_power, alpha=alpha, replicates=replicates, seed=seed,
+                         max_per_rater=max_assignments_per_rater, arrivals_per_hour=arrivals_per_hour,
+                         minutes_per_assignment=minutes_per_assignment,
+                         difference_correlation=difference_correlation, margin=margin)
+        return
     if judge_correlation is not None and pairwise:
         raise click.BadParameter("plans Likert system means; it cannot be combined with --pairwise",
                                  param_hint="--judge-correlation")
@@ -131,11 +158,8 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
         return
     import pandas as pd
 
-    from empeval.analysis.kinds.likert.load import read_export, tidy_from_export
     from empeval.analysis.stats.power import (
-        Components,
         analytic_t_contexts,
-        components_from_pilot,
         plan_table,
         power_curves_figure,
         required_contexts,
@@ -146,23 +170,9 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
         raise click.BadParameter("must be at least 1", param_hint="--systems")
     assignments_for = _assignments_counter(items_per_context=systems, items_per_assignment=items_per_assignment,
                                            control_rate=control_rate)
-    components = Components()
-    source = "default components"
-    try:
-        if pilot_study:
-            from empeval.server.annotation.export import export_rows
+    components, source = _components(obj, pilot_study, pilot_export, criterion)
 
-            components = components_from_pilot(tidy_from_export(pd.DataFrame(export_rows(obj.engine(), pilot_study))),
-                                               criterion=criterion)
-            source = f"pilot study {pilot_study!r}"
-        elif pilot_export:
-            components = components_from_pilot(read_export(pilot_export), criterion=criterion)
-            source = f"pilot export {pilot_export}"
-    except ValueError as error:  # the pilot cannot give components (too few ratings, one system, ...)
-        fail(getattr(error, "message", str(error)), EXIT_BAD_INPUT)
-
-    click.echo(f"variance components ({source}, {criterion}): context sd {components.context_sd:.2f}, response sd "
-               f"{components.response_sd:.2f}, rater sd {components.rater_sd:.2f}, noise sd {components.noise_sd:.2f}")
+    _echo_components(components, source, criterion)
     if judge_correlation is not None:
         _plan_with_judge(components, judge_correlation=judge_correlation, half_width=half_width, ks=ks_list,
                          systems=systems, alpha=alpha, judge_contexts=judge_contexts)
@@ -192,6 +202,70 @@ def plan(obj: CliContext, pilot_study, pilot_export, criterion, effect, target_p
     plot.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(plot)
     click.echo(f"\nplot: {plot}")
+
+
+def _components(obj: CliContext, pilot_study: str | None, pilot_export: Path | None, criterion: str):
+    """The variance components to plan with (a pilot study in the store, an export, or the defaults) and where they
+    came from; exit 2 when the pilot cannot give them."""
+    import pandas as pd
+
+    from empeval.analysis.kinds.likert.load import read_export, tidy_from_export
+    from empeval.analysis.stats.power import Components, components_from_pilot
+
+    try:
+        if pilot_study:
+            from empeval.server.annotation.export import export_rows
+
+            ratings = tidy_from_export(pd.DataFrame(export_rows(obj.engine(), pilot_study)))
+            return components_from_pilot(ratings, criterion=criterion), f"pilot study {pilot_study!r}"
+        if pilot_export:
+            return components_from_pilot(read_export(pilot_export), criterion=criterion), f"pilot export {pilot_export}"
+    except ValueError as error:  # the pilot cannot give components (too few ratings, one system, ...)
+        fail(getattr(error, "message", str(error)), EXIT_BAD_INPUT)
+    return Components(), "default components"
+
+
+def _echo_components(components, source: str, criterion: str) -> None:
+    click.echo(f"variance components ({source}, {criterion}): context sd {components.context_sd:.2f}, response sd "
+               f"{components.response_sd:.2f}, rater sd {components.rater_sd:.2f}, noise sd {components.noise_sd:.2f}")
+
+
+def _plan_study_file(obj: CliContext, study_file: Path, *, pilot_study, pilot_export, criterion: str, effect: float,
+                     target_power: float, alpha: float, replicates: int, seed: int, max_per_rater: int | None,
+                     arrivals_per_hour: float, minutes_per_assignment: float | None,
+                     difference_correlation: float | None, margin: float | None) -> None:
+    """`plan STUDY_FILE` (empeval.planning): the study file's own numbers, printed line by line."""
+    from empeval.planning import PlanRefused, plan_study
+    from empeval.tasks.kind_parts import StudyFileError
+    from empeval.tasks.study_file import load_study_file
+
+    for name, value, low, high in (("--power", target_power, 0, 1), ("--alpha", alpha, 0, 1)):
+        if not low < value < high:
+            raise click.BadParameter(f"{value:g} must lie strictly between {low} and {high}", param_hint=name)
+    for option, given in (("--effect", effect), ("--arrivals-per-hour", arrivals_per_hour),
+                          ("--minutes-per-assignment", minutes_per_assignment), ("--margin", margin)):
+        if given is not None and not 0 < given < float("inf"):
+            raise click.BadParameter(f"{given:g} must be a positive number", param_hint=option)
+    if difference_correlation is not None and not 0 < difference_correlation < 1:
+        raise click.BadParameter(f"{difference_correlation:g} must lie strictly between 0 and 1",
+                                 param_hint="--difference-correlation")
+    try:
+        config = load_study_file(study_file)
+    except StudyFileError as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    components, source = _components(obj, pilot_study, pilot_export, criterion)
+    _echo_components(components, source, criterion)
+    try:
+        planned = plan_study(config, components, effect=effect, power=target_power, alpha=alpha,
+                             max_per_rater=max_per_rater, arrivals_per_hour=arrivals_per_hour,
+                             minutes_per_assignment=minutes_per_assignment, replicates=replicates, seed=seed,
+                             difference_correlation=difference_correlation, margin=margin)
+    except PlanRefused as error:
+        fail(str(error), EXIT_BAD_INPUT)
+    except ValueError as error:  # a difference correlation the ratings' own reliability cannot reach
+        fail(f"--difference-correlation: {error}", EXIT_BAD_INPUT)
+    for line in planned.lines():
+        click.echo(line)
 
 
 def _plan_with_judge(components, *, judge_correlation: float, half_width: float, ks: list[int], systems: int,

@@ -63,6 +63,7 @@ ROLES: dict[tuple[tuple[str, ...], str], str] = {
     (("report",), "likert_export"): FILE_IN,
     (("report",), "systems_config"): FILE_IN,
     (("plan",), "pilot_export"): FILE_IN,
+    (("plan",), "study_file"): FILE_IN,
     (("plan",), "plot"): FILE_OUT,
     (("study", "create"), "study_file"): FILE_IN,
     (("demo",), "workdir"): FOLDER_OUT,
