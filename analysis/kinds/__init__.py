@@ -41,6 +41,10 @@ class JudgeRequest:
     #: The design's human sample (``context_id``, ``sampled``; ``attrs`` ``human_share`` and
     #: ``human_share_seed``), as the store records it; None when unknown (a report from an export).
     design_sample: pd.DataFrame | None = None
+    #: A judge of differences' verdicts on pairs of the study's responses (criterion, context_id, system_a,
+    #: system_b, judge_diff = A - B; analysis.stats.ppi.differences) and its name; None without one.
+    pair_scores: pd.DataFrame | None = None
+    pair_judge: str | None = None
 
 
 

@@ -12,6 +12,13 @@ bootstrap CI, Spearman's rho, a calibration plot; the items the judge failed on.
 the study's own ratings with cross-fitting, gets cross-prediction-powered inference (Zrnic and Candès 2024)
 instead of PPI++.
 
+A judge of differences (a pairwise judge asked which of two responses is better, in both orders, or a learned
+difference judge; ``pair_scores``) predicts each context's difference itself: when the study has its verdicts, the
+paired differences are PPI++ with its differences as the predictor (``empeval.analysis.stats.ppi.differences``)
+instead of the per-item scores differenced, and the section prints the judge-human correlation of differences
+beside the one of scores (a judge that scores responses one at a time mostly sees what two responses to one
+context share, which cancels in their difference).
+
 The estimates run only when every item has a score from the judge; ``allow_missing`` drops the items it failed
 on and the section says how many (``JudgeCoverageError`` otherwise, before anything is written).
 """
@@ -30,12 +37,14 @@ from empeval.analysis.report.document import Block, Heading, Image, Paragraph, T
 from empeval.analysis.report.tables import fmt, fmt_p, in_criterion_order, interval
 from empeval.analysis.stats.ppi.agreement import ALL_SYSTEMS, calibration_table, judge_agreement
 from empeval.analysis.stats.ppi.crossfit import crossppi_paired_differences, crossppi_system_means
+from empeval.analysis.stats.ppi.differences import difference_correlations, item_score_differences, ppi_pair_differences
 from empeval.analysis.stats.ppi.estimates import ppi_paired_differences, ppi_system_means
 from empeval.analysis.stats.ppi.tables import ITEM_KEYS, item_labels, judge_failures
 
 PPI = "ppi"
 CROSS_PPI = "crossppi"
-ESTIMATOR_NAMES = {PPI: "PPI++", CROSS_PPI: "cross-PPI"}
+PAIR_PPI = "pairppi"  # paired differences by PPI++ with a judge of differences as the predictor
+ESTIMATOR_NAMES = {PPI: "PPI++", CROSS_PPI: "cross-PPI", PAIR_PPI: "PPI++"}
 
 #: Failures listed in the document; the CSV holds them all.
 FAILURES_SHOWN = 30
@@ -103,10 +112,19 @@ class JudgedTables:
     n_refitted: int = 0  # learned judge: items whose human-rated status changed since it was fitted
     design: DesignSample | None = None  # the design's human sample, when the store recorded one
     systems: list[str] = field(default_factory=list)  # the report's one system order (empty: as computed)
+    pairs_estimator: str = ""  # how ``pairs`` was made (default: ``estimator``); PAIR_PPI with a judge of differences
+    pair_judge: str | None = None  # the judge of differences whose verdicts made ``pairs``
+    pairs_note: str = ""  # why the judge of differences' verdicts were not used, when they were given
+    #: Judge-human correlation per criterion: of scores (items), of the item scores differenced, and of the judge
+    #: of differences' verdicts, with the contexts each rests on.
+    correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def __post_init__(self) -> None:
+        self.pairs_estimator = self.pairs_estimator or self.estimator
 
     def csv_tables(self) -> dict[str, pd.DataFrame]:
         tables = {"judge_agreement": self.agreement, "judge_calibration": self.calibration,
-                  "judge_failures": self.failures}
+                  "judge_failures": self.failures, "judge_correlations": self.correlations}
         if self.means is not None:
             tables["judge_means"] = self.means
         if self.pairs is not None:
@@ -131,6 +149,8 @@ def judged_tables(
     seed: int = 0,
     cluster_by: str = "assignment_id",
     design_sample: pd.DataFrame | None = None,
+    pair_scores: pd.DataFrame | None = None,
+    pair_judge: str | None = None,
 ) -> JudgedTables:
     """The model-assisted analysis of one judge over the tidy ``ratings`` (``analysis.kinds.likert.load``; controls left
     out) and the judge's ``judge_scores`` (one row per item and criterion: ``context_id``, ``system``,
@@ -152,6 +172,14 @@ def judged_tables(
     compared with the contexts actually rated (``DesignSample``), so the section can say how the rated contexts
     were drawn and warn when sampled contexts are still unrated: the estimates take the rated contexts for a
     uniform random sample, which holds only while the missing ones are missing at random.
+
+    ``pair_scores`` (a judge of differences' verdicts, ``pair_judge``: ``criterion``, ``context_id``,
+    ``system_a``, ``system_b``, ``judge_diff``, optionally ``error``; ``server.backend.judges.pair_scores``) make the
+    paired differences PPI++ with the judge's differences as the predictor
+    (``empeval.analysis.stats.ppi.differences.ppi_pair_differences``; its failures dropped and counted when
+    ``allow_missing``), and add its correlation with the human differences to ``correlations``. When they cannot
+    be used (failures not allowed, too few compared contexts) the per-item judge's pairs stay, and
+    ``pairs_note`` says why.
     """
     human = ratings.loc[~ratings["is_control"].astype(bool)] if "is_control" in ratings.columns else ratings
     human = human.rename(columns={"context": "context_id"})
@@ -206,7 +234,56 @@ def judged_tables(
     except ValueError as error:
         tables.means = tables.pairs = None
         tables.why_not_estimated = str(error)
+    pairs_of_judge = None
+    if pair_scores is not None:
+        in_study = pair_scores.loc[pair_scores["criterion"].isin(judged)]
+        try:
+            pairs_of_judge = ppi_pair_differences(human, in_study, cluster_by=cluster_by, ci_level=ci_level,
+                                                  family=family, correction=correction, alpha=alpha,
+                                                  allow_missing=allow_missing)
+        except ValueError as error:
+            named = f" {pair_judge}" if pair_judge else ""
+            tables.pairs_note = (f"the verdicts of the judge of differences{named} were not used for the paired "
+                                 f"differences (the item scores differenced were): {error}")
+        if pairs_of_judge is not None and tables.means is not None:
+            tables.pairs, tables.pairs_estimator, tables.pair_judge = pairs_of_judge, PAIR_PPI, pair_judge
+    tables.correlations = judge_correlations(human, plain, in_study if pair_scores is not None else None)
     return tables
+
+
+def judge_correlations(human: pd.DataFrame, judge_scores: pd.DataFrame,
+                       pair_scores: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per criterion, Pearson's r between the judge and people on the human-rated contexts: of the item scores
+    with the item labels (systems pooled), of the item scores differenced with the label differences, and (with
+    ``pair_scores``) of a judge of differences' verdicts with the label differences, every pair of systems pooled.
+
+    Returns
+    -------
+    correlations : pandas.DataFrame
+        ``criterion``, ``n_items``, ``score_r``, ``n_contexts``, ``item_difference_r``, ``n_pair_contexts``,
+        ``pair_difference_r`` (NaN without ``pair_scores`` or with fewer than three rated contexts).
+    """
+    labels = item_labels(human)[ITEM_KEYS + ["label"]]
+    items = judge_scores.assign(context_id=judge_scores["context_id"].astype(str)).merge(
+        labels.assign(context_id=labels["context_id"].astype(str)), on=ITEM_KEYS)
+    items = items.loc[items["judge_score"].notna()]
+    differenced = difference_correlations(human, item_score_differences(judge_scores))
+    paired = difference_correlations(human, pair_scores) if pair_scores is not None else None
+    rows = []
+    for criterion in sorted(set(items["criterion"]) | set(differenced["criterion"])):
+        part = items.loc[items["criterion"] == criterion]
+        row = {"criterion": criterion, "n_items": len(part),
+               "score_r": float(np.corrcoef(part["judge_score"], part["label"])[0, 1])
+               if len(part) > 2 and part["judge_score"].std() > 0 and part["label"].std() > 0 else np.nan}
+        for prefix, table, n_name in (("item_difference", differenced, "n_contexts"),
+                                      ("pair_difference", paired, "n_pair_contexts")):
+            overall = (table.loc[(table["criterion"] == criterion) & (table["system_a"] == "all pairs")]
+                       if table is not None else pd.DataFrame())
+            row[n_name] = int(overall["n_contexts"].iloc[0]) if len(overall) else 0
+            row[f"{prefix}_r"] = float(overall["pearson"].iloc[0]) if len(overall) else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["criterion", "n_items", "score_r", "n_contexts", "item_difference_r",
+                                       "n_pair_contexts", "pair_difference_r"])
 
 
 def _error_of(errors: pd.Series | None, key: tuple) -> str:
@@ -234,7 +311,9 @@ def _cross_fit_table(scores: pd.DataFrame, human: pd.DataFrame) -> tuple[pd.Data
     for column in fold_columns:
         table.loc[lost, column] = table.loc[lost, "judge_score"]
     gained = rated_now & ~rated_then
-    table.loc[rated_now, fold_columns] = np.nan
+    # A gained item keeps each fold model's score (none saw its ratings): a context rated since for one system
+    # only then still has every model's difference (crossfit._fold_differences).
+    table.loc[rated_now & rated_then, fold_columns] = np.nan
     table.loc[gained, "fold"] = 0
     table.loc[lost, "fold"] = -1
     columns = ["criterion", "system", "context_id", "label", "fold", "judge_score", *fold_columns]
@@ -299,13 +378,25 @@ def judged_blocks(tables: JudgedTables, *, figure_png: bytes | None, figure_path
     else:
         blocks.append(Table(means_table(tables), caption=means_caption(tables, ci_level)))
         if tables.pairs is not None and not tables.pairs.empty:
+            predictor = (f" with the judge of differences {tables.pair_judge}'s verdicts as the predictor"
+                         if tables.pairs_estimator == PAIR_PPI else "")
+            pair_name = ESTIMATOR_NAMES[tables.pairs_estimator]
             blocks.append(Table(_pairs_text(tables, alpha), caption=(
                 f"Paired differences a − b per context: human-only on the contexts people rated for both, "
-                f"judge-only (biased), and {name} with its {ci_level:.0%} interval; p adj.: {correction_name} "
-                f"correction over {family_words} (as the Likert comparisons), sig.: p adj. < {alpha:g}.")))
+                f"judge-only (biased), and {pair_name}{predictor} with its {ci_level:.0%} interval; p adj.: "
+                f"{correction_name} correction over {family_words} (as the Likert comparisons), sig.: p adj. < "
+                f"{alpha:g}; a note says why a figure is n/a.")))
+        if tables.pairs_note:
+            blocks.append(Paragraph(tables.pairs_note[0].upper() + tables.pairs_note[1:] + "."))
         if wider := wider_than_human_only(tables):
             blocks.append(Paragraph(wider))
     blocks.append(Heading("How far to trust the judge", level=3))
+    if not tables.correlations.empty:
+        blocks.append(Table(correlations_text(tables), caption=(
+            "Judge-human correlation (Pearson's r) on the human-rated contexts: of the judge's scores with the item "
+            "labels, and of differences between two systems' responses to one context with the people's "
+            "differences, which a decision between systems rests on and which narrow its interval; the item "
+            "scores differenced, and the judge of differences' own verdicts when the study has them.")))
     blocks.append(Table(_agreement_text(tables), caption=(
         "Judge-human agreement on the human-rated items against the label the estimates use (the mean of an "
         f"item's ratings): Krippendorff's α (interval) with a {ci_level:.0%} percentile bootstrap CI over items "
@@ -375,6 +466,12 @@ def judged_methods(tables: JudgedTables, *, correction_name: str, family_words: 
                      "tuning, PPI++ (Angelopoulos, Duchi and Zrnic 2023): the judge's mean over every context "
                      "corrected by the mean difference between the human label and the judge on the human-rated "
                      "contexts, the judge's weight λ chosen to minimise the variance.")
+    if tables.pairs_estimator == PAIR_PPI:
+        estimator += (f" The paired differences use the judge of differences {tables.pair_judge}, which compared the "
+                      "two systems' responses to each context (a pairwise judge is asked in both orders and its two "
+                      "verdicts averaged, so that a preference for the response read first cancels): PPI++ on the "
+                      "per-context differences with its verdicts as the predictor, λ power-tuned and not capped at 1, "
+                      "since its verdicts are on a scale of their own.")
     return (
         f"{estimator} The label of an item is the mean of its human ratings (the unit of the Likert analysis); "
         "intervals are CLT intervals (ppi_py) widened by a two-way cluster-robust term over items and assignments "
@@ -397,7 +494,8 @@ def wider_than_human_only(tables: JudgedTables) -> str:
     labels (width ratio above 1: the judge cost precision instead of adding it), and which to report; "" when
     there is none. Power tuning makes this rare (lambda = 0 is the human-only estimate), but lambda is itself
     estimated from few labels."""
-    name = ESTIMATOR_NAMES[tables.estimator]
+    names = {ESTIMATOR_NAMES[tables.estimator], ESTIMATOR_NAMES[tables.pairs_estimator]}
+    name = names.pop() if len(names) == 1 else "model-assisted"
     wider = []
     for frame, label in ((tables.means, lambda r: f"{r.criterion} {r.system}"),
                          (tables.pairs, lambda r: f"{r.criterion} {r.system_a} − {r.system_b}")):
@@ -449,12 +547,43 @@ def means_table(tables: JudgedTables) -> pd.DataFrame:
     })
 
 
+def correlations_text(tables: JudgedTables) -> pd.DataFrame:
+    """The judge-human correlations of scores and of differences as text cells, criteria in the study's order."""
+    table = in_criterion_order(tables.correlations, tables.criteria)
+
+    def cell(r, n):
+        return f"{fmt(r)} (n = {int(n)})" if n else "n/a"
+
+    columns = {"Criterion": table["criterion"],
+               "scores r": [cell(r, n) for r, n in zip(table["score_r"], table["n_items"], strict=True)],
+               "differences r, item scores differenced": [
+                   cell(r, n) for r, n in zip(table["item_difference_r"], table["n_contexts"], strict=True)]}
+    if (table["n_pair_contexts"] > 0).any():
+        columns["differences r, judge of differences"] = [
+            cell(r, n) for r, n in zip(table["pair_difference_r"], table["n_pair_contexts"], strict=True)]
+    return pd.DataFrame(columns)
+
+
+def why_not_available(row, estimate: str) -> str:
+    """Why a paired difference's model-assisted interval or p-value (columns ``{estimate}_ci_low`` ...) is n/a,
+    from its row; "" when it has numbers."""
+    if np.isfinite(getattr(row, f"{estimate}_ci_low")) and np.isfinite(row.p_adj):
+        return ""
+    if row.n_human < 2:
+        return f"{int(row.n_human)} context(s) rated for both systems: an interval needs 2"
+    if not row.n_judge_only:
+        return "no context left for the judge alone"
+    if row.human_ci_low == row.human_ci_high:
+        return "every context rated for both gives the same difference: no variance to estimate"
+    return "the judge's scores of these contexts are incomplete"
+
+
 def _pairs_text(tables: JudgedTables, alpha: float) -> pd.DataFrame:
     pairs = _in_system_order(in_criterion_order(tables.pairs, tables.criteria), tables, ("system_a", "system_b"))
-    estimate = "crossppi" if tables.estimator == CROSS_PPI else "ppi"
-    p_column = "p_crossppi" if tables.estimator == CROSS_PPI else "p_ppi"
-    name = ESTIMATOR_NAMES[tables.estimator]
-    return pd.DataFrame({
+    estimate = "crossppi" if tables.pairs_estimator == CROSS_PPI else "ppi"
+    p_column = "p_crossppi" if tables.pairs_estimator == CROSS_PPI else "p_ppi"
+    name = ESTIMATOR_NAMES[tables.pairs_estimator]
+    table = pd.DataFrame({
         "Criterion": pairs["criterion"], "Pair (a − b)": [f"{a} − {b}" for a, b in
                                                           zip(pairs["system_a"], pairs["system_b"], strict=True)],
         "n human-rated": pairs["n_human"].astype(int).astype(str),
@@ -467,6 +596,10 @@ def _pairs_text(tables: JudgedTables, alpha: float) -> pd.DataFrame:
         "p": [fmt_p(v) for v in pairs[p_column]], "p adj.": [fmt_p(v) for v in pairs["p_adj"]],
         "sig.": ["yes" if v < alpha else "" for v in pairs["p_adj"]],
     })
+    notes = [why_not_available(row, estimate) for row in pairs.itertuples(index=False)]
+    if any(notes):
+        table["note"] = notes
+    return table
 
 
 def _agreement_text(tables: JudgedTables) -> pd.DataFrame:

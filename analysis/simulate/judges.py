@@ -21,6 +21,18 @@ The truth is what the human-only analysis of item means estimates, for this rate
 over the population of contexts, E[round(q + severity + noise)] averaged over the pool (each rating's rater
 is uniform over the pool), in closed form from the normal CDF (``true_means``).
 
+A judge of differences (``SimulatedDifferenceJudge``, optional) compares every pair of systems on every context,
+as a pairwise judge asked in both orders does: ``scale * (D + e) + system_bias_a - system_bias_b`` with e ~ N(0,
+sd_e), sd_e^2 = var(D) (1 / rho^2 - 1) within the pair, so that corr(judge difference, D) = ``correlation``. D is,
+by default (``against="label"``), the label difference Y_a - Y_b people give the context (on a context nobody
+rated, the one a panel of ``raters_per_item`` raters drawn from the pool would give, drawn the same way): the
+planted correlation is then the judge-human correlation of differences that the report prints and the planner
+reads, as the issue's "difference correlation" is meant. With ``against="latent"`` D is the latent difference
+q_a - q_b (var 2 response_sd^2; the context's part of q cancels), as ``SimulatedJudge``'s correlation is with q.
+A per-item judge of correlation rho correlates much less with D: its errors do not cancel in f_a - f_b while
+the context's part of the quality does. Its draws come after every other draw of the study, so a seed gives the
+same study with or without one.
+
 Why not ``analysis.simulate.likert.simulate_study``: it draws controls and spammers and builds its export item by
 item, and the coverage benchmark draws thousands of studies; this module draws them with numpy.
 """
@@ -35,6 +47,7 @@ import pandas as pd
 from scipy import stats
 
 from empeval.analysis.stats.power import Components
+from empeval.analysis.stats.ppi.differences import ppi_difference_interval
 from empeval.analysis.stats.ppi.estimates import ppi_mean_interval, shared_rater_variance
 from empeval.analysis.stats.ppi.tables import check_human_share
 
@@ -71,6 +84,35 @@ USELESS_JUDGE = SimulatedJudge("useless", correlation=0.0)
 BIASED_JUDGE = SimulatedJudge("biased", correlation=0.8, shift=1.5, scale=0.5, system_bias={"baseline": 0.4})
 
 
+@dataclass(frozen=True)
+class SimulatedDifferenceJudge:
+    """How a simulated judge of differences compares two responses to one context: ``scale * (D + e) +
+    system_bias[a] - system_bias[b]`` with corr(judge difference, D) = ``correlation`` within a pair (0: blind to
+    the responses, pure noise of D's spread); D is the human label difference (``against="label"``) or the latent
+    one (``"latent"``): module docstring. ``scale`` below 1 is a judge whose preferences are compressed (a pairwise
+    judge's +-1 per order); PPI++'s lambda undoes it.
+
+    Examples
+    --------
+    >>> SimulatedDifferenceJudge("pairs", correlation=0.7)
+    SimulatedDifferenceJudge(name='pairs', correlation=0.7, scale=1.0, system_bias={}, against='label')
+    """
+
+    name: str
+    correlation: float
+    scale: float = 1.0
+    system_bias: dict[str, float] = field(default_factory=dict)
+    against: str = "label"
+
+    def __post_init__(self) -> None:
+        if self.against not in ("label", "latent"):
+            raise ValueError(f"against must be 'label' or 'latent', got {self.against!r}")
+        if not 0 <= self.correlation <= 1:
+            raise ValueError(f"correlation must be in [0, 1], got {self.correlation!r}")
+        if not self.scale > 0:
+            raise ValueError(f"scale must be positive, got {self.scale!r}")
+
+
 @dataclass
 class JudgedStudy:
     """A simulated study: the human ratings on the sampled contexts, the judge's scores on every item, and
@@ -83,8 +125,13 @@ class JudgedStudy:
     rated_contexts: list[str]
     #: The same study as numpy arrays, for simulations that analyse thousands of studies: ``systems`` (sorted
     #: names), ``judge`` (contexts x systems), ``rated`` (indices of the rated contexts), and per rating
-    #: ``rating_context``, ``rating_system``, ``rating_assignment``, ``rating_score``; ``true_means`` (per system).
+    #: ``rating_context``, ``rating_system``, ``rating_assignment``, ``rating_score``; ``true_means`` (per system);
+    #: with a judge of differences, ``pairs`` (pairs x 2 system indices, a < b) and ``pair_judge`` (contexts x pairs).
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The judge of differences' verdicts (None without one): ``criterion``, ``context_id``, ``system_a``,
+    #: ``system_b`` (sorted names), ``judge``, ``judge_diff`` (A minus B), the input of
+    #: ``empeval.analysis.stats.ppi.differences.ppi_pair_differences``.
+    pair_scores: pd.DataFrame | None = None
 
 
 def simulate_judged_study(
@@ -99,11 +146,13 @@ def simulate_judged_study(
     items_per_assignment: int = 10,
     criterion: str = "empathy",
     seed: int | np.random.Generator = 0,
+    difference_judge: SimulatedDifferenceJudge | None = None,
 ) -> JudgedStudy:
     """Draw one study (one criterion): see the module docstring for the model.
 
     ``human_share`` of the ``n_contexts`` contexts (a seeded uniform sample) are rated by people, every
-    system's response on each; the judge scores every item.
+    system's response on each; the judge scores every item; a ``difference_judge`` also compares every pair of
+    systems on every context (``pair_scores``).
 
     Returns
     -------
@@ -115,6 +164,7 @@ def simulate_judged_study(
         * ``true_means``: ``criterion``, ``system``, ``true_mean``
         * ``true_differences``: ``criterion``, ``system_a``, ``system_b``, ``true_diff`` (a - b, sorted names)
         * ``rated_contexts``: the contexts people rated
+        * ``pair_scores``: the difference judge's verdicts (None without ``difference_judge``)
 
     Examples
     --------
@@ -173,8 +223,23 @@ def simulate_judged_study(
     arrays = {"systems": system_names, "judge": judged, "rated": rated, "rating_context": contexts,
               "rating_system": item_systems, "rating_assignment": assignments, "rating_score": scores,
               "true_means": np.array([truth[s] for s in systems])}
+    pair_scores = None
+    if difference_judge is not None:
+        pairs = np.array(list(itertools.combinations(range(n_systems), 2)), dtype=int)
+        if difference_judge.against == "label":
+            target = _panel_labels(quality, severity, contexts, item_systems, scores, raters_per_item, c, rng)
+        else:
+            target = quality
+        compared = _difference_scores(difference_judge, target, pairs, systems, rng)
+        arrays.update(pairs=pairs, pair_judge=compared)
+        pair_scores = pd.DataFrame({
+            "criterion": criterion, "context_id": np.repeat(names, len(pairs)),
+            "system_a": np.tile(system_names[pairs[:, 0]], n_contexts),
+            "system_b": np.tile(system_names[pairs[:, 1]], n_contexts),
+            "judge": difference_judge.name, "judge_diff": compared.ravel()})
     return JudgedStudy(human_ratings=human_ratings, judge_scores=judge_scores, true_means=means,
-                       true_differences=differences, rated_contexts=list(names[rated]), arrays=arrays)
+                       true_differences=differences, rated_contexts=list(names[rated]), arrays=arrays,
+                       pair_scores=pair_scores)
 
 
 def analyse_judged_arrays(arrays: dict[str, np.ndarray], *, ci_level: float = 0.95) -> tuple[list[dict], list[dict]]:
@@ -229,6 +294,63 @@ def analyse_judged_arrays(arrays: dict[str, np.ndarray], *, ci_level: float = 0.
                                    ci_level=ci_level, rater_variance=extra)
         pairs.append({"system_a": names[a], "system_b": names[b], **result})
     return rows, pairs
+
+
+def analyse_difference_arrays(arrays: dict[str, np.ndarray], *, ci_level: float = 0.95) -> list[dict]:
+    """What ``empeval.analysis.stats.ppi.differences.ppi_pair_differences`` (clustered by assignment) computes for a
+    study drawn by ``simulate_judged_study`` with a ``difference_judge``, from its ``arrays``: the fast path for
+    simulations of thousands of studies (a test pins it equal to the DataFrame function).
+
+    Returns
+    -------
+    pairs : list of dict
+        One dict per pair of systems: ``system_a``, ``system_b``, the fields of
+        ``differences.ppi_difference_interval`` for the differences a - b with the judge's differences as predictor.
+
+    Examples
+    --------
+    >>> study = simulate_judged_study(n_contexts=40, human_share=0.25, seed=1,
+    ...                               difference_judge=SimulatedDifferenceJudge("pairs", correlation=0.7))
+    >>> [(row["system_a"], row["system_b"]) for row in analyse_difference_arrays(study.arrays)]
+    [('baseline', 'gold'), ('baseline', 'moel'), ('gold', 'moel')]
+    """
+    if "pair_judge" not in arrays:
+        raise ValueError("the study has no judge of differences: draw it with simulate_judged_study("
+                         "difference_judge=...)")
+    labels, counts, extras = _labels_and_pair_extras(arrays)
+    rated = arrays["rated"]
+    unrated = np.ones(labels.shape[0], dtype=bool)
+    unrated[rated] = False
+    names = [str(name) for name in arrays["systems"]]
+    rows = []
+    for index, (a, b) in enumerate(arrays["pairs"]):
+        compared = arrays["pair_judge"][:, index]
+        result = ppi_difference_interval(labels[rated, a] - labels[rated, b], compared[rated], compared[unrated],
+                                         ci_level=ci_level, rater_variance=extras[(int(a), int(b))])
+        rows.append({"system_a": names[a], "system_b": names[b], **result})
+    return rows
+
+
+def _labels_and_pair_extras(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The item labels (contexts x systems, NaN where unrated), their rating counts, and the shared-rater variance
+    of each pair's mean difference (as ``analyse_judged_arrays`` computes it)."""
+    judge, rated = arrays["judge"], arrays["rated"]
+    n_contexts, n_systems = judge.shape
+    context, system = arrays["rating_context"], arrays["rating_system"]
+    assignment, score = arrays["rating_assignment"], arrays["rating_score"].astype(float)
+    cell = context * n_systems + system
+    counts = np.bincount(cell, minlength=n_contexts * n_systems).reshape(n_contexts, n_systems)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        labels = np.bincount(cell, weights=score, minlength=n_contexts * n_systems).reshape(counts.shape) / counts
+    extras = {}
+    for a, b in itertools.combinations(range(n_systems), 2):
+        side_a, side_b = system == a, system == b
+        centred = np.concatenate([(score[side_a] - labels[rated, a].mean()) / counts[context[side_a], a],
+                                  -(score[side_b] - labels[rated, b].mean()) / counts[context[side_b], b]])
+        extras[(a, b)] = shared_rater_variance(centred, np.concatenate([context[side_a], context[side_b]]),
+                                               np.concatenate([assignment[side_a], assignment[side_b]]),
+                                               n_items=rated.size)
+    return labels, counts, extras
 
 
 def cross_fitted_estimates(
@@ -314,6 +436,38 @@ def _judge_scores(judge: SimulatedJudge, quality: np.ndarray, systems: list[str]
         signal = quality + rng.normal(0.0, error_sd, quality.shape)
     bias = np.array([judge.system_bias.get(system, 0.0) for system in systems])
     return judge.shift + judge.scale * signal + bias[None, :]
+
+
+def _panel_labels(quality: np.ndarray, severity: np.ndarray, contexts: np.ndarray, item_systems: np.ndarray,
+                  scores: np.ndarray, k: int, c: Components, rng: np.random.Generator) -> np.ndarray:
+    """The label of every item (contexts x systems): the people's on the rated items, and on the others the mean of
+    k ratings by raters drawn from the pool without replacement, drawn as people's are."""
+    n_contexts, n_systems = quality.shape
+    lo, hi = c.scale
+    raters = np.argsort(rng.random((n_contexts * n_systems, severity.size)), axis=1)[:, :k]
+    drawn = quality.reshape(-1, 1) + severity[raters] + rng.normal(0.0, c.noise_sd, raters.shape)
+    labels = np.clip(np.rint(drawn), lo, hi).mean(axis=1).reshape(n_contexts, n_systems)
+    cell = contexts * n_systems + item_systems
+    counts = np.bincount(cell, minlength=n_contexts * n_systems)
+    sums = np.bincount(cell, weights=scores, minlength=n_contexts * n_systems)
+    rated = counts > 0
+    labels.reshape(-1)[rated] = sums[rated] / counts[rated]
+    return labels
+
+
+def _difference_scores(judge: SimulatedDifferenceJudge, target: np.ndarray, pairs: np.ndarray, systems: list[str],
+                       rng: np.random.Generator) -> np.ndarray:
+    """The judge of differences' verdict on every context (rows) and pair (columns), from the per-item ``target``
+    (labels or latent quality) whose differences it tracks: module docstring."""
+    difference = target[:, pairs[:, 0]] - target[:, pairs[:, 1]]
+    spread = difference.std(axis=0, ddof=1)[None, :]
+    if judge.correlation == 0:
+        signal = difference.mean(axis=0)[None, :] + rng.normal(0.0, 1.0, difference.shape) * spread
+    else:
+        noise = rng.normal(0.0, 1.0, difference.shape) * spread * np.sqrt(1.0 / judge.correlation**2 - 1.0)
+        signal = difference + noise
+    bias = np.array([judge.system_bias.get(system, 0.0) for system in systems])
+    return judge.scale * signal + (bias[pairs[:, 0]] - bias[pairs[:, 1]])[None, :]
 
 
 def _hand_out(rated: np.ndarray, n_systems: int, k: int, n_raters: int, block_size: int,

@@ -55,6 +55,9 @@ JUDGE_KINDS: dict[str, str] = {
     "http-judge": "empeval.server.backend.judges.http_judge:HttpJudge",
     "learned-judge": "empeval.server.backend.judges.learned_judge:LearnedJudge",
     "length-judge": "empeval.server.backend.judges.length_judge:LengthJudge",
+    # Judges of differences (issue 28): a verdict per pair of responses to one context (judge_pair_score).
+    "pairwise-http-judge": "empeval.server.backend.judges.pairwise_http_judge:PairwiseHttpJudge",
+    "learned-difference-judge": "empeval.server.backend.judges.learned_difference_judge:LearnedDifferenceJudge",
 }
 # System kinds whose answers depend on the emotion classifier (empeval metrics reports its accuracy for them).
 EMOTION_CONDITIONED = frozenset({"retrieval-emoprepend"})

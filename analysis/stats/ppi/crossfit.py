@@ -163,6 +163,104 @@ def cross_fit_judge(
     return scores[list(CROSS_FIT_COLUMNS) + fold_columns].sort_values(ITEM_KEYS).reset_index(drop=True)
 
 
+def cross_fit_difference_judge(
+    pairs: pd.DataFrame,
+    features: np.ndarray,
+    human_ratings: pd.DataFrame,
+    *,
+    n_folds: int = 5,
+    make_model: Callable[[], Any] | None = None,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Fit a judge of differences on the human label differences with ``n_folds`` folds over the contexts people
+    rated for both systems of a pair, one model per criterion and fold (pairs pooled): every such pair is scored by
+    the model of the folds its context was not in, every other pair by each fold's model.
+
+    ``pairs`` has one row per pair of responses to one context (``context_id``, ``system_a``, ``system_b``),
+    aligned with the rows of ``features`` (e.g. the difference of the two responses' embeddings). The label of a
+    pair is Y_a - Y_b, the difference of the two items' labels (means of their ratings). The model is fitted on
+    every labelled pair in both orientations, (x, d) and (-x, -d), without an intercept, so that it is
+    antisymmetric: swapping A and B negates its score, as a judge of differences must.
+
+    Returns
+    -------
+    scores : pandas.DataFrame
+        One row per criterion and pair: ``criterion``, ``context_id``, ``system_a``, ``system_b``, ``label_diff``
+        (NaN unless people rated the context for both), ``fold`` (-1 for an unlabelled pair), ``judge_diff`` (the
+        out-of-fold score of a labelled pair; the mean of the fold models' scores of another), and
+        ``fold_score_0`` ... ``fold_score_{K-1}`` (each fold model's score of an unlabelled pair).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> pairs = pd.DataFrame({"context_id": [f"c{i:02d}" for i in range(60)], "system_a": "a", "system_b": "b"})
+    >>> features = rng.normal(size=(60, 3))
+    >>> gap = features @ [0.8, -0.4, 0.0]
+    >>> ratings = pd.DataFrame({"context_id": np.repeat(pairs["context_id"][:30], 2), "system": ["a", "b"] * 30,
+    ...                         "criterion": "empathy", "annotator": "ann",
+    ...                         "score": np.column_stack([3 + gap[:30] / 2, 3 - gap[:30] / 2]).ravel()})
+    >>> scores = cross_fit_difference_judge(pairs, features, ratings, n_folds=3)
+    >>> scores.groupby("fold").size().to_dict()
+    {-1: 30, 0: 10, 1: 10, 2: 10}
+    >>> round(float(np.corrcoef(scores["judge_diff"], gap)[0, 1]), 2)
+    1.0
+    """
+    if not isinstance(n_folds, int) or n_folds < 2:
+        raise ValueError(f"n_folds must be a whole number of at least 2, got {n_folds!r}")
+    missing = [column for column in ("context_id", "system_a", "system_b") if column not in pairs.columns]
+    if missing:
+        raise ValueError(f"pairs needs column(s) {', '.join(map(repr, missing))}")
+    features = np.asarray(features, dtype=float)
+    if features.ndim != 2 or features.shape[0] != len(pairs):
+        raise ValueError(f"features must have one row per pair: got shape {features.shape} for {len(pairs)} pairs")
+    make_model = make_model or _ridge_without_intercept
+    labels = item_labels(human_ratings)
+    base = pairs[["context_id", "system_a", "system_b"]].reset_index(drop=True)
+    rng = np.random.default_rng(seed)
+    parts = []
+    for criterion, criterion_labels in labels.groupby("criterion", sort=True):
+        side = criterion_labels[["system", "context_id", "label"]]
+        part = (base.merge(side.rename(columns={"system": "system_a", "label": "label_a"}),
+                           on=["system_a", "context_id"], how="left")
+                .merge(side.rename(columns={"system": "system_b", "label": "label_b"}),
+                       on=["system_b", "context_id"], how="left"))
+        label = (part["label_a"] - part["label_b"]).to_numpy(dtype=float)
+        rated = ~np.isnan(label)
+        contexts = np.array(sorted(part.loc[rated, "context_id"].unique()))
+        if contexts.size < n_folds:
+            raise ValueError(f"criterion {criterion!r}: {contexts.size} contexts rated for both systems of a pair "
+                             f"cannot be split into n_folds={n_folds} folds; lower n_folds or rate more contexts")
+        fold_of = dict(zip(rng.permutation(contexts), np.arange(contexts.size) % n_folds, strict=True))
+        fold = np.where(rated, part["context_id"].map(fold_of).fillna(-1).to_numpy(), -1).astype(int)
+        out_of_fold = np.full(len(part), np.nan)
+        per_fold = np.full((len(part), n_folds), np.nan)
+        for k in range(n_folds):
+            train = rated & (fold != k)
+            model = make_model()
+            model.fit(np.vstack([features[train], -features[train]]), np.concatenate([label[train], -label[train]]))
+            scored = fold == k
+            out_of_fold[scored] = np.asarray(model.predict(features[scored]), dtype=float)
+            per_fold[~rated, k] = np.asarray(model.predict(features[~rated]), dtype=float)
+        part = part.assign(criterion=criterion, label_diff=label, fold=fold,
+                           judge_diff=np.where(rated, out_of_fold, per_fold.mean(axis=1)))
+        for k in range(n_folds):
+            part[f"fold_score_{k}"] = per_fold[:, k]
+        parts.append(part)
+    if not parts:
+        raise ValueError("human_ratings holds no ratings to train a judge of differences on")
+    scores = pd.concat(parts, ignore_index=True)
+    columns = ["criterion", "context_id", "system_a", "system_b", "label_diff", "fold", "judge_diff",
+               *(c for c in scores.columns if c.startswith("fold_score_"))]
+    return scores[columns].sort_values(["criterion", "context_id", "system_a", "system_b"]).reset_index(drop=True)
+
+
+def _ridge_without_intercept() -> Any:
+    from sklearn.linear_model import Ridge
+
+    return Ridge(alpha=1.0, fit_intercept=False)
+
+
 def crossppi_system_means(
     cross_fit_scores: pd.DataFrame,
     *,
@@ -269,9 +367,11 @@ def crossppi_paired_differences(
     clustered = _clustered(cross_fit_scores, human_ratings, cluster_by)
     rows = []
     for criterion, part in cross_fit_scores.groupby("criterion", sort=True):
-        wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score", *fold_columns])
+        wide = part.pivot(index="context_id", columns="system",
+                          values=["label", "judge_score", "fold", *fold_columns])
         for system_a, system_b in itertools.combinations(sorted(wide["judge_score"].columns), 2):
-            difference = wide.xs(system_a, axis=1, level=1) - wide.xs(system_b, axis=1, level=1)
+            difference = _fold_differences(wide.xs(system_a, axis=1, level=1), wide.xs(system_b, axis=1, level=1),
+                                           fold_columns)
             difference = difference.loc[difference["judge_score"].notna()]
             check_rated_share(difference, where=f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
             rated = difference["label"].notna().to_numpy()
@@ -295,6 +395,32 @@ def crossppi_paired_differences(
     table["correction"] = correction
     table["family"] = family
     return table.reindex(columns=columns)
+
+
+def _fold_differences(side_a: pd.DataFrame, side_b: pd.DataFrame, fold_columns: list[str]) -> pd.DataFrame:
+    """Per context, a - b of the labels, the out-of-fold scores and each fold model's scores.
+
+    A context people rated for one system and not the other (a study in progress, or one system's ratings
+    excluded) has no label difference, so it sits with the unrated contexts, whose term needs each fold model's
+    difference; but the rated side has only its own fold's score (the other models were trained on it). Its
+    difference is then taken with that fold's model on both sides, f_k(a) - f_k(b), for every fold: model k never
+    saw the context. Without this every such context made the pair's cross-PPI estimate, interval and p-value NaN
+    (the n/a of issue 28's walkthrough, with 24 contexts rated while assignments were still out)."""
+    difference = side_a.drop(columns="fold") - side_b.drop(columns="fold")
+    folds = difference[fold_columns].to_numpy(dtype=float)
+    partial = (difference["label"].isna() & np.isnan(folds).any(axis=1)).to_numpy()
+    for row in np.flatnonzero(partial):
+        fold_a, fold_b = int(side_a["fold"].iloc[row]), int(side_b["fold"].iloc[row])
+        value = np.nan
+        if fold_a >= 0 and 0 <= fold_a < len(fold_columns):
+            value = side_a["judge_score"].iloc[row] - side_b[fold_columns[fold_a]].iloc[row]
+        elif 0 <= fold_b < len(fold_columns):
+            value = side_a[fold_columns[fold_b]].iloc[row] - side_b["judge_score"].iloc[row]
+        if np.isnan(value):  # neither side's fold model scored the other: the out-of-fold scores
+            value = side_a["judge_score"].iloc[row] - side_b["judge_score"].iloc[row]
+        folds[row, :] = value
+    difference[fold_columns] = folds
+    return difference
 
 
 def _fold_columns(cross_fit_scores: pd.DataFrame, ci_level: float) -> list[str]:

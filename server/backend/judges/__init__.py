@@ -9,6 +9,10 @@ human ratings.
   strict parser of a constrained answer;
 - ``http_judge`` (``http-judge``), ``learned_judge`` (``learned-judge``), ``length_judge`` (``length-judge``):
   the judge kinds;
+- judges of differences (``PairJudge``: for two responses to one context, A's rating minus B's):
+  ``pairwise_http_judge`` (``pairwise-http-judge``, asking ``pairwise_prompt``'s question in both orders) and
+  ``learned_difference_judge`` (``learned-difference-judge``); ``pair_run`` stores their verdicts in
+  ``judge_pair_score`` and ``pair_scores`` reads them back;
 - ``study_items``: a study's items and human ratings, read from the store;
 - ``run``: ``judge_study``, scoring every item of a study with one judge, batched and resumable, into the
   ``judge_score`` table;

@@ -41,7 +41,8 @@ class JudgedStudy:
     for a run, so scoring one criterion now and the others later is one version.
 
     `cross_fit` is the cross-fitting function the entry point hands down (``empeval.analysis.stats.ppi.crossfit
-    .cross_fit_judge``; the backend does not import the analysis): only the learned judge uses it."""
+    .cross_fit_judge``; the backend does not import the analysis): only the learned judge uses it;
+    `cross_fit_differences` (``crossfit.cross_fit_difference_judge``) is the learned difference judge's."""
 
     name: str
     items: tuple[JudgedItem, ...]
@@ -50,6 +51,7 @@ class JudgedStudy:
     human_ratings: pd.DataFrame
     cross_fit: Callable[..., pd.DataFrame] | None = None
     study_criteria: tuple[Criterion, ...] = ()
+    cross_fit_differences: Callable[..., pd.DataFrame] | None = None
 
 
 @dataclass
@@ -84,11 +86,61 @@ def rubric_hash(criteria: Sequence[Criterion], scale: Scale) -> str:
                      [scale.min, scale.max, list(scale.labels)])
 
 
+@dataclass(frozen=True)
+class JudgedPair:
+    """Two systems' responses to one context, as a judge of differences sees them: `first` is response A (the
+    smaller response id, the order the store keeps), `second` response B."""
+
+    first: JudgedItem
+    second: JudgedItem
+
+
+@dataclass
+class PairVerdict:
+    """A judge of differences' answer for one pair: `score` is its estimate of A's rating minus B's in points of
+    the study's scale (A: `response_a_id`), else `error` (never both); `raw_output` keeps what it said (both
+    orders' answers for a pairwise judge)."""
+
+    response_a_id: int
+    response_b_id: int
+    score: float | None
+    raw_output: str | None
+    latency_ms: float
+    prompt_hash: str
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def study_pairs(items: Sequence[JudgedItem]) -> list[JudgedPair]:
+    """Every pair of responses to the same context, A the smaller response id, by context then A then B.
+
+    >>> from empeval.server.backend.base import DialogueContext
+    >>> items = [JudgedItem(r, DialogueContext(turns=(), context_id=c), "", s)
+    ...          for r, c, s in ((5, 1, "a"), (3, 1, "b"), (4, 2, "a"), (9, 1, "c"))]
+    >>> [(p.first.response_id, p.second.response_id) for p in study_pairs(items)]
+    [(3, 5), (3, 9), (5, 9)]
+    """
+    by_context: dict[Any, list[JudgedItem]] = {}
+    for item in items:
+        by_context.setdefault(item.context.context_id, []).append(item)
+    pairs = []
+    for context_id in sorted(by_context, key=str):
+        responses = sorted(by_context[context_id], key=lambda item: item.response_id)
+        pairs += [JudgedPair(a, b) for i, a in enumerate(responses) for b in responses[i + 1:]]
+    return pairs
+
+
 class Judge(ABC):
     """An automatic judge. Subclasses set `kind` and implement `base_version` and `score_batch`; a judge that
-    must learn from the study first (the learned judge) does so in `prepare`."""
+    must learn from the study first (the learned judge) does so in `prepare`. A judge of differences
+    (`compares_pairs`) scores pairs of responses instead (`PairJudge.score_pairs`) into `judge_pair_score`."""
 
     kind: ClassVar[str]
+    compares_pairs: ClassVar[bool] = False
 
     def __init__(self, name: str, parameters: dict[str, Any] | None = None, resources: Any = None):
         self.name = name
@@ -114,3 +166,17 @@ class Judge(ABC):
     @abstractmethod
     def score_batch(self, items: Sequence[JudgedItem], criterion: Criterion, scale: Scale) -> list[Verdict]:
         """One verdict per item, in order. Failures are verdicts with an error, never exceptions."""
+
+
+class PairJudge(Judge):
+    """A judge of differences: for two responses to one context it estimates A's rating minus B's, in points of
+    the study's scale (``server.backend.judges.pair_run`` stores the verdicts in `judge_pair_score`)."""
+
+    compares_pairs = True
+
+    def score_batch(self, items: Sequence[JudgedItem], criterion: Criterion, scale: Scale) -> list[Verdict]:
+        raise TypeError(f"judge {self.name!r} ({self.kind}) compares pairs of responses: call score_pairs")
+
+    @abstractmethod
+    def score_pairs(self, pairs: Sequence[JudgedPair], criterion: Criterion, scale: Scale) -> list[PairVerdict]:
+        """One verdict per pair, in order. Failures are verdicts with an error, never exceptions."""

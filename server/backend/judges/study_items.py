@@ -24,10 +24,12 @@ def load_judged_study(
     *,
     criteria: Sequence[str] | None = None,
     cross_fit: Callable[..., pd.DataFrame] | None = None,
+    cross_fit_differences: Callable[..., pd.DataFrame] | None = None,
 ) -> JudgedStudy:
     """The study called `study` (NotFound if there is none) with the `criteria` chosen (default: all of the
     study's; an unknown key is refused, listing the study's). Studies of other kinds are refused: judges score
-    the items of a Likert study."""
+    the items of a Likert study. `cross_fit` and `cross_fit_differences` are the learned judges' fitting functions
+    (``JudgedStudy``)."""
     with unit_of_work(engine) as session:
         row = study_by_name(session, study)
         config = row.config
@@ -61,4 +63,5 @@ def load_judged_study(
         human_ratings=pd.DataFrame([tuple(r) for r in ratings], columns=RATING_COLUMNS),
         cross_fit=cross_fit,
         study_criteria=config.criteria,
+        cross_fit_differences=cross_fit_differences,
     )
