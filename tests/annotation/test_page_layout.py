@@ -67,7 +67,7 @@ def test_after_next_on_a_phone_the_conversation_and_the_reply_to_rate_are_on_scr
 
 
 def test_after_next_on_a_phone_a_reply_too_long_to_show_with_its_conversation_still_ends_on_screen(tmp_path):
-    long_reply = "I am so sorry to hear that, it sounds like a really hard time for you and your family. " * 9
+    long_reply = "I am so sorry to hear that, it sounds like a really hard time for you and your family. " * 12
     engine, tokens = likert_store(tmp_path, reply=lambda context_id: f"{context_id}: {long_reply}")
     with serving(engine) as base, chromium_page() as page:
         page.set_viewport_size(PHONE)

@@ -32,4 +32,16 @@
   }
   window.addEventListener("hashchange", signIn);
   signIn();
+
+  // A table wider than its box scrolls sideways in it (admin.css: on a phone, say). While it does, it takes the
+  // keyboard focus in the tab order, so that it can be scrolled without a mouse; once it fits, it leaves it.
+  function scrollableTables() {
+    var tables = document.querySelectorAll("table");
+    for (var i = 0; i < tables.length; i++) {
+      if (tables[i].scrollWidth > tables[i].clientWidth + 1) tables[i].setAttribute("tabindex", "0");
+      else tables[i].removeAttribute("tabindex");
+    }
+  }
+  window.addEventListener("resize", scrollableTables);
+  scrollableTables();
 })();

@@ -8,7 +8,7 @@
 // text in the study kind's terms (a conversation and its response; responses A and B; two conversations), shown as
 // React text, never as HTML.
 import { useCallback, useEffect, useRef, useState } from "react";
-import { Completion, Consent, Declined, TaskHeader, Turn } from "./shared.jsx";
+import { Completion, Consent, Declined, PointScale, TaskHeader, Turn } from "./shared.jsx";
 
 function Panel({ panel }) {
   return (
@@ -42,19 +42,27 @@ function labelOf(choices, value) {
   return found ? found.label : String(value);
 }
 
+// A Likert study's choices are the points of its scale: shown as the task page shows them (shared.jsx PointScale).
 function Question({ criterion, index, choices, value, locked, onChoose }) {
+  const points = choices.every((choice) => Number.isInteger(choice.value));
   return (
     <fieldset className="question" data-criterion={criterion.key}>
       <legend>{index + 1}. {criterion.label}: <span className="question-text" id={`gold-question-${index}`}>{criterion.question}</span></legend>
-      <div className="scale" role="radiogroup" aria-label={criterion.label} aria-describedby={`gold-question-${index}`}>
-        {choices.map((choice) => (
-          <label key={String(choice.value)} className={value === choice.value ? "chosen" : ""}>
-            <input type="radio" name={`gold-${criterion.key}`} value={String(choice.value)} disabled={locked}
-                   checked={value === choice.value} onChange={() => onChoose(choice.value)} />
-            {choice.label}
-          </label>
-        ))}
-      </div>
+      {points ? (
+        <PointScale name={`gold-${criterion.key}`} choices={choices} value={value} onChoose={onChoose}
+                    label={criterion.label} describedBy={`gold-question-${index}`} disabled={locked} />
+      ) : (
+        <div className="scale" role="radiogroup" aria-label={criterion.label}
+             aria-describedby={`gold-question-${index}`}>
+          {choices.map((choice) => (
+            <label key={String(choice.value)} className={value === choice.value ? "chosen" : ""}>
+              <input type="radio" name={`gold-${criterion.key}`} value={String(choice.value)} disabled={locked}
+                     checked={value === choice.value} onChange={() => onChoose(choice.value)} />
+              {choice.label}
+            </label>
+          ))}
+        </div>
+      )}
     </fieldset>
   );
 }

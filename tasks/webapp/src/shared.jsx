@@ -112,6 +112,45 @@ export function Progress({ done, total, noun, onReopen }) {
   );
 }
 
+/** The points of a rating scale as choices, [{value, label}], from `scale` ({min, max, labels}): a point without a
+ * label of its own is labelled with its number. */
+export function scaleChoices(scale) {
+  const choices = [];
+  for (let p = scale.min; p <= scale.max; p++) {
+    const label = scale.labels && scale.labels[p - scale.min];
+    choices.push({ value: p, label: label || String(p) });
+  }
+  return choices;
+}
+
+// A rating scale (`choices` whose values are its points) on one row of options of equal width. On a phone
+// (task.css) each option shows its number only and the labels of the scale's two ends stand above the row, which
+// are left out of the accessibility tree: each option keeps its whole label as its text and its accessible name.
+export function PointScale({ name, choices, value, onChoose, label, describedBy, disabled = false }) {
+  const first = choices[0];
+  const last = choices[choices.length - 1];
+  const ends = first && last && (first.label !== String(first.value) || last.label !== String(last.value));
+  return (
+    <>
+      {ends && (
+        <div className="scale-ends" aria-hidden="true">
+          <span className="scale-end">{first.label}</span><span className="scale-end">{last.label}</span>
+        </div>
+      )}
+      <div className="scale points" role="radiogroup" aria-label={label} aria-describedby={describedBy}>
+        {choices.map((choice) => (
+          <label key={String(choice.value)} className={value === choice.value ? "chosen" : ""}
+                 data-point={String(choice.value)}>
+            <input type="radio" name={name} value={String(choice.value)} checked={value === choice.value}
+                   disabled={disabled} onChange={() => onChoose(choice.value)} />
+            <span className="point-label">{choice.label}</span>
+          </label>
+        ))}
+      </div>
+    </>
+  );
+}
+
 // The heading of the item on screen ("Response 2 of 11"): it takes the keyboard focus when a new item opens.
 export function ItemHeading({ children }) {
   return <h2 className="item-heading" id="item-heading" tabIndex={-1}>{children}</h2>;

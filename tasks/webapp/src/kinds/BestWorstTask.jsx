@@ -62,7 +62,7 @@ function PickQuestion({ question, letters, value, taken, focused, onChoose, onFo
           <label key={letter} className={value === letter ? "chosen" : ""}>
             <input type="radio" name={question.key} value={letter} checked={value === letter}
                    disabled={taken === letter} onChange={() => onChoose(letter)} />
-            {question.pickLabel}: {letter}
+            <span><span className="pick-word">{question.pickLabel}: </span>{letter}</span>
           </label>
         ))}
       </div>

@@ -20,7 +20,9 @@
 // Every text from models or people is rendered as React text, never as HTML.
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { dropDraft, forgetConsent, hasConsented, rememberConsent, saveDraft, storageKeys } from "../drafts.js";
-import { Consent, Declined, ItemHeading, Progress, Review, Submitted, TaskHeader } from "../shared.jsx";
+import {
+  Consent, Declined, ItemHeading, PointScale, Progress, Review, scaleChoices, Submitted, TaskHeader,
+} from "../shared.jsx";
 
 const CSRF = { "X-Requested-With": "empeval" };
 const NONE = "none";
@@ -161,23 +163,13 @@ function Instructions({ n, chat, criteria, scale, onStart }) {
   );
 }
 
-// The Likert page's question, as it renders it (LikertTask.jsx does not export it).
+// The Likert page's question, as it renders it (LikertTask.jsx does not export it): the scale is shared.jsx's.
 function Question({ criterion, scale, value, onChoose, index }) {
-  const points = [];
-  for (let p = scale.min; p <= scale.max; p++) points.push(p);
   return (
     <fieldset className="question" data-criterion={criterion.key}>
       <legend>{index + 1}. {criterion.label}: <span className="question-text" id={`question-${index}`}>{criterion.question}</span></legend>
-      <div className="scale" role="radiogroup" aria-label={criterion.label}
-           aria-describedby={`question-${index}`}>
-        {points.map((p, i) => (
-          <label key={p} className={value === p ? "chosen" : ""}>
-            <input type="radio" name={criterion.key} value={p} checked={value === p}
-                   onChange={() => onChoose(p)} />
-            {scale.labels && scale.labels[i] ? scale.labels[i] : String(p)}
-          </label>
-        ))}
-      </div>
+      <PointScale name={criterion.key} choices={scaleChoices(scale)} value={value} onChoose={onChoose}
+                  label={criterion.label} describedBy={`question-${index}`} />
     </fieldset>
   );
 }

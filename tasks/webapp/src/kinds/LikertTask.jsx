@@ -4,7 +4,9 @@
 // from models or people is rendered as React text, never as HTML.
 import { useCallback } from "react";
 import { useItemView } from "../itemView.js";
-import { Consent, Declined, ItemHeading, Progress, Review, Submitted, TaskHeader, Turn } from "../shared.jsx";
+import {
+  Consent, Declined, ItemHeading, PointScale, Progress, Review, scaleChoices, Submitted, TaskHeader, Turn,
+} from "../shared.jsx";
 import { useTask } from "../useTask.js";
 
 const EXAMPLE = {
@@ -25,23 +27,13 @@ function Conversation({ context, response }) {
 }
 
 function Question({ criterion, scale, value, focused, onChoose, onFocus, index }) {
-  const points = [];
-  for (let p = scale.min; p <= scale.max; p++) points.push(p);
   return (
     <fieldset className={`question${focused ? " focused" : ""}`} data-criterion={criterion.key}
               data-focused={focused ? "true" : "false"} aria-current={focused ? "true" : undefined}
               onClick={onFocus}>
       <legend>{index + 1}. {criterion.label}: <span className="question-text" id={`question-${index}`}>{criterion.question}</span></legend>
-      <div className="scale" role="radiogroup" aria-label={criterion.label}
-           aria-describedby={`question-${index}`}>
-        {points.map((p, i) => (
-          <label key={p} className={value === p ? "chosen" : ""}>
-            <input type="radio" name={criterion.key} value={p} checked={value === p}
-                   onChange={() => onChoose(p)} />
-            {scale.labels && scale.labels[i] ? scale.labels[i] : String(p)}
-          </label>
-        ))}
-      </div>
+      <PointScale name={criterion.key} choices={scaleChoices(scale)} value={value} onChoose={onChoose}
+                  label={criterion.label} describedBy={`question-${index}`} />
     </fieldset>
   );
 }
