@@ -25,7 +25,6 @@ from empeval.analysis.stats.power import Components, analytic_t_contexts, requir
 from empeval.analysis.stats.sequential import normal_mixture_boundary, normal_mixture_rho
 from empeval.server.store.kinds.likert import LikertSetup
 from empeval.server.store.study_config import StudyConfig
-from empeval.tasks.design import controls_per_assignment
 from empeval.tasks.study_create import planned_assignments
 
 #: Seconds a rater spends on one item when nothing better is known (the simulated honest rater's typical time,
@@ -142,9 +141,9 @@ def plan_study(config: StudyConfig, components: Components, *, effect: float, po
     assignments = planned_assignments(contexts=needed, items_per_context=n_systems, repeats=k,
                                       items_per_assignment=design.items_per_assignment,
                                       control_rate=design.control_rate, controls=controls)
-    real_slots = design.items_per_assignment - (
-        controls_per_assignment(design.items_per_assignment, design.control_rate) if controls else 0)
-    can_take = max(1, needed // real_slots)  # a rater sees each context once: one block of real slots each
+    # A rater sees each context once, and every item of an assignment shows one (a control item too, a context of
+    # the study's): she can take at most contexts // items_per_assignment assignments.
+    can_take = max(1, needed // design.items_per_assignment)
     per_rater = can_take if max_per_rater is None else min(max_per_rater, can_take)
     raters = max(n_systems * k, math.ceil(assignments / per_rater))
     minutes = (design.items_per_assignment * SECONDS_PER_ITEM / 60 if minutes_per_assignment is None

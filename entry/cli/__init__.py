@@ -49,6 +49,8 @@ COMMANDS: dict[str, Command] = {
     "metrics": Command("backend", "metrics", "Print automatic metrics: corpus BLEU against gold for every system with "
                        "stored responses (run `empeval generate` first); for every retrieval system P@1,100, R@10, "
                        "R@50 and MRR over one shared..."),
+    "notebook": Command("notebook", "notebook", "Copy the walkthrough notebook here (or to --out), to run on a "
+                        "study's export: the report's tables and plots step by step."),
     "plan": Command("plan", "plan", "Simulate designs to size a study: power to detect EFFECT on CRITERION, required "
                     "contexts, cost."),
     "prolific": Command("prolific", "prolific", "Run a study on Prolific: its study link; releasing the work of "

@@ -64,6 +64,7 @@ ROLES: dict[tuple[tuple[str, ...], str], str] = {
     (("report",), "systems_config"): FILE_IN,
     (("plan",), "pilot_export"): FILE_IN,
     (("plan",), "study_file"): FILE_IN,
+    (("notebook",), "out"): FILE_OUT,
     (("plan",), "plot"): FILE_OUT,
     (("study", "create"), "study_file"): FILE_IN,
     (("demo",), "workdir"): FOLDER_OUT,
