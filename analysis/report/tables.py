@@ -150,15 +150,18 @@ def pairs_table(pairs: pd.DataFrame, criteria: Sequence[str] | None = None,
     """The pairwise tests narrowed to what a reviewer reads: pair, n, difference, corrected p, both effect
     sizes with their CIs, significance. The test variant goes in the caption (``wilcoxon_variants``); raw p,
     W+ and the paired t-test stay in tables/pairwise_tests.csv. Rows by criterion (``criteria`` order), then by
-    the places of the pair's systems in ``systems``."""
+    the places of the pair's systems in ``systems``. Pairs with intervals of the difference (``diff_ci_low``,
+    ``diff_ci_high``: the intervals for new raters of ``empeval report --generalize``) show them after Δ."""
     rows = []
+    with_intervals = {"diff_ci_low", "diff_ci_high"} <= set(pairs.columns)
     ordered = in_criterion_order(pairs, criteria) if criteria is not None and not pairs.empty else pairs
     if systems is not None:
         ordered = in_system_order(ordered, systems, ("criterion", "system_a", "system_b"))
     for p in ordered.itertuples(index=False):
         rows.append({
             "Criterion": p.criterion, "Pair (a vs b)": f"{p.system_a} vs {p.system_b}", "n": fmt(p.n_pairs, 0),
-            "Δ mean (a−b)": fmt(p.mean_diff), "p adj.": fmt_p(p.p_adj),
+            "Δ mean (a−b)": fmt(p.mean_diff) + (interval(p.diff_ci_low, p.diff_ci_high) if with_intervals else ""),
+            "p adj.": fmt_p(p.p_adj),
             "r (rank-biserial)": fmt(p.rank_biserial) + interval(p.rb_ci_low, p.rb_ci_high),
             "d_z": fmt(p.d_z) + interval(p.dz_ci_low, p.dz_ci_high),
             "sig.": "yes" if p.significant is True or p.significant == 1 else "no",

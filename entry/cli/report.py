@@ -40,13 +40,18 @@ from empeval.cli.common import SEED, CliContext, WritablePath, pass_cli
                    "refusing.")
 @click.option("--order", "system_order", type=click.Choice(["study", "mean"]), default="study", show_default=True,
               help="Order of the systems in every table and figure: the study file's, or by mean (highest first).")
+@click.option("--generalize", type=click.Choice(["items", "raters", "both"]), default="items", show_default=True,
+              help="What the intervals and p-values of the system means and differences generalise to: items (new "
+                   "contexts rated by this study's raters), raters (new raters rating this study's contexts) or both "
+                   "(new raters and new contexts; needs two raters or more, better ten). The methods say which.")
 @click.option("--config", "systems_config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Systems config whose display_name entries name the systems in the report (default: "
                                  "the built-in systems.toml).")
 @pass_cli
 def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int,
            export_file: Path | None, likert_export: Path | None, latex: bool, judge: str | None,
-           judge_version: str | None, allow_missing: bool, system_order: str, systems_config: Path | None) -> None:
+           judge_version: str | None, allow_missing: bool, system_order: str, generalize: str,
+           systems_config: Path | None) -> None:
     """Write the analysis report of STUDY: for a Likert study the paper-style table, agreement, significance,
     rater quality (with --judge, model-assisted estimates beside them); for a pairwise (A/B) study the Win / Lose
     / Tie table with its per-context test, the linked Likert study's means beside it, the ranking, agreement,
@@ -67,12 +72,13 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
     if export_file is not None:
         paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
                                     exclude_flagged=not keep_flagged, seed=seed, likert_export=likert_export,
-                                    latex=latex)
+                                    latex=latex, generalize=generalize)
     else:
         paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
                                    exclude_flagged=not keep_flagged, seed=seed, latex=latex, judge=judge,
                                    judge_version=judge_version, allow_missing=allow_missing,
-                                   systems_config=systems_config, system_order=system_order)
+                                   systems_config=systems_config, system_order=system_order,
+                                   generalize=generalize)
     for line in report_summary(paths):
         click.echo(line)
     click.echo(f"report: {paths['html']}")

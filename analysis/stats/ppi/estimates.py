@@ -39,6 +39,15 @@ clipped at 0 (never narrower than ppi_py's), added to both the human-only and th
 covariance the shared batches add; the judge's term is per item and adds none, so the power-tuned lambda is
 unchanged. ``cluster_by=None`` gives ppi_py's intervals exactly.
 
+Generalising over raters (``generalize="raters"`` or ``"both"``; ``empeval report --generalize``). The shared-rater
+term above, clustered by assignment, makes the intervals valid for new contexts rated by this study's raters. For
+new raters, ``generalize`` clusters by ``annotator`` (whatever ``cluster_by`` says), multiplies the raters' sum of
+squares by R / (R - 1) (the small-sample correction of Cameron, Gelbach and Miller for R raters) and takes the
+interval's quantile and the p-value from Student's t with R - 1 degrees of freedom: with a pool of 15 raters the
+plain normal interval clustered by annotator covered the mean for new raters about 90% of the time. A PPI
+estimate needs its contexts drawn at random, so "raters" and "both" are one target here: new raters and new
+contexts. ValueError with fewer than 2 raters.
+
 The *effective number of human-rated contexts* the judge was worth is n * (w_human / w_ppi)^2: the contexts a
 human-only study would need for an interval as narrow as the PPI one (widths scale as 1 / sqrt(n)).
 """
@@ -62,6 +71,7 @@ with warnings.catch_warnings():
     from ppi_py.baselines import classical_mean_ci
 
 FAMILIES = ("criterion", "study")
+GENERALIZE = ("items", "raters", "both")
 
 MEAN_COLUMNS = (
     "criterion", "system", "n_human", "n_ratings", "n_judge_only", "human_share", "human_mean", "human_ci_low",
@@ -105,13 +115,14 @@ def power_tuned_lambda(labels, judged_rated, judged_unrated) -> float:
     return float(np.clip(covariance / ((1 + n / n_unrated) * variance), 0.0, 1.0))
 
 
-def shared_rater_variance(contributions, items, clusters, *, n_items: int) -> float:
+def shared_rater_variance(contributions, items, clusters, *, n_items: int, small_sample: bool = False) -> float:
     """The variance a mean of ``n_items`` item labels gains from ratings that share a cluster (an assignment:
     one rater's batch), by the two-way cluster-robust formula over items and clusters (Cameron, Gelbach and
     Miller 2011; see the module docstring), clipped at 0.
 
     ``contributions[j]`` is rating j's share of its item's centred label (+-(x - mean label) / k), ``items[j]``
-    its item (or context, for paired differences), ``clusters[j]`` its cluster.
+    its item (or context, for paired differences), ``clusters[j]`` its cluster. ``small_sample`` multiplies the
+    clusters' sum of squares by G / (G - 1) for G clusters (for raters as a sample: module docstring).
 
     Returns
     -------
@@ -128,6 +139,9 @@ def shared_rater_variance(contributions, items, clusters, *, n_items: int) -> fl
     0.5
     >>> shared_rater_variance([1.0, 1.0], ["c1", "c2"], ["a1", "a2"], n_items=2)
     0.0
+    >>> shared_rater_variance([1.0, 1.0, -1.0, -1.0], ["c1", "c2", "c1", "c2"], ["a1", "a1", "a2", "a2"],
+    ...                       n_items=2, small_sample=True)
+    3.0
     """
     values = np.asarray(contributions, dtype=float)
     if values.size == 0:
@@ -137,11 +151,13 @@ def shared_rater_variance(contributions, items, clusters, *, n_items: int) -> fl
     cell_codes, _ = pd.factorize(item_codes.astype(np.int64) * len(cluster_names) + cluster_codes)
     by_cluster = np.bincount(cluster_codes, weights=values)
     by_cell = np.bincount(cell_codes, weights=values)
-    return max(0.0, float(by_cluster @ by_cluster - by_cell @ by_cell) / n_items**2)
+    correction = len(cluster_names) / (len(cluster_names) - 1) if small_sample and len(cluster_names) > 1 else 1.0
+    return max(0.0, float(correction * (by_cluster @ by_cluster) - by_cell @ by_cell) / n_items**2)
 
 
 def ppi_mean_interval(
-    labels, judged_rated, judged_unrated, *, ci_level: float = 0.95, null: float = 0.0, rater_variance: float = 0.0
+    labels, judged_rated, judged_unrated, *, ci_level: float = 0.95, null: float = 0.0, rater_variance: float = 0.0,
+    df: float | None = None,
 ) -> dict:
     """PPI++ mean of the labels with its CLT interval and two-sided p-value against ``null``, beside the
     human-only mean and interval on the same labels (the lambda = 0 case), for one system (or one pair's
@@ -149,7 +165,9 @@ def ppi_mean_interval(
 
     ``labels`` and ``judged_rated`` are aligned (one value per human-rated context); ``judged_unrated`` holds
     the judge's scores on the contexts people did not rate. ``rater_variance`` (``shared_rater_variance``) is
-    added to both variances; 0 gives ppi_py's intervals and p-values exactly.
+    added to both variances; 0 gives ppi_py's intervals and p-values exactly. ``df`` (the raters less one, when
+    raters are taken as a sample: module docstring) takes both intervals' quantiles and p-values from Student's t
+    with ``df`` degrees of freedom instead of the normal.
 
     Returns
     -------
@@ -184,6 +202,8 @@ def ppi_mean_interval(
         raise ValueError("labels and judge scores must be finite (drop the judge's failures first)")
     if not rater_variance >= 0:
         raise ValueError(f"rater_variance must be a non-negative variance, got {rater_variance!r}")
+    if df is not None and not df > 0:
+        raise ValueError(f"df must be positive degrees of freedom (raters less one), got {df!r}")
     alpha = 1.0 - _check_level(ci_level)
     lam = power_tuned_lambda(y, f, f_unrated)
     ppi_low, ppi_high = (float(np.squeeze(bound)) for bound in ppi_mean_ci(y, f, f_unrated, alpha=alpha, lam=lam))
@@ -191,15 +211,17 @@ def ppi_mean_interval(
     ppi_mean = lam * f_unrated.mean() + (y - lam * f).mean()
     human_se = y.std() / np.sqrt(y.size)
     ppi_p = float(np.squeeze(ppi_mean_pval(y, f, f_unrated, null=null, lam=lam)))
-    if rater_variance > 0:
+    reference = stats.norm if df is None else stats.t(df)
+    if rater_variance > 0 or df is not None:
         # ppi_py has no clustered variance: widen its intervals by the shared raters' term (module docstring).
         z = stats.norm.ppf(1 - alpha / 2)
         ppi_se = np.sqrt(((ppi_high - ppi_low) / (2 * z)) ** 2 + rater_variance)
         human_se = np.sqrt(human_se**2 + rater_variance)
-        ppi_low, ppi_high = ppi_mean - z * ppi_se, ppi_mean + z * ppi_se
-        human_low, human_high = y.mean() - z * human_se, y.mean() + z * human_se
-        ppi_p = float(2 * stats.norm.sf(abs(ppi_mean - null) / ppi_se))
-    human_p = float(2 * stats.norm.sf(abs(y.mean() - null) / human_se)) if human_se > 0 else np.nan
+        quantile = reference.ppf(1 - alpha / 2)
+        ppi_low, ppi_high = ppi_mean - quantile * ppi_se, ppi_mean + quantile * ppi_se
+        human_low, human_high = y.mean() - quantile * human_se, y.mean() + quantile * human_se
+        ppi_p = float(2 * reference.sf(abs(ppi_mean - null) / ppi_se)) if ppi_se > 0 else np.nan
+    human_p = float(2 * reference.sf(abs(y.mean() - null) / human_se)) if human_se > 0 else np.nan
     human_width, ppi_width = human_high - human_low, ppi_high - ppi_low
     ratio = ppi_width / human_width if human_width > 0 else np.nan
     return {
@@ -221,6 +243,7 @@ def ppi_system_means(
     ci_level: float = 0.95,
     cluster_by: str | None = "assignment_id",
     allow_missing: bool = False,
+    generalize: str = "items",
 ) -> pd.DataFrame:
     """Mean label per criterion and system three ways: human-only (item means of the human-rated contexts,
     CLT interval), judge-only (biased: the judge's own mean, no interval), and PPI++ (power-tuned,
@@ -230,7 +253,10 @@ def ppi_system_means(
     them); every system needs at least two human-rated contexts and one context only the judge scored.
     ``cluster_by`` names the column of ``human_ratings`` grouping ratings that share a rater (default
     ``assignment_id``, one rater's batch; ``annotator`` also generalises over raters' severities; None treats
-    items as independent, ppi_py's intervals exactly): see the module docstring.
+    items as independent, ppi_py's intervals exactly): see the module docstring. ``generalize`` "raters" or
+    "both" makes the intervals valid for new raters (and new contexts): clustered by ``annotator`` with the
+    small-sample correction and t quantiles on the raters less one (module docstring); "items" (default) leaves
+    them as ``cluster_by`` makes them.
 
     Returns
     -------
@@ -264,16 +290,19 @@ def ppi_system_means(
         moel       50        3.72               3.78      3.74         0.81
     """
     level = _check_level(ci_level)
+    over_raters = _over_raters(generalize)
     items, dropped = judged_items(human_ratings, judge_scores, judge=judge, allow_missing=allow_missing)
-    clustered = clustered_ratings(human_ratings, items, cluster_by)
+    clustered = clustered_ratings(human_ratings, items, "annotator" if over_raters else cluster_by)
     rows = []
     for (criterion, system), part in items.groupby(["criterion", "system"], sort=True, observed=True):
         check_rated_share(part, where=f"system {system!r}, criterion {criterion!r}")
         rated = part["label"].notna().to_numpy()
         extra = rater_variance_of_mean(clustered, criterion, system, label_mean=part["label"].mean(),
-                                       n_items=int(rated.sum()))
+                                       n_items=int(rated.sum()), small_sample=over_raters)
+        df = rater_degrees_of_freedom(clustered, criterion, [system]) if over_raters else None
         result = ppi_mean_interval(part["label"].to_numpy()[rated], part["judge_score"].to_numpy()[rated],
-                                   part["judge_score"].to_numpy()[~rated], ci_level=level, rater_variance=extra)
+                                   part["judge_score"].to_numpy()[~rated], ci_level=level, rater_variance=extra,
+                                   df=df)
         result.update(criterion=criterion, system=system, n_ratings=int(part["n_ratings"].sum()),
                       human_share=float(rated.mean()))
         rows.append(result)
@@ -296,6 +325,7 @@ def ppi_paired_differences(
     alpha: float = 0.05,
     cluster_by: str | None = "assignment_id",
     allow_missing: bool = False,
+    generalize: str = "items",
 ) -> pd.DataFrame:
     """Every pair of systems per criterion: the mean per-context difference a - b, human-only and PPI++
     (labels Y_a - Y_b on contexts people rated for both systems, judge differences f_a - f_b on every
@@ -303,7 +333,7 @@ def ppi_paired_differences(
     ("criterion": the pairs of one criterion, as ``empeval.analysis.stats.significance.compare_pairs`` does by default;
     "study": every pair of every criterion) by ``correction`` (any method of
     ``empeval.analysis.stats.significance.adjust_pvalues``,
-    Holm by default). ``cluster_by`` and ``allow_missing`` as in ``ppi_system_means``.
+    Holm by default). ``cluster_by``, ``allow_missing`` and ``generalize`` as in ``ppi_system_means``.
 
     Returns
     -------
@@ -336,8 +366,9 @@ def ppi_paired_differences(
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     level = _check_level(ci_level)
+    over_raters = _over_raters(generalize)
     items, _ = judged_items(human_ratings, judge_scores, judge=judge, allow_missing=allow_missing)
-    clustered = clustered_ratings(human_ratings, items, cluster_by)
+    clustered = clustered_ratings(human_ratings, items, "annotator" if over_raters else cluster_by)
     rows = []
     for criterion, part in items.groupby("criterion", sort=True, observed=True):
         wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score"])
@@ -349,9 +380,11 @@ def ppi_paired_differences(
             check_rated_share(differences, where=f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
             rated = differences["label"].notna().to_numpy()
             extra = rater_variance_of_difference(clustered, criterion, system_a, system_b, labels,
-                                                 contexts=differences.index[rated])
+                                                 contexts=differences.index[rated], small_sample=over_raters)
+            df = (rater_degrees_of_freedom(clustered, criterion, [system_a, system_b],
+                                           contexts=differences.index[rated]) if over_raters else None)
             result = ppi_mean_interval(differences["label"].to_numpy()[rated], judged.to_numpy()[rated],
-                                       judged.to_numpy()[~rated], ci_level=level, rater_variance=extra)
+                                       judged.to_numpy()[~rated], ci_level=level, rater_variance=extra, df=df)
             rows.append({
                 "criterion": criterion, "system_a": system_a, "system_b": system_b,
                 "n_human": result["n_human"], "n_judge_only": result["n_judge_only"],
@@ -410,11 +443,12 @@ def clustered_ratings(
 
 
 def rater_variance_of_mean(
-    clustered: dict[tuple, pd.DataFrame] | None, criterion, system, *, label_mean: float, n_items: int
+    clustered: dict[tuple, pd.DataFrame] | None, criterion, system, *, label_mean: float, n_items: int,
+    small_sample: bool = False,
 ) -> float:
     """The shared-rater variance (``shared_rater_variance``) of one system's mean label on one criterion, over
     its ``n_items`` human-rated items whose labels average ``label_mean``; 0 when ``clustered`` is None or
-    holds no rating of that system.
+    holds no rating of that system. ``small_sample`` as in ``shared_rater_variance``.
 
     Returns
     -------
@@ -437,16 +471,19 @@ def rater_variance_of_mean(
     if ratings is None:
         return 0.0
     centred = (ratings["score"] - label_mean) / ratings["n_ratings"]
-    return shared_rater_variance(centred, ratings["context_id"], ratings["cluster"], n_items=n_items)
+    return shared_rater_variance(centred, ratings["context_id"], ratings["cluster"], n_items=n_items,
+                                 small_sample=small_sample)
 
 
 def rater_variance_of_difference(
-    clustered: dict[tuple, pd.DataFrame] | None, criterion, system_a, system_b, labels: pd.DataFrame, *, contexts
+    clustered: dict[tuple, pd.DataFrame] | None, criterion, system_a, system_b, labels: pd.DataFrame, *, contexts,
+    small_sample: bool = False,
 ) -> float:
     """The shared-rater variance of the mean per-context difference a - b of the labels over ``contexts`` (those
     people rated for both systems): each rating of a contributes +(x - mean label of a) / k, each of b
     -(x - mean label of b) / k, so a rater who rated both sides of a context adds the covariance of the two.
-    ``labels`` holds the item labels with one column per system, indexed by context.
+    ``labels`` holds the item labels with one column per system, indexed by context. ``small_sample`` as in
+    ``shared_rater_variance``.
 
     Returns
     -------
@@ -480,7 +517,48 @@ def rater_variance_of_difference(
         return 0.0
     side_ratings = pd.concat(sides)
     return shared_rater_variance(side_ratings["centred"], side_ratings["context_id"], side_ratings["cluster"],
-                                 n_items=len(contexts))
+                                 n_items=len(contexts), small_sample=small_sample)
+
+
+def rater_degrees_of_freedom(clustered: dict[tuple, pd.DataFrame] | None, criterion, systems, *,
+                             contexts=None) -> float:
+    """The degrees of freedom of an interval that takes raters as a sample: the raters (clusters) who rated
+    ``systems`` on ``criterion`` (on ``contexts`` only, when given), less one. ValueError when fewer than 2
+    raters rated them: one rater says nothing of how raters vary.
+
+    Returns
+    -------
+    df : float
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> ratings = pd.DataFrame({"context_id": ["c1", "c2", "c1"], "cluster": ["ann", "bob", "cy"]})
+    >>> rater_degrees_of_freedom({("empathy", "gold"): ratings}, "empathy", ["gold"])
+    2.0
+    >>> rater_degrees_of_freedom({("empathy", "gold"): ratings}, "empathy", ["gold"], contexts=["c2"])
+    Traceback (most recent call last):
+    ...
+    ValueError: generalising over raters needs at least 2 raters of gold on empathy, got 1: ...
+    """
+    raters: set = set()
+    for system in systems:
+        ratings = clustered.get((criterion, system)) if clustered is not None else None
+        if ratings is not None:
+            if contexts is not None:
+                ratings = ratings.loc[ratings["context_id"].isin(contexts)]
+            raters |= set(ratings["cluster"])
+    if len(raters) < 2:
+        raise ValueError(f"generalising over raters needs at least 2 raters of {' and '.join(map(str, systems))} on "
+                         f"{criterion}, got {len(raters)}: intervals for new raters cannot be computed (generalize="
+                         "\"items\" gives them for this study's raters)")
+    return float(len(raters) - 1)
+
+
+def _over_raters(generalize: str) -> bool:
+    if generalize not in GENERALIZE:
+        raise ValueError(f"generalize must be one of {', '.join(GENERALIZE)}, got {generalize!r}")
+    return generalize != "items"
 
 
 def _check_level(ci_level: float) -> float:
