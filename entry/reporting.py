@@ -23,7 +23,8 @@ from empeval.server.store.engine import unit_of_work
 def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late: bool = True,
                        exclude_flagged: bool = True, seed: int = 0, latex: bool = False, judge: str | None = None,
                        judge_version: str | None = None, allow_missing: bool = False,
-                       systems_config: Path | None = None, system_order: str = "study") -> dict[str, Path]:
+                       systems_config: Path | None = None, system_order: str = "study",
+                       generalize: str = "items") -> dict[str, Path]:
     """Write the report of the study `name` into out_dir (see analysis.report.study); returns the written paths.
     Late answers are left out when include_late is False, and the report says how many. With latex, booktabs
     tables go to out_dir/latex/.
@@ -34,9 +35,13 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
     (which drops those items and counts them in the report), or when the study has no answers yet.
 
     Systems are named as `display_name` in `systems_config` (default: the built-in systems.toml) says, and listed in
-    the study file's order, or by mean with system_order "mean" (analysis.report.systems)."""
+    the study file's order, or by mean with system_order "mean" (analysis.report.systems).
+
+    `generalize` ("items", "raters" or "both"; analysis.stats.generalize) says what the intervals and p-values of the
+    system means and differences generalise to; the report's captions and methods say it."""
     inputs = report_inputs(engine, name)
-    meta = {**inputs.meta, "display_names": display_names(systems_config), "system_order": system_order}
+    meta = {**inputs.meta, "display_names": display_names(systems_config), "system_order": system_order,
+            "generalize": generalize}
     judged = _judge_request(engine, name, judge, judge_version, allow_missing) if judge is not None else None
     if not inputs.rows:
         raise BadInput(f"study {name!r} has no {inputs.counted} yet: nothing to report. Invite annotators "
@@ -53,11 +58,11 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
 
 def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: bool = True,
                         exclude_flagged: bool = True, seed: int = 0, likert_export: Path | None = None,
-                        latex: bool = False) -> dict[str, Path]:
+                        latex: bool = False, generalize: str = "items") -> dict[str, Path]:
     """The report of an export file (CSV or JSONL; no store needed): a collaborator's export, or a test fixture.
     The file's kind is recognised by its columns; `likert_export` (a linked Likert study's export) goes beside the
     report of a study of another kind. An export's criteria are shown in the default study order
-    (EXPORT_CRITERIA_ORDER)."""
+    (EXPORT_CRITERIA_ORDER). `generalize` as for write_study_report."""
     kind = export_kind(path)
     table = _read(kind, path)
     if table.empty:
@@ -71,7 +76,7 @@ def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: b
         likert_table = _read(likert, likert_export)  # no rows: as a linked study in the store with none yet
         linked.append(LinkedStudy(likert_export.name, likert.name, False, None if likert_table.empty else likert_table))
     request = ReportRequest(name=name, kind=kind.name, table=table,
-                            meta={"criteria": list(EXPORT_CRITERIA_ORDER)}, linked=linked,
+                            meta={"criteria": list(EXPORT_CRITERIA_ORDER), "generalize": generalize}, linked=linked,
                             include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex)
     return _report(request, out_dir)
 
@@ -104,6 +109,7 @@ def _judge_request(engine: Engine, study: str, judge: str, version: str | None, 
     learned judge, and the design's record of which contexts people rate (human_sample), as the report's
     JudgeRequest."""
     from empeval.analysis.kinds import JudgeRequest
+    from empeval.server.backend.judges.pair_scores import judge_pair_scores, pair_judges
     from empeval.server.backend.judges.scores import human_sample, judge_scores, latest_version
     from empeval.server.store.models import JudgeScore
 
@@ -118,7 +124,12 @@ def _judge_request(engine: Engine, study: str, judge: str, version: str | None, 
     scores = judge_scores(engine, study, judge, version=version, folds=cross_fitted)
     if version is None:
         version = latest_version(engine, study, judge)
+    # A judge of differences beside it (the one that compared the study's pairs most recently), if any: its
+    # verdicts are the paired differences' predictor (analysis.stats.ppi.differences).
+    found = pair_judges(engine, study)
     return JudgeRequest(name=judge, scores=scores, version=version, cross_fitted=cross_fitted,
-                        allow_missing=allow_missing, design_sample=human_sample(engine, study))
+                        allow_missing=allow_missing, design_sample=human_sample(engine, study),
+                        pair_scores=judge_pair_scores(engine, study, found[0]) if found else None,
+                        pair_judge=found[0] if found else None)
 
 

@@ -14,7 +14,8 @@ import empeval.server.store.kinds
 
 # Every module of analysis/ and of the store's study kinds, and these others.
 OTHERS = {"empeval.server.store.study_config", "empeval.server.store.study_parts", "empeval.server.store.statuses",
-          "empeval.server.errors", "empeval.tasks.design", "empeval.tasks.kind_parts"}
+          "empeval.server.errors", "empeval.tasks.design", "empeval.tasks.kind_parts",
+          "empeval.tasks.kinds.likert_active", "empeval.planning"}
 MODULES = sorted({m.name for package in (empeval.analysis, empeval.server.store.kinds)
                   for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")} | OTHERS)
 

@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 from empeval.analysis.kinds import ReportRefused
 from empeval.analysis.report.document import Block, Heading, Image, Paragraph, Table
 from empeval.analysis.report.tables import fmt, fmt_p, in_criterion_order, interval
+from empeval.analysis.stats.ppi.active import ACTIVE_PPI, is_actively_sampled, model_assisted_estimates
 from empeval.analysis.stats.ppi.agreement import ALL_SYSTEMS, calibration_table, judge_agreement
 from empeval.analysis.stats.ppi.crossfit import crossppi_paired_differences, crossppi_system_means
 from empeval.analysis.stats.ppi.differences import difference_correlations, item_score_differences, ppi_pair_differences
@@ -44,7 +45,8 @@ from empeval.analysis.stats.ppi.tables import ITEM_KEYS, item_labels, judge_fail
 PPI = "ppi"
 CROSS_PPI = "crossppi"
 PAIR_PPI = "pairppi"  # paired differences by PPI++ with a judge of differences as the predictor
-ESTIMATOR_NAMES = {PPI: "PPI++", CROSS_PPI: "cross-PPI", PAIR_PPI: "PPI++"}
+ESTIMATOR_NAMES = {PPI: "PPI++", CROSS_PPI: "cross-PPI", PAIR_PPI: "PPI++",
+                   ACTIVE_PPI: "active PPI++ (inverse-probability weighted)"}
 
 #: Failures listed in the document; the CSV holds them all.
 FAILURES_SHOWN = 30
@@ -62,6 +64,7 @@ class DesignSample:
     n_sampled: int
     n_sampled_unrated: int
     n_rated_outside: int
+    active: bool = False  # drawn by active sampling with recorded probabilities (design.sampling = "active")
 
 
 def design_sample_summary(design_sample: pd.DataFrame, human: pd.DataFrame) -> DesignSample:
@@ -80,7 +83,8 @@ def design_sample_summary(design_sample: pd.DataFrame, human: pd.DataFrame) -> D
     rated = set(human["context_id"].astype(str))
     return DesignSample(share=design_sample.attrs.get("human_share"), seed=design_sample.attrs.get("human_share_seed"),
                         n_contexts=len(set(contexts)), n_sampled=len(sampled),
-                        n_sampled_unrated=len(sampled - rated), n_rated_outside=len(rated - sampled))
+                        n_sampled_unrated=len(sampled - rated), n_rated_outside=len(rated - sampled),
+                        active=is_actively_sampled(design_sample))
 
 
 class JudgeCoverageError(ReportRefused):
@@ -151,6 +155,7 @@ def judged_tables(
     design_sample: pd.DataFrame | None = None,
     pair_scores: pd.DataFrame | None = None,
     pair_judge: str | None = None,
+    generalize: str = "items",
 ) -> JudgedTables:
     """The model-assisted analysis of one judge over the tidy ``ratings`` (``analysis.kinds.likert.load``; controls left
     out) and the judge's ``judge_scores`` (one row per item and criterion: ``context_id``, ``system``,
@@ -227,10 +232,17 @@ def judged_tables(
                                                 family=family, correction=correction, alpha=alpha)
             tables.pairs = pairs.merge(_judge_differences(usable), on=["criterion", "system_a", "system_b"],
                                        how="left")
+        elif design_sample is not None and is_actively_sampled(design_sample):
+            # Contexts drawn with recorded probabilities: the inverse-probability-weighted estimators (active.py).
+            chosen = model_assisted_estimates(human, plain, design_sample, cluster_by=cluster_by, ci_level=ci_level,
+                                              family=family, correction=correction, alpha=alpha)
+            tables.means, tables.pairs, tables.estimator = chosen.means, chosen.pairs, chosen.estimator
         else:
-            tables.means = ppi_system_means(human, plain, cluster_by=cluster_by, ci_level=ci_level)
+            tables.means = ppi_system_means(human, plain, cluster_by=cluster_by, ci_level=ci_level,
+                                            generalize=generalize)
             tables.pairs = ppi_paired_differences(human, plain, cluster_by=cluster_by, ci_level=ci_level,
-                                                  family=family, correction=correction, alpha=alpha)
+                                                  family=family, correction=correction, alpha=alpha,
+                                                  generalize=generalize)
     except ValueError as error:
         tables.means = tables.pairs = None
         tables.why_not_estimated = str(error)
@@ -433,6 +445,11 @@ def design_text(design: DesignSample) -> str:
     """
     if design.share is None:
         text = f"People were to rate every one of the study's {design.n_contexts} contexts (no human share)"
+    elif design.active:
+        text = (f"By design (human share {design.share:g}, active sampling), people rate {design.n_sampled} of the "
+                f"study's {design.n_contexts} contexts, each drawn with a probability that follows the judges' "
+                "uncertainty about it, mixed with uniform, and recorded when drawn; the estimates weight each rated "
+                "context by the inverse of its probability")
     else:
         text = (f"By design (human share {design.share:g}, seed {design.seed}), people rate a seeded uniform random "
                 f"sample of {design.n_sampled} of the study's {design.n_contexts} contexts")

@@ -135,3 +135,30 @@ def close(obj: CliContext, name: str) -> None:
                f"{closing.counts[AssignmentStatus.SUBMITTED]} assignments submitted, {in_progress} in progress left "
                "unfinished, "
                f"{closing.counts[AssignmentStatus.OPEN]} never handed out")
+
+
+# Active sampling (design.sampling = "active", issue 28): the draw made once the judges have scored every item.
+@study.command("sample")
+@click.argument("name")
+@click.option("--judges", "judge_names", default=None,
+              help="Comma-separated judges whose scores guide the draw (default: every judge that scored the study).")
+@click.option("--seed", type=int, default=None,
+              help="The draw's seed (default: design.human_share_seed, else the study's seed).")
+@pass_cli
+def sample(obj: CliContext, name: str, judge_names: str | None, seed: int | None) -> None:
+    """Draw the contexts people rate in actively sampled study NAME and write their assignments.
+
+    Each context is drawn with a probability that follows the judges' uncertainty about it (their disagreement,
+    or a learned judge's predictive variance), mixed with uniform, design.human_share x contexts expected
+    (analysis/stats/ppi/active.py); the probabilities are stored per context for the estimates. One transaction;
+    a study drawn before is left as it is. Refused until every judge named has scored every item.
+    """
+    from empeval.sampling import sample_study
+
+    judges = [n.strip() for n in judge_names.split(",") if n.strip()] if judge_names is not None else None
+    if judges is not None and not judges:
+        raise click.BadParameter("name at least one, comma-separated", param_hint="--judges")
+    draw = sample_study(obj.engine(), name, judges=judges, seed=seed)
+    click.echo(draw.describe())
+    if draw.new:
+        click.echo(f"next: `empeval annotators invite NAME --study {name}`, then `empeval serve` (the drawn contexts)")

@@ -53,9 +53,8 @@ def record_release(engine: Engine, study: str, event: str, *, where: str, at: da
         raise ValueError(f"event must be one of {', '.join(RELEASES)}, got {event!r}")
     with unit_of_work(engine) as session:
         study_id = study_by_name(session, study).id
-        raters = sorted(session.scalars(select(Assignment.annotator_id).distinct().where(
-            Assignment.study_id == study_id, Assignment.status == AssignmentStatus.SUBMITTED,
-            Assignment.annotator_id.is_not(None))))
+        raters = sorted(rater for rater in session.scalars(select(Assignment.annotator_id).distinct().where(
+            Assignment.study_id == study_id, Assignment.status == AssignmentStatus.SUBMITTED)) if rater is not None)
         add_entry(session, study_id, event, annotator_id=None, at=at or now_utc(),
                   detail={"where": where, "annotator_ids": raters})
         return len(raters)

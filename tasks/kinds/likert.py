@@ -8,6 +8,11 @@ A Likert study (the default kind) adds to the shared study-file fields:
     # human_share = 0.25             # optional (model-assisted evaluation): people rate a seeded uniform sample of
     # human_share_seed = 11          # a quarter of the contexts (every system's response on each), judges score
                                      # every item (`empeval judge`); the seed defaults to the study's
+    # sampling = "active"            # optional, with human_share: "uniform" (the default: the seeded sample above,
+                                     # drawn at creation) or "active": after the judges scored every item,
+                                     # `empeval study sample NAME` draws each context with a probability from the
+                                     # judges' uncertainty, human_share x contexts of them expected
+                                     # (analysis.stats.ppi.active), and only then are there assignments
     [scale]                          # optional: defaults to 1-5 with every point labelled
     min = 1; max = 5; labels = ["1 - Not at all", ..., "5 - Completely"]
 
@@ -22,7 +27,8 @@ Its gold items, when the study file has a [qualification] (tasks/qualification.p
 Its design (tasks.design.plan_assignments): every response rated by k distinct annotators, the systems rotated over
 blocks of contexts, controls interleaved. With a human share every chosen context's items are written, for the
 judges, but the assignments hold only the items (and controls) of the contexts people rate, recorded in
-study_context with each context's `human_rated`.
+study_context with each context's `human_rated`. With active sampling the study is created with every context's
+items and no assignment; `empeval study sample` (tasks.kinds.likert_active) writes them for the drawn contexts.
 """
 from __future__ import annotations
 
@@ -35,7 +41,16 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from empeval.server.store.kinds import StudySetup
-from empeval.server.store.kinds.likert import AssignmentItem, LikertSetup, Scale, StudyContext, StudyItem
+from empeval.server.store.kinds.likert import (
+    ACTIVE_SAMPLING,
+    SAMPLINGS,
+    UNIFORM_SAMPLING,
+    AssignmentItem,
+    LikertSetup,
+    Scale,
+    StudyContext,
+    StudyItem,
+)
 from empeval.server.store.models import Response, Study, System
 from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Panel, ShownTurn
 from empeval.server.store.study_config import StudyConfig
@@ -45,7 +60,7 @@ from empeval.tasks.design import Candidate, plan_assignments
 from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
-from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem
+from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_sample_size, human_share_problem
 from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
 from empeval.tasks.study_create import add_assignments, lacking_controls
 
@@ -79,6 +94,14 @@ def item_systems(engine: Engine, study: str) -> dict[int, str]:
 
 def _describe(spec: StudyConfig, setup: LikertSetup, *, contexts: int, items: int, controls: int, assignments: int,
               expected: int, human_contexts: int | None, share_seed: int | None) -> str:
+    if setup.sampling == ACTIVE_SAMPLING:
+        return (f"study {spec.name!r}: {contexts} contexts x {len(spec.systems)} systems = {items} items, all for the "
+                f"judges; people will rate an active sample of about {human_contexts} of the {contexts} contexts "
+                f"(design.human_share {setup.human_share:g} expected, "
+                f"design.sampling active, seed {share_seed}), drawn with probabilities from the judges' "
+                f"uncertainty once they have scored every item: run `empeval judge {spec.name} --judges NAME,...` "
+                f"(two judges or more, so that their disagreement can guide the draw), then `empeval study sample "
+                f"{spec.name}`; no assignment exists until then")
     if human_contexts is None:
         return (f"study {spec.name!r}: {contexts} contexts x {len(spec.systems)} systems = {items} items "
                 f"(+{controls} control items), {assignments} assignments, k={setup.ratings_per_response} ratings per "
@@ -88,6 +111,37 @@ def _describe(spec: StudyConfig, setup: LikertSetup, *, contexts: int, items: in
             f"contexts (design.human_share {setup.human_share:g}, seed {share_seed}): "
             f"{human_contexts * len(spec.systems)} items (+{controls} control items), {assignments} assignments, "
             f"k={setup.ratings_per_response} ratings per response, {expected} ratings expected")
+
+
+def write_assignments(session: Session, spec: StudyConfig, study: Study, rated: list[Candidate],
+                      control_responses: Mapping[int, Mapping[str, int | None]],
+                      study_items: dict[Any, StudyItem]) -> tuple[list[Any], dict[Any, Candidate]]:
+    """Plan and write the assignments of the `rated` items (tasks.design.plan_assignments, k distinct annotators
+    each, the study's controls interleaved from `control_responses`: context id -> control system -> response id,
+    None where it has none) in the caller's transaction: the control items the plan uses are added to
+    `study_items` (response id -> StudyItem, the real items already flushed), then the assignments and their
+    items. Returns the plan and the controls used. Study creation and an active draw (tasks.kinds.likert_active)
+    both write their assignments here."""
+    setup = spec.setup
+    assert isinstance(setup, LikertSetup)
+    controls = [Candidate(key=control_responses[cid][name], context=cid, system=name)
+                for name in spec.controls for cid in sorted(control_responses) if control_responses[cid].get(name)]
+    plan = plan_assignments(rated, controls, ratings_per_response=setup.ratings_per_response,
+                            items_per_assignment=spec.design.items_per_assignment,
+                            control_rate=spec.design.control_rate, seed=spec.seed) if rated else []
+    used_controls = {c.key: c for a in plan for c in a.items if c.system in spec.control_targets}
+    new_controls = []
+    for key, candidate in used_controls.items():
+        study_items[key] = StudyItem(study_id=study.id, response_id=key, is_control=True,
+                                     control_target=spec.control_targets[candidate.system],
+                                     design={"system": candidate.system})
+        new_controls.append(study_items[key])
+    session.add_all(new_controls)
+    session.flush()
+    for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
+        session.add_all(AssignmentItem(assignment_id=assignment.id, item_id=study_items[c.key].id,
+                                       position=position) for position, c in enumerate(planned.items))
+    return plan, used_controls
 
 
 def _gold_scores(reader: StudyFileReader, value: Any, path: str, scale: Scale) -> tuple[int, ...]:
@@ -114,7 +168,7 @@ class LikertTasks(TaskKind):
     name: ClassVar[str] = "likert"
     setup = LikertSetup
     fields: ClassVar[dict[str, frozenset[str]]] = {
-        "design": frozenset({"ratings_per_response", "human_share", "human_share_seed"})}
+        "design": frozenset({"ratings_per_response", "human_share", "human_share_seed", "sampling"})}
     sections: ClassVar[frozenset[str]] = frozenset({"scale"})
     listing: ClassVar[dict[str, Any]] = {"description": DEFAULT_DESCRIPTION, "tags": list(DEFAULT_TAGS)}
     ui_page: ClassVar[str] = "likert"
@@ -173,21 +227,29 @@ class LikertTasks(TaskKind):
     @staticmethod
     def _human_share(reader: StudyFileReader, d: dict, setup: LikertSetup, *, n_contexts: int,
                      seed: int) -> LikertSetup:
-        """design.human_share and design.human_share_seed (model-assisted evaluation): people rate a seeded uniform
-        sample of round(share x contexts) contexts, judges score every item. The share must be a number strictly
+        """design.human_share, design.human_share_seed and design.sampling (model-assisted evaluation): people rate
+        a seeded uniform sample of round(share x contexts) contexts (or, with sampling "active", an active sample of
+        that many expected, drawn later), judges score every item. The share must be a number strictly
         between 0 and 1 that samples at least two contexts and not all of them (likert_human_share.
         human_share_problem); the seed defaults to the study's and is stored resolved, so the stored configuration
         reproduces the draw."""
+        sampling = d.get("sampling", UNIFORM_SAMPLING)
+        if sampling not in SAMPLINGS:
+            raise reader.error("design.sampling", f"must be one of {', '.join(map(repr, SAMPLINGS))}, got "
+                               f"{sampling!r}")
         if "human_share" not in d:
             if "human_share_seed" in d:
                 raise reader.error("design.human_share_seed", "is the seed of design.human_share's sample; set "
                                    "design.human_share too, or remove it")
+            if sampling == ACTIVE_SAMPLING:
+                raise reader.error("design.sampling", "\"active\" draws design.human_share's contexts: set "
+                                   "design.human_share (the expected share people rate) too, or remove it")
             return setup
         share = d["human_share"]
         if problem := human_share_problem(share, n_contexts):
             raise reader.error("design.human_share", problem)
         sample_seed = reader.integer(d, "human_share_seed", "design.human_share_seed", seed, minimum=0)
-        return replace(setup, human_share=float(share), human_share_seed=sample_seed)
+        return replace(setup, human_share=float(share), human_share_seed=sample_seed, sampling=sampling)
 
     def system_role(self, spec: StudyConfig, system: str) -> str:
         return ""
@@ -197,41 +259,34 @@ class LikertTasks(TaskKind):
         assert isinstance(setup, LikertSetup)
         human_ids = set(chosen.ids)
         share, share_seed = setup.human_share, setup.human_share_seed
+        active = setup.sampling == ACTIVE_SAMPLING
         if share is not None:
             if problem := human_share_problem(share, len(chosen.keys)):
                 raise StudySetupError(f"design.human_share: {problem}")
             share_seed = spec.seed if share_seed is None else share_seed
-            human_ids = {chosen.key_to_id[key] for key in draw_human_sample(chosen.keys, share, share_seed)}
+            # An active study's sample is drawn later (tasks.kinds.likert_active): none is rated yet.
+            human_ids = set() if active else {chosen.key_to_id[key]
+                                              for key in draw_human_sample(chosen.keys, share, share_seed)}
         items = [Candidate(key=chosen.response(cid, name), context=cid, system=name)
                  for cid in chosen.ids for name in spec.systems]
-        rated = [item for item in items if item.context in human_ids]
-        controls = [Candidate(key=chosen.response(cid, name), context=cid, system=name)
-                    for name in spec.controls for cid in sorted(human_ids) if chosen.response(cid, name)]
-        lacking_controls(spec, chosen, sorted(human_ids))
-        plan = plan_assignments(rated, controls, ratings_per_response=setup.ratings_per_response,
-                                items_per_assignment=spec.design.items_per_assignment,
-                                control_rate=spec.design.control_rate, seed=spec.seed)
-
+        # Any context may be drawn actively: the controls must have responses on the study's contexts.
+        lacking_controls(spec, chosen, sorted(chosen.ids if active else human_ids))
         study_items: dict[Any, StudyItem] = {}
         for candidate in items:
             study_items[candidate.key] = StudyItem(study_id=study.id, response_id=candidate.key,
                                                    design={"system": candidate.system})
-        used_controls = {c.key: c for a in plan for c in a.items if c.system in spec.control_targets}
-        for key, candidate in used_controls.items():
-            study_items[key] = StudyItem(study_id=study.id, response_id=key, is_control=True,
-                                         control_target=spec.control_targets[candidate.system],
-                                         design={"system": candidate.system})
         session.add_all(study_items.values())
         session.add_all(StudyContext(study_id=study.id, context_id=cid, human_rated=cid in human_ids)
                         for cid in chosen.ids)
         session.flush()
-        for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
-            session.add_all(AssignmentItem(assignment_id=assignment.id, item_id=study_items[c.key].id,
-                                           position=position) for position, c in enumerate(planned.items))
+        plan, used_controls = write_assignments(
+            session, spec, study, [item for item in items if item.context in human_ids],
+            {cid: {name: chosen.response(cid, name) for name in spec.controls} for cid in human_ids}, study_items)
 
         n_slots = sum(len(a.items) for a in plan)
         cost = spec.pay.cost(len(plan))
-        human_contexts = len(human_ids) if share is not None else None
+        human_contexts = (human_sample_size(share, len(chosen.ids)) if active else len(human_ids)) \
+            if share is not None else None
         return StudySummary(
             name=spec.name, kind=self.name, contexts=len(chosen.ids), systems=list(spec.systems), items=len(items),
             control_items=len(used_controls), assignments=len(plan), per_unit=setup.ratings_per_response,

@@ -71,6 +71,7 @@ from empeval.analysis.stats.agreement_reading import alpha_beside_ac2
 from empeval.analysis.stats.conclusions import DEFINITION as CONCLUSION_DEFINITION
 from empeval.analysis.stats.conclusions import conclusion_changes
 from empeval.analysis.stats.exclusions import ALL_RATERS, EXCLUDING_FLAGGED, exclude_annotators
+from empeval.analysis.stats.generalize import TARGET_WORDS, check_target
 from empeval.analysis.stats.rater_aware import rater_aware_check
 from empeval.analysis.stats.significance import compare_pairs, friedman_test, system_means
 from empeval.analysis.stats.threads import single_threaded_blas
@@ -111,6 +112,7 @@ def write_report(
     include_late: bool = True,
     latex: bool = False,
     judge: JudgeRequest | None = None,
+    generalize: str | None = None,
 ) -> dict[str, Path]:
     """Analyse ``ratings`` (the tidy table, or the store's export, which is validated and converted first) and
     write ``report.md``, ``report.html`` (self-contained, figures as base64 PNG),
@@ -141,6 +143,14 @@ def write_report(
     the judge failed on an item and ``judge.allow_missing`` is False, ``JudgeCoverageError`` is raised before
     anything is written.
 
+    ``generalize`` ("items", "raters" or "both"; default ``study_meta["generalize"]``, else "items") says what the
+    intervals and p-values of the system means and the pairwise comparisons generalise to
+    (``empeval.analysis.stats.generalize``): "items" keeps the percentile bootstrap over items and the Wilcoxon tests
+    (new contexts rated by this study's raters); "raters" and "both" replace them with the crossed random-effects
+    intervals and t-tests for new raters (on this study's contexts, or on new ones too), the bootstrap intervals
+    and the Wilcoxon p-values kept beside them in the CSV tables. The captions and the methods say which. With
+    one rater, "raters" and "both" fall back to "items" and the report says so.
+
     Returns a dict with the paths: "markdown", "html", one "figure_<name>" per figure, one "table_<name>" per
     CSV and, with ``latex``, "latex_main_results" (latex/main_results.tex, a booktabs table). Figures and the
     tables of analyses that could not run are not written.
@@ -149,7 +159,7 @@ def write_report(
         report = likert_report(ratings, study_meta=study_meta, exclude_flagged=exclude_flagged,
                                correction=correction, family=family, alpha=alpha, n_boot=n_boot, ci_level=ci_level,
                                scale=scale, quality_thresholds=quality_thresholds, random_effects=random_effects,
-                               seed=seed, include_late=include_late, judge=judge)
+                               seed=seed, include_late=include_late, judge=judge, generalize=generalize)
     return write_sections(report, Path(out_dir), latex=latex)
 
 
@@ -186,7 +196,7 @@ class LikertAnalysis:
 
 
 def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, family, alpha, n_boot, ci_level, scale,
-            quality_thresholds, random_effects, seed, include_late, judge) -> LikertAnalysis:
+            quality_thresholds, random_effects, seed, include_late, judge, generalize=None) -> LikertAnalysis:
     """The analyses of the report on `ratings` (see write_report), before anything is written: a judge that failed
     on an item stops the report here (JudgeCoverageError)."""
     if "item" not in ratings.columns and "item_id" in ratings.columns:
@@ -205,6 +215,7 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
             raise ReportRefused(f"all {late['n_ratings']} ratings were submitted late: nothing to report without "
                              "them (include_late=True keeps them)")
     meta = dict(study_meta or {})
+    generalize = check_target(generalize or meta.get("generalize") or "items")
     names = display_names(meta)
     ratings = renamed(ratings, names)  # every table, figure and sentence then names a system the same way
     if judge is not None and names:
@@ -219,7 +230,8 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
                           gaps=Gaps(), late=late, meta=meta, options={
                               "exclude_flagged": exclude_flagged, "correction": correction, "family": family,
                               "alpha": alpha, "n_boot": n_boot, "ci_level": ci_level, "scale": scale,
-                              "random_effects": random_effects, "seed": seed, "include_late": include_late})
+                              "random_effects": random_effects, "seed": seed, "include_late": include_late,
+                              "generalize": generalize, "target": "items"})
     if real.empty:
         done.gaps.add("results", _why_no_results(ratings, quality, flagged, exclude_flagged))
     else:
@@ -245,14 +257,28 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
                                                  seed=seed)
         if done.agreement["estimate"].notna().sum() == 0:
             done.gaps.add("agreement", _why_no_agreement(done.agreement))
+        if generalize != "items":
+            # After the rater-aware check, which compares the item-level tests with the mixed model.
+            done.means, done.pairs, why = _for_target(analysed, done.means, done.pairs, generalize, criteria=criteria,
+                                                      ci_level=ci_level, family=family, correction=correction,
+                                                      alpha=alpha)
+            if why:
+                done.gaps.add("generalize", why)
+            else:
+                done.options["target"] = generalize
     if flagged and not real.empty and done.means is not None:
         # One half of each side-by-side table is the main result already computed: reuse it, run the other.
         other = ratings if exclude_flagged else exclude_annotators(ratings, flagged)
         if (~other["is_control"].astype(bool)).any():
+            other_means = system_means(other, **boot)
+            other_pairs = compare_pairs(other, family=family, correction=correction, alpha=alpha, **boot)
+            if done.target != "items":
+                other_means, other_pairs, _ = _for_target(other, other_means, other_pairs, done.target,
+                                                          criteria=criteria, ci_level=ci_level, family=family,
+                                                          correction=correction, alpha=alpha)
             done.both = {
-                "means": _stacked(done.means, system_means(other, **boot), exclude_flagged),
-                "pairs": _stacked(done.pairs, compare_pairs(other, family=family, correction=correction, alpha=alpha,
-                                                            **boot), exclude_flagged),
+                "means": _stacked(done.means, other_means, exclude_flagged),
+                "pairs": _stacked(done.pairs, other_pairs, exclude_flagged),
                 "agreement": _stacked(done.agreement, agreement_table(other, scale=scale, **boot), exclude_flagged)}
     if judge is not None:
         from empeval.analysis.report.judged import judged_tables
@@ -260,7 +286,9 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
         done.judged = judged_tables(analysed, judge.scores, judge=judge.name, version=judge.version,
                                     cross_fitted=judge.cross_fitted, allow_missing=judge.allow_missing,
                                     criteria=criteria, correction=correction, family=family, alpha=alpha,
-                                    ci_level=ci_level, n_boot=n_boot, seed=seed, design_sample=judge.design_sample)
+                                    ci_level=ci_level, n_boot=n_boot, seed=seed, design_sample=judge.design_sample,
+                                    pair_scores=judge.pair_scores, pair_judge=judge.pair_judge,
+                                    generalize=done.target)
         done.judged.systems = list(done.systems)
     return done
 
@@ -270,7 +298,7 @@ def likert_report(ratings: pd.DataFrame, *, study_meta: dict | None = None, excl
                   ci_level: float = 0.95, scale: tuple[int, int] = DEFAULT_SCALE,
                   quality_thresholds: dict | None = None,
                   random_effects: tuple[str, ...] = ("annotator", "item"), seed: int = 0, include_late: bool = True,
-                  judge: JudgeRequest | None = None) -> Report:
+                  judge: JudgeRequest | None = None, generalize: str | None = None) -> Report:
     """The Likert report as sections (see write_report for what each option does), in the order a reader needs
     them: summary, what could not be computed, results, rater-aware check, agreement, score distributions, rater
     quality, with and without the flagged raters, comments, the model-assisted section (with a judge) and the
@@ -278,7 +306,7 @@ def likert_report(ratings: pd.DataFrame, *, study_meta: dict | None = None, excl
     done = analyse(ratings, study_meta=study_meta, exclude_flagged=exclude_flagged, correction=correction,
                    family=family, alpha=alpha, n_boot=n_boot, ci_level=ci_level, scale=scale,
                    quality_thresholds=quality_thresholds, random_effects=random_effects, seed=seed,
-                   include_late=include_late, judge=judge)
+                   include_late=include_late, judge=judge, generalize=generalize)
     study_name = done.meta.get("name") or ", ".join(sorted(map(str, done.ratings["study"].unique())))
     report = Report(title=f"Human evaluation report: {study_name}", sections=[])
     report.add(*(section(done) for section in SECTIONS))
@@ -317,7 +345,7 @@ def _results_section(done: LikertAnalysis) -> Section:
     means, pairs, alpha, criteria = done.means, done.pairs, done.alpha, done.criteria
     assert pairs is not None and done.friedman is not None and done.agreement is not None
     main = paper_table(means, pairs, alpha=alpha, criteria=criteria, systems=done.systems)
-    caption = _paper_caption(done.correction, done.family, alpha, done.ci_level, done.n_boot)
+    caption = _paper_caption(done.correction, done.family, alpha, done.ci_level, done.n_boot, done.target)
     figures = _figures(done)
     blocks += [Table(main, caption=caption),
                Paragraph("Ranking per criterion (by mean; '>' marks a significant difference between neighbours "
@@ -325,17 +353,14 @@ def _results_section(done: LikertAnalysis) -> Section:
                BulletList([f"{criterion}: {ranking}" for criterion, ranking in
                            rankings(means, pairs, alpha=alpha, criteria=criteria).items()]),
                Image(figures["system_means"], "figures/system_means.png", caption=(
-                   f"Mean score per system with {done.ci_level:.0%} bootstrap CIs over items; systems in the "
+                   f"Mean score per system with {interval_words(done.target, done.ci_level, done.n_boot)}; systems "
+                   "in the "
                    f"order of every table of the report ({_order_words(done)}), the first at the top.")),
                Heading("Pairwise comparisons", level=3)]
     if "comparisons" in done.gaps:
         blocks.append(Paragraph(f"Not computed: {done.gaps.why('comparisons')}."))
     else:
-        blocks.append(Table(pairs_table(pairs, criteria, systems=done.systems), caption=(
-            f"Two-sided Wilcoxon signed-rank tests on item-level means paired by context "
-            f"({wilcoxon_variants(pairs)}); p adj.: {CORRECTION_NAMES.get(done.correction, done.correction)} "
-            f"correction over {_family_words(done.family)}; sig.: p adj. < {alpha:g}; effect sizes with "
-            f"{done.ci_level:.0%} CIs. Raw p-values, W+ and the paired t-tests are in tables/pairwise_tests.csv.")))
+        blocks.append(Table(pairs_table(pairs, criteria, systems=done.systems), caption=_pairs_caption(done, pairs)))
     blocks.append(Table(friedman_table(done.friedman, criteria),
                         caption="Friedman tests across all systems (contexts as blocks)."))
     return Section("results", blocks, tables={"system_means": means, "pairwise_tests": pairs,
@@ -444,7 +469,8 @@ def _methods_section(done: LikertAnalysis) -> Section:
         _facts_of(done), agreement=done.agreement, pairs=done.pairs, friedman=done.friedman,
         rater_check=done.rater_check, meta=done.meta, correction=done.correction, family=done.family,
         alpha=done.alpha, n_boot=done.n_boot, ci_level=done.ci_level, scale=done.scale,
-        exclude_flagged=done.exclude_flagged))])
+        exclude_flagged=done.exclude_flagged, target=done.target,
+        fallback=done.gaps.why("generalize") if "generalize" in done.gaps else ""))])
 
 
 def _facts_of(done: LikertAnalysis) -> dict:
@@ -465,6 +491,7 @@ class Gaps:
     """What the report could not compute, by section, with why: listed at the top and named in each section."""
 
     LABELS = {"results": "System means, pairwise tests, agreement and figures",
+              "generalize": "Intervals and tests for new raters",
               "comparisons": "Pairwise tests, Friedman tests and the rater-aware check",
               "agreement": "Agreement coefficients"}
 
@@ -512,15 +539,82 @@ def _stacked(main: pd.DataFrame, other: pd.DataFrame, exclude_flagged: bool) -> 
     return table[["raters", *[c for c in table.columns if c != "raters"]]]
 
 
+def _for_target(ratings: pd.DataFrame, means: pd.DataFrame, pairs: pd.DataFrame, target: str, *, criteria: list[str],
+                ci_level: float, family: str, correction: str, alpha: float) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The system means and the pairwise tests with the intervals and p-values of ``target`` ("raters" or "both";
+    ``empeval.analysis.stats.generalize``): ``ci_low``/``ci_high`` of the means become the target's t interval (the
+    bootstrap's kept as ``items_ci_low``/``items_ci_high``, with ``se``, ``df``, ``target``); the pairs gain
+    ``diff_ci_low``/``diff_ci_high``, ``diff_se``, ``diff_df``, ``t_target``, ``p_target``, and
+    ``p_adj``/``significant`` become the target's (the Wilcoxon ones kept as ``p_adj_wilcoxon`` and
+    ``significant_wilcoxon``). When the target cannot be computed (one rater), the tables come back unchanged with
+    why, in words, as the third value."""
+    from empeval.analysis.stats.generalize import generalized_means, generalized_pairs
+
+    rated = [c for c in criteria if c in set(means["criterion"])]
+    try:
+        target_means = generalized_means(ratings, target=target, criteria=rated, ci_level=ci_level)
+        target_pairs = generalized_pairs(ratings, target=target, criteria=rated, ci_level=ci_level, family=family,
+                                         correction=correction, alpha=alpha)
+    except ValueError as error:
+        return means, pairs, (f"{error}; the intervals and p-values shown are for {TARGET_WORDS['items']} (what "
+                              f"--generalize items gives)")
+    keys = ["criterion", "system"]
+    means = means.rename(columns={"ci_low": "items_ci_low", "ci_high": "items_ci_high"}).merge(
+        target_means[[*keys, "ci_low", "ci_high", "se", "df"]], on=keys, how="left").assign(target=target)
+    keys = ["criterion", "system_a", "system_b"]
+    target_pairs = target_pairs[[*keys, "ci_low", "ci_high", "se", "df", "t", "p", "p_adj", "significant"]].rename(
+        columns={"ci_low": "diff_ci_low", "ci_high": "diff_ci_high", "se": "diff_se", "df": "diff_df",
+                 "t": "t_target", "p": "p_target"})
+    pairs = pairs.rename(columns={"p_adj": "p_adj_wilcoxon", "significant": "significant_wilcoxon"}).merge(
+        target_pairs, on=keys, how="left").assign(target=target)
+    pairs["significant"] = pairs["significant"].fillna(False).astype(bool)
+    return means, pairs, ""
+
+
+def interval_words(target: str, ci_level: float, n_boot: int) -> str:
+    """What the intervals of the means are and what they are valid for, for a caption.
+
+    >>> interval_words("items", 0.95, 2000)
+    "95% percentile bootstrap CI over items, B = 2000, valid for new contexts rated by this study's raters"
+    """
+    if target == "items":
+        return f"{ci_level:.0%} percentile bootstrap CI over items, B = {n_boot}, valid for {TARGET_WORDS['items']}"
+    return (f"{ci_level:.0%} t interval from the crossed random-effects variance (contexts, responses, raters and "
+            f"raters' system preferences as random), valid for {TARGET_WORDS[target]}")
+
+
+def test_words(target: str) -> str:
+    """The test behind the pairwise p-values, for a caption."""
+    if target == "items":
+        return "two-sided Wilcoxon signed-rank test on item-level means"
+    return (f"two-sided t-test of the mean difference of item-level means with the crossed random-effects variance, "
+            f"valid for {TARGET_WORDS[target]}")
+
+
 # --- tables ---------------------------------------------------------------------------------------------
 
 
-def _paper_caption(correction: str, family: str, alpha: float, ci_level: float, n_boot: int) -> str:
-    return (f"Mean score per system (1 = worst) [{ci_level:.0%} percentile bootstrap CI over items, B = {n_boot}]. "
+def _paper_caption(correction: str, family: str, alpha: float, ci_level: float, n_boot: int,
+                   target: str = "items") -> str:
+    return (f"Mean score per system (1 = worst) [{interval_words(target, ci_level, n_boot)}]. "
             f"n: responses rated (ratings per criterion). Bold: best system on the criterion. {SIGNIFICANCE_MARK}: "
-            f"significantly different from the best system (two-sided Wilcoxon signed-rank test on item-level means, "
+            f"significantly different from the best system ({test_words(target)}, "
             f"{CORRECTION_NAMES.get(correction, correction)} correction over {_family_words(family)}, "
             f"p < {alpha:g}).")
+
+
+def _pairs_caption(done: LikertAnalysis, pairs: pd.DataFrame) -> str:
+    correction = CORRECTION_NAMES.get(done.correction, done.correction)
+    if done.target == "items":
+        return (f"Two-sided Wilcoxon signed-rank tests on item-level means paired by context "
+                f"({wilcoxon_variants(pairs)}), valid for {TARGET_WORDS['items']}; p adj.: {correction} "
+                f"correction over {_family_words(done.family)}; sig.: p adj. < {done.alpha:g}; effect sizes with "
+                f"{done.ci_level:.0%} CIs. Raw p-values, W+ and the paired t-tests are in tables/pairwise_tests.csv.")
+    return (f"Δ mean with its {done.ci_level:.0%} interval and p adj. from the {test_words(done.target)} "
+            f"(Satterthwaite degrees of freedom); p adj.: {correction} correction over {_family_words(done.family)}; "
+            f"sig.: p adj. < {done.alpha:g}; effect sizes with {done.ci_level:.0%} CIs. The Wilcoxon signed-rank "
+            "tests (valid for this study's raters only) are in tables/pairwise_tests.csv beside them "
+            "(p_adj_wilcoxon).")
 
 
 def _order_words(done: LikertAnalysis) -> str:
@@ -744,9 +838,13 @@ def methods_paragraph(
     ci_level: float,
     scale: tuple[int, int],
     exclude_flagged: bool,
+    target: str = "items",
+    fallback: str = "",
 ) -> str:
     """A methods paragraph with the study's real numbers, ready to adapt for a paper. The frames are None for
-    what the report could not compute; their sentences are then left out (the report says why elsewhere)."""
+    what the report could not compute; their sentences are then left out (the report says why elsewhere).
+    ``target`` (analysis.stats.generalize.TARGETS) is what the intervals and tests generalise to, said in a
+    sentence; ``fallback`` is why intervals for new raters were asked for and could not be computed."""
     lo, hi = scale
     k = meta.get("k")
     k_text = (f"{facts['k_median']:g}" if facts["k_min"] == facts["k_max"]
@@ -792,16 +890,32 @@ def methods_paragraph(
         per_family = (f"the {_count(per_criterion, 'pairwise comparison')} within each criterion"
                       if family == "criterion" else f"all {_count(n_tests, 'pairwise comparison')} of the study")
         methods = sorted(set(pairs["wilcoxon_method"].dropna()) - {"undefined"})
-        sentences.append(
-            "Systems were compared per criterion on item-level means (the annotators' scores of a response "
-            "averaged), paired by dialogue context, with two-sided Wilcoxon signed-rank tests (" + "; ".join(methods)
-            + "), paired t-tests beside them; p-values were corrected with the "
-            f"{CORRECTION_NAMES.get(correction, correction)} method over {per_family} (α = {alpha:g}). Effect sizes "
-            "are the matched-pairs rank-biserial correlation (bootstrap CI) and Cohen's d_z (noncentral-t CI); "
-            f"system means carry {ci_level:.0%} bootstrap CIs over items.")
+        if target == "items":
+            sentences.append(
+                "Systems were compared per criterion on item-level means (the annotators' scores of a response "
+                "averaged), paired by dialogue context, with two-sided Wilcoxon signed-rank tests ("
+                + "; ".join(methods) + "), paired t-tests beside them; p-values were corrected with the "
+                f"{CORRECTION_NAMES.get(correction, correction)} method over {per_family} (α = {alpha:g}). Effect "
+                "sizes are the matched-pairs rank-biserial correlation (bootstrap CI) and Cohen's d_z (noncentral-t "
+                f"CI); system means carry {ci_level:.0%} bootstrap CIs over items.")
+        else:
+            sentences.append(
+                "Systems were compared per criterion on item-level means (the annotators' scores of a response "
+                "averaged), paired by dialogue context, with two-sided t-tests whose variance treats "
+                + ("the raters" if target == "raters" else "the contexts, the responses and the raters")
+                + " as random samples: the variance of the mean under the crossed random-effects model score = "
+                "system + context + response + rater + rater × system + noise (variance components by the method "
+                "of moments of Gao & Owen 2017), with Satterthwaite degrees of freedom; p-values were corrected "
+                f"with the {CORRECTION_NAMES.get(correction, correction)} method over {per_family} (α = {alpha:g}), "
+                "and Wilcoxon signed-rank tests (" + "; ".join(methods) + ") are reported beside them. Effect sizes "
+                "are the matched-pairs rank-biserial correlation (bootstrap CI) and Cohen's d_z (noncentral-t CI); "
+                f"system means carry {ci_level:.0%} t intervals from the same variance.")
     elif pairs is not None:
-        sentences.append(f"System means carry {ci_level:.0%} bootstrap CIs over items; no pair of systems could be "
-                         "tested.")
+        sentences.append(f"System means carry {ci_level:.0%} "
+                         + ("bootstrap CIs over items" if target == "items" else "t intervals for new raters")
+                         + "; no pair of systems could be tested.")
+    if pairs is not None:
+        sentences.append(_target_sentence(target, fallback))
     tested = friedman.loc[friedman["p"].notna()] if friedman is not None else pd.DataFrame()
     if not tested.empty:
         tested = in_criterion_order(tested, facts["criteria"])
@@ -820,6 +934,18 @@ def methods_paragraph(
     sentences.append(recruitment_sentence(meta, facts.get("median_seconds")))
     sentences.append(qualification_sentence(meta))
     return " ".join(s for s in sentences if s)
+
+
+def _target_sentence(target: str, fallback: str) -> str:
+    """What the intervals and tests of the means and comparisons are valid for (analysis.stats.generalize)."""
+    if target == "items":
+        text = (f"These intervals and tests treat the contexts as a sample and this study's raters as fixed: they are "
+                f"valid for {TARGET_WORDS['items']}, not for new raters")
+        if fallback:
+            return text + f" (intervals for new raters were asked for but could not be computed: {fallback})."
+        return text + " (empeval report --generalize both gives intervals for new raters and new contexts)."
+    return (f"The intervals and tests of the system means and comparisons are valid for {TARGET_WORDS[target]}"
+            + (" (the contexts held fixed)." if target == "raters" else "."))
 
 
 def _count(n: int, singular: str, plural: str | None = None) -> str:

@@ -22,7 +22,11 @@ The modules:
 - ``empeval.analysis.stats.ppi.crossfit``: a learned judge fitted with K folds over contexts, and cross-prediction-
   powered means and paired differences (Zrnic and Candès 2024);
 - ``empeval.analysis.stats.ppi.planner``: the human-rated contexts a target CI half-width needs with a judge of a given
-  correlation, beside the human-only figure.
+  correlation, beside the human-only figure;
+- ``empeval.analysis.stats.ppi.differences``: PPI++ on per-context differences with a judge of differences (a
+  pairwise or learned difference judge) as the predictor;
+- ``empeval.analysis.stats.ppi.active``: active sampling (draw probabilities from the judges' uncertainty, mixed
+  with uniform) and the inverse-probability-weighted estimators that go with it (Zrnic and Candès 2024).
 
 The estimand throughout is what the human-only analysis of item means estimates: the mean label (the mean
 of k ratings by this study's raters) over the population of contexts the sample was drawn from. A judge can

@@ -3,6 +3,7 @@ tables ``empeval.analysis.stats.ppi`` takes."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,7 @@ from sqlalchemy import Engine, func, select
 
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.kinds.likert import LikertSetup, StudyContext, StudyItem
+from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, LikertSetup, StudyContext, StudyItem
 from empeval.server.store.models import JudgeScore, Response, System
 from empeval.server.store.queries import study_by_name
 
@@ -62,10 +63,23 @@ def judge_scores(engine: Engine, study: str, judge: str, *, version: str | None 
     return table.drop(columns=["kind", "raw_output"])
 
 
+def study_judges(engine: Engine, study: str) -> list[str]:
+    """The judges with at least one score (or failure) of an item of `study`, by name (NotFound: no such study)."""
+    with unit_of_work(engine) as session:
+        row = study_by_name(session, study)
+        in_study = select(StudyItem.response_id).where(StudyItem.study_id == row.id).scalar_subquery()
+        return sorted(session.scalars(select(JudgeScore.judge).where(JudgeScore.response_id.in_(in_study))
+                                      .distinct()))
+
+
 def human_sample(engine: Engine, study: str) -> pd.DataFrame:
     """Which contexts of the Likert study `study` people rate by design: one row per context of the study,
     ``context_id`` (the export's and ``judge_scores``'s context id) and ``sampled`` (bool: in the human share's
     seeded sample, so in the assignments; False for a context only the judges score), sorted by context id.
+    A study with design.sampling = "active" has a third column, ``inclusion_probability``: the probability the
+    active draw gave the context (``analysis.stats.ppi.active`` weights by its inverse), NaN for every context
+    until the draw (`empeval study sample`), when ``sampled`` is False everywhere; ``attrs["sampling"]`` is then
+    "active". A uniform sample's frame keeps its two columns (its probability is the share, for every context).
 
     A study without ``design.human_share`` has every context sampled (as has one created before migration 0008,
     read from its items). The frame's ``attrs`` say how the sample was drawn: ``human_share`` (None without one)
@@ -79,16 +93,21 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
         setup = config.setup
         if not isinstance(setup, LikertSetup):  # the human share is a Likert study's model-assisted design
             raise BadInput(f"study {study!r} is a {setup.label} study; the human share is a Likert study's design")
-        rows = session.execute(select(StudyContext.context_id, StudyContext.human_rated)
-                               .where(StudyContext.study_id == row.id).order_by(StudyContext.context_id)).all()
+        rows: list[Any] = session.execute(
+            select(StudyContext.context_id, StudyContext.human_rated, StudyContext.inclusion_probability)
+            .where(StudyContext.study_id == row.id).order_by(StudyContext.context_id)).all()
         if not rows:  # created before the design recorded its contexts: people rate every context
-            rows = [(context_id, True) for context_id in session.scalars(
+            rows = [(context_id, True, None) for context_id in session.scalars(
                 select(Response.context_id).join(StudyItem, StudyItem.response_id == Response.id)
                 .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False))
                 .distinct().order_by(Response.context_id))]
-    table = pd.DataFrame([tuple(r) for r in rows], columns=SAMPLE_COLUMNS).astype({"context_id": int, "sampled": bool})
+    table = pd.DataFrame([tuple(r) for r in rows], columns=[*SAMPLE_COLUMNS, "inclusion_probability"]).astype(
+        {"context_id": int, "sampled": bool, "inclusion_probability": float})
     table.attrs.update(human_share=setup.human_share, human_share_seed=setup.human_share_seed)
-    return table
+    if setup.sampling == ACTIVE_SAMPLING:
+        table.attrs["sampling"] = ACTIVE_SAMPLING
+        return table
+    return table.drop(columns=["inclusion_probability"])
 
 
 def _with_folds(table: pd.DataFrame, judge: str) -> pd.DataFrame:

@@ -6,7 +6,8 @@ scale, and for model-assisted evaluation the share of contexts people rate (judg
 `study_item` (a response as rated in one study; controls flagged with the criterion they are built to fail),
 `study_context` (which contexts people rate under a human share), `assignment_item` (which item sits at which
 position of an assignment) and `rating` (one score per item, annotator and criterion, never twice). Stored as
-studies always were: `design.ratings_per_response`, `design.human_share(_seed)` and `scale` in the study's JSON.
+studies always were: `design.ratings_per_response`, `design.human_share(_seed)`, `design.sampling` (kept only when
+"active") and `scale` in the study's JSON.
 
 >>> setup = LikertSetup(ratings_per_response=2, scale=Scale(min=1, max=7, labels=tuple("1234567")))
 >>> LikertSetup.from_stored(ConfigReader("s"), setup.stored()) == setup
@@ -29,6 +30,13 @@ from empeval.server.store.study_parts import DEFAULT_CRITERIA, ConfigReader, Cri
 
 DEFAULT_SCALE_LABELS = ("1 - Not at all", "2 - Slightly", "3 - Moderately", "4 - Mostly", "5 - Completely")
 
+#: How a human share's contexts are drawn (design.sampling): a seeded uniform sample of fixed size at study creation,
+#: or a Poisson sample with probabilities from the judges' uncertainty, drawn once the judges have scored every item
+#: (`empeval study sample`; analysis.stats.ppi.active).
+UNIFORM_SAMPLING = "uniform"
+ACTIVE_SAMPLING = "active"
+SAMPLINGS = (UNIFORM_SAMPLING, ACTIVE_SAMPLING)
+
 
 @dataclass(frozen=True)
 class Scale:
@@ -42,7 +50,8 @@ class Scale:
 class LikertSetup(StudySetup):
     """What only a Likert study has: k distinct annotators per response, the scale, and optionally the human share
     of model-assisted evaluation (people rate a seeded uniform sample of `human_share` of the contexts, every
-    system's response on each; judges score all items; None = people rate every context)."""
+    system's response on each; judges score all items; None = people rate every context). With `sampling`
+    "active" the share is the expected share of an active draw made after the judges scored every item."""
 
     kind: ClassVar[str] = "likert"
     label: ClassVar[str] = "Likert"
@@ -52,12 +61,15 @@ class LikertSetup(StudySetup):
     scale: Scale = field(default_factory=Scale)
     human_share: float | None = None
     human_share_seed: int | None = None  # the sample's seed (the study file's default: the study's seed)
+    sampling: str = UNIFORM_SAMPLING  # how the human share is drawn: one of SAMPLINGS
 
     @classmethod
     def from_stored(cls, reader: ConfigReader, stored: dict[str, Any]) -> LikertSetup:
         design = reader.mapping(stored.get("design", {}), "design")
         scale = reader.mapping(stored.get("scale", {}), "scale")
         defaults, default_scale = cls(), Scale()
+        # Read as stored, as the other fields are: the study file's parser (tasks.kinds.likert) checks the value.
+        sampling = reader.text(design, "sampling", "design.sampling", UNIFORM_SAMPLING)
         return cls(
             ratings_per_response=reader.integer(design, "ratings_per_response", "design.ratings_per_response",
                                                 defaults.ratings_per_response),
@@ -65,7 +77,8 @@ class LikertSetup(StudySetup):
                         max=reader.integer(scale, "max", "scale.max", default_scale.max),
                         labels=reader.texts(scale, "labels", "scale.labels", default_scale.labels)),
             human_share=reader.number(design, "human_share", "design.human_share", None),
-            human_share_seed=reader.integer(design, "human_share_seed", "design.human_share_seed", None))
+            human_share_seed=reader.integer(design, "human_share_seed", "design.human_share_seed", None),
+            sampling=sampling)
 
     def stored(self) -> dict[str, Any]:
         design: dict[str, Any] = {"ratings_per_response": self.ratings_per_response}
@@ -74,6 +87,8 @@ class LikertSetup(StudySetup):
             design["human_share"] = self.human_share
         if self.human_share_seed is not None:
             design["human_share_seed"] = self.human_share_seed
+        if self.sampling != UNIFORM_SAMPLING:
+            design["sampling"] = self.sampling
         scale = {"min": self.scale.min, "max": self.scale.max, "labels": list(self.scale.labels)}
         return {"design": design, "scale": scale}
 

@@ -1,0 +1,623 @@
+"""Active sampling of the contexts people rate, and the estimators that weight by it (Zrnic and Candès, "Active
+Statistical Inference", ICML 2024; the robust mixing of Li, Zrnic and Candès, "Robust Sampling for Active
+Statistical Inference", NeurIPS 2025).
+
+The design. Judges score every item first; each context i then gets a probability pi_i of being rated by people,
+and is drawn independently with that probability (Poisson sampling: xi_i ~ Bernoulli(pi_i)). The probabilities
+follow the judges' *uncertainty* u_i about the context (``context_uncertainty``: the disagreement between several
+judges, or a learned judge's predictive variance), since a label is worth most where the judge is likely wrong.
+For a mean, the variance of the weighted estimator below is, up to terms that do not depend on the design,
+mean_i E[(Y_i - lambda f_i)^2 | X_i] / pi_i, which under sum_i pi_i = B is smallest at
+pi_i proportional to sqrt(E[(Y_i - lambda f_i)^2 | X_i]) (Zrnic and Candès 2024, section 3); with u_i standing in
+for that error's variance,
+
+    pi_active_i = clip(c * sqrt(u_i), pi_min, 1),   c such that sum_i pi_active_i = B,
+
+where the expected budget B = human_share x N contexts. An uncertainty that does not track the judge's errors can
+make those probabilities worse than uniform ones, so they are mixed with uniform along the budget-preserving path
+of Li, Zrnic and Candès (2025):
+
+    pi_i = (1 - tau) pi_active_i + tau B / N,
+
+which still sums to B. Their variance is convex along that path, so pi's variance is at most
+(1 - tau) V(active) + tau V(uniform); and every pi_i >= tau B / N bounds it by V(uniform) / tau, whatever the
+uncertainty's quality. Li, Zrnic and Candès choose tau from labelled data; our draw happens before any label
+exists, so tau is fixed: ``DEFAULT_TAU`` = 0.5 keeps at least half of active sampling's variance reduction when
+the uncertainty is informative and loses at most a factor 2 of variance (sqrt(2) of width) when it is not.
+
+The estimator. With the judge's score f_i on every context, the label Y_i on the drawn ones, and the judge
+recentred and weighted, g_i = c + lambda f_i,
+
+    theta = (1/N) sum_i [ g_i + (Y_i - g_i) xi_i / pi_i ]
+          = (1/N) sum_i [ lambda f_i + (Y_i - lambda f_i) xi_i / pi_i ]  +  c (1/N) sum_i (1 - xi_i / pi_i),
+
+unbiased for the mean label over the contexts for every fixed (c, lambda) (E[xi_i / pi_i] = 1). The offset c is
+what Zrnic and Candès's form lacks: under Poisson sampling the number drawn is random, and a residual
+Y - lambda f whose mean is not 0 (any lambda < 1, or a judge on its own scale) adds (mean residual)^2 (1 - pi) / pi
+to each context's variance; c = the residual's mean removes it (the survey statistician's generalised regression
+estimator; with a fixed-size uniform sample, as in ``estimates``, the offset cancels and PPI++ needs none). Each
+summand Z_i = A_i + lambda C_i + c D_i, with A_i = Y_i xi_i / pi_i, C_i = f_i (1 - xi_i / pi_i) and
+D_i = 1 - xi_i / pi_i, is independent across contexts (pi_i is a function of context i's judged items), so
+Var(theta) = Var(Z) / N, estimated by the sample variance of the Z_i, and the interval is
+theta +- z sqrt(Var(Z) / N). The power-tuned (lambda, c) minimise that variance: the least-squares coefficients
+of -A on (C, D), with lambda clipped to [0, 1] (PPI++'s convention in ``estimates``) and c refitted given the
+clipped lambda. Tuning them on the same data is the PPI++ practice and costs nothing asymptotically.
+
+Beside it the human-only estimate under the same draw is the Hájek mean sum_i w_i Y_i / sum_i w_i (w_i = xi_i /
+pi_i), which is theta with f_i replaced by the constant theta itself; its variance by linearisation is
+Var(w (Y - theta)) / (N mean(w)^2). Paired differences a - b use the same estimator on per-context differences
+(labels Y_a - Y_b, judge differences f_a - f_b, the context's pi: a drawn context has both sides rated).
+Shared raters add the two-way cluster-robust term of ``estimates.shared_rater_variance`` with each rating
+weighted by its context's 1 / pi.
+
+A sampled context whose ratings have not come in counts as not drawn: the estimates assume its ratings are missing
+at random given pi (as the uniform design's estimates assume of its own sample). The number of contexts drawn is
+random (Poisson sampling); only its expectation is the budget.
+
+Measured (1,500 seeded studies of 600 contexts, 120 expected human-rated; labels = quality + rater noise; a judge on
+its own scale whose error SD is 0.1 on 85% of the contexts and 1.5 on the rest; tests/analysis/stats/
+test_ppi_active.py's setting), width against PPI++ on a uniform sample of 120 (coverage 0.951):
+
+* uncertainty = the error variance seen through noise: tau 0.5 width ratio 0.877 (23% fewer ratings for the same
+  width), coverage 0.943; tau 0 (pure active) 0.994, coverage 0.935: the judges' uncertainty knows the judge's
+  error but not the labels' own noise, so pure active sampling starves the contexts the judge is sure of;
+* uncertainty unrelated to the errors: tau 0.5 width ratio 1.043, coverage 0.949; tau 0 1.189, coverage 0.925.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from empeval.analysis.stats.ppi.estimates import (
+    DIFFERENCE_COLUMNS,
+    MEAN_COLUMNS,
+    clustered_ratings,
+    ppi_paired_differences,
+    ppi_system_means,
+    shared_rater_variance,
+)
+from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS, judged_items
+from empeval.analysis.stats.significance import adjust_by_family
+
+#: The weight of uniform sampling in the mix (Li, Zrnic and Candès 2025; see the module docstring).
+DEFAULT_TAU = 0.5
+
+#: The estimators ``model_assisted_estimates`` picks between.
+UNIFORM_PPI = "ppi"
+ACTIVE_PPI = "active-ppi"
+
+ACTIVE_MEAN_COLUMNS = (*MEAN_COLUMNS, "expected_n_human")
+ACTIVE_DIFFERENCE_COLUMNS = (*DIFFERENCE_COLUMNS, "expected_n_human")
+
+
+def context_uncertainty(judge_scores: pd.DataFrame) -> pd.DataFrame:
+    """How unsure the judges are about each context: the variance the active design's probabilities follow.
+
+    ``judge_scores`` holds one row per item scored (``context_id``, ``system``, ``criterion``, ``judge_score``),
+    with a ``judge`` column when several judges scored the study, and a learned judge's ``fold_score_*`` columns
+    when it has them (``server.backend.judges.scores.judge_scores(..., folds=True)``). Per judge and criterion the
+    scores are standardised (mean 0, SD 1 over the items), so that judges on different scales are comparable, then:
+
+    * two or more judges: an item's uncertainty is the variance of the judges' standardised scores of it
+      (their disagreement);
+    * one judge with fold scores: the variance of its fold models' standardised scores of the item (the learned
+      judge's predictive variance);
+    * one judge without either: no per-item uncertainty exists; every context gets 1 and the probabilities
+      are uniform (``attrs["informative"]`` False says so).
+
+    A context's uncertainty is the mean over its items (every system, every criterion). Items with no usable
+    value (a failed score) are left out of the mean; a context with none gets the median of the others.
+
+    Returns
+    -------
+    uncertainty : pandas.DataFrame
+        ``context_id``, ``uncertainty`` (>= 0), sorted by context; ``attrs["basis"]`` says in words what it was
+        computed from and ``attrs["informative"]`` whether it varies by context at all.
+
+    Examples
+    --------
+    >>> scores = pd.DataFrame({"judge": ["a", "a", "a", "b", "b", "b"], "context_id": [1, 2, 3, 1, 2, 3],
+    ...                        "system": "gold", "criterion": "empathy",
+    ...                        "judge_score": [1.0, 3.0, 5.0, 1.0, 5.0, 3.0]})
+    >>> table = context_uncertainty(scores)
+    >>> table.round(2).to_dict("list"), table.attrs["basis"]
+    ({'context_id': [1, 2, 3], 'uncertainty': [0.0, 0.5, 0.5]}, 'from the disagreement of judges a, b')
+    >>> context_uncertainty(scores.loc[scores["judge"] == "a"]).attrs["informative"]
+    False
+    """
+    required = {"context_id", "system", "criterion", "judge_score"}
+    if missing := sorted(required - set(judge_scores.columns)):
+        raise ValueError(f"judge_scores needs column(s) {', '.join(map(repr, missing))}")
+    scores = judge_scores.copy()
+    if "judge" not in scores.columns:
+        scores["judge"] = "judge"
+    judges = sorted(scores["judge"].astype(str).unique())
+    if not judges:
+        raise ValueError("judge_scores holds no score: score the study's items first (empeval judge)")
+    fold_columns = [c for c in scores.columns if str(c).startswith("fold_score_")]
+    contexts = np.sort(scores["context_id"].unique())
+
+    def standardised(values: pd.Series, reference: pd.Series) -> pd.Series:
+        sd = reference.std(ddof=1)
+        return (values - reference.mean()) / sd if sd > 0 else values * 0.0
+
+    if len(judges) >= 2:
+        scores["z"] = scores.groupby(["judge", "criterion"], observed=True)["judge_score"].transform(
+            lambda s: standardised(s, s))
+        per_item = scores.groupby(["criterion", "system", "context_id"], observed=True)["z"].var(ddof=1)
+        basis = f"from the disagreement of judges {', '.join(judges)}"
+    elif fold_columns and scores[fold_columns].notna().sum(axis=1).max() >= 2:
+        spread = scores[fold_columns].var(axis=1, ddof=1)
+        sd = scores.groupby("criterion", observed=True)["judge_score"].transform(lambda s: s.std(ddof=1))
+        scores["v"] = spread / sd.where(sd > 0) ** 2
+        per_item = scores.set_index(["criterion", "system", "context_id"])["v"]
+        basis = f"from the predictive variance of learned judge {judges[0]} (the spread of its {len(fold_columns)} " \
+                "fold models)"
+    else:
+        table = pd.DataFrame({"context_id": contexts, "uncertainty": 1.0})
+        table.attrs.update(basis=f"uniform: judge {judges[0]} alone gives no per-context uncertainty (score the "
+                                 "study with a second judge, or a learned judge with folds)", informative=False)
+        return table
+    by_context = per_item.groupby(level="context_id").mean().reindex(contexts)
+    fill = float(by_context.median()) if by_context.notna().any() else 1.0
+    values = by_context.fillna(fill).clip(lower=0.0).to_numpy(dtype=float)
+    table = pd.DataFrame({"context_id": contexts, "uncertainty": values})
+    table.attrs.update(basis=basis, informative=bool(np.ptp(values) > 0))
+    return table
+
+
+def sampling_probabilities(uncertainty, budget: float, *, tau: float = DEFAULT_TAU,
+                           pi_min: float = 0.0) -> np.ndarray:
+    """Each context's probability of being rated by people: proportional to the square root of its
+    ``uncertainty``, scaled so that they sum to ``budget`` (the expected number of contexts people rate,
+    human_share x N) and clipped to [``pi_min``, 1] (``c`` found by bisection), then mixed with uniform:
+    (1 - ``tau``) active + ``tau`` budget / N (module docstring). Zero uncertainty everywhere gives uniform
+    probabilities. The result sums to ``budget`` and lies in [max(pi_min (1 - tau), tau budget / N), 1].
+
+    Examples
+    --------
+    >>> sampling_probabilities([1, 1, 4, 4], budget=2).round(4).tolist()
+    [0.4167, 0.4167, 0.5833, 0.5833]
+    >>> sampling_probabilities([1, 1, 4, 4], budget=2, tau=0).round(4).tolist()
+    [0.3333, 0.3333, 0.6667, 0.6667]
+    >>> sampling_probabilities([0, 0, 0, 100], budget=2, tau=0).tolist()  # clipped at 1, the rest spread evenly
+    [0.3333333333333333, 0.3333333333333333, 0.3333333333333333, 1.0]
+    """
+    u = np.asarray(uncertainty, dtype=float)
+    n = u.size
+    if u.ndim != 1 or n < 2:
+        raise ValueError(f"uncertainty must be 1-d with one value per context (at least 2), got shape {u.shape}")
+    if not np.isfinite(u).all() or (u < 0).any():
+        raise ValueError("uncertainty must be finite and non-negative (a variance per context)")
+    if not 0 < budget < n:
+        raise ValueError(f"budget (the expected number of contexts people rate) must be strictly between 0 and the "
+                         f"{n} contexts, got {budget!r}")
+    if not 0 <= tau <= 1:
+        raise ValueError(f"tau (the weight of uniform sampling) must be in [0, 1], got {tau!r}")
+    uniform = budget / n
+    if not 0 <= pi_min <= uniform:
+        raise ValueError(f"pi_min must be in [0, budget / N = {uniform:.4g}] (a floor above the mean probability "
+                         f"cannot sum to the budget), got {pi_min!r}")
+    root = np.sqrt(u)
+    if not root.any():
+        return np.full(n, uniform)
+
+    def total(c: float) -> float:
+        return float(np.clip(c * root, pi_min, 1.0).sum())
+
+    positive = root > 0
+    if positive.sum() + pi_min * (~positive).sum() <= budget:
+        # Every uncertain context at 1 still leaves budget: the others share it evenly.
+        active = np.where(positive, 1.0, (budget - positive.sum()) / max((~positive).sum(), 1))
+    else:
+        low, high = 0.0, 1.0
+        while total(high) < budget:
+            high *= 2
+        for _ in range(200):
+            middle = (low + high) / 2
+            low, high = (middle, high) if total(middle) < budget else (low, middle)
+        active = np.clip(high * root, pi_min, 1.0)
+        active *= budget / active.sum()  # the bisection's last rounding
+        active = np.minimum(active, 1.0)
+    return (1 - tau) * active + tau * uniform
+
+
+def ipw_power_tuning(labels, judged, probabilities) -> tuple[float, float]:
+    """The weight lambda and offset c minimising the variance of the inverse-probability-weighted PPI++ estimate
+    (module docstring): the least-squares coefficients of -A on (C, D), A = xi Y / pi, C = f (1 - xi / pi),
+    D = 1 - xi / pi, over all N contexts; lambda clipped to [0, 1] and c refitted given it. A judge whose scores
+    do not vary gets lambda = 0; probabilities all 1 (nothing random) give c = 0. ``labels`` holds NaN for the
+    contexts not drawn (xi = 0).
+
+    Returns
+    -------
+    lam, offset : float, float
+
+    Examples
+    --------
+    A judge that tracks the label on its own scale (one point too high) gets a weight near 1 and an offset near
+    -1:
+
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.normal(3, 1, 500)
+    >>> f = y + 1 + rng.normal(0, 0.3, 500)
+    >>> drawn = rng.random(500) < 0.4
+    >>> lam, offset = ipw_power_tuning(np.where(drawn, y, np.nan), f, np.full(500, 0.4))
+    >>> round(lam, 2), round(offset, 2)
+    (0.96, -0.84)
+    """
+    y, f, pi = _checked(labels, judged, probabilities)
+    drawn = ~np.isnan(y)
+    weight = np.where(drawn, 1.0 / pi, 0.0)
+    a = np.where(drawn, y, 0.0) * weight
+    d = 1.0 - weight
+    c = f * d
+    lam = 0.0
+    if np.var(f) > 0 and np.var(c) > 0:
+        if np.var(d) > 0:
+            design = np.column_stack([c - c.mean(), d - d.mean()])
+            coefficients, *_ = np.linalg.lstsq(design, -(a - a.mean()), rcond=None)
+            lam = float(np.clip(coefficients[0], 0.0, 1.0))
+        else:
+            lam = float(np.clip(-np.cov(a, c)[0, 1] / np.var(c, ddof=1), 0.0, 1.0))
+    return lam, _offset(a + lam * c, d)
+
+
+def _offset(rest: np.ndarray, d: np.ndarray) -> float:
+    """The c minimising Var(rest + c d); 0 when d does not vary."""
+    return float(-np.cov(d, rest)[0, 1] / np.var(d, ddof=1)) if np.var(d) > 0 else 0.0
+
+
+def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.95, null: float = 0.0,
+                          rater_variance: float = 0.0, lam: float | None = None,
+                          offset: float | None = None) -> dict:
+    """The inverse-probability-weighted PPI++ mean of the labels over N contexts drawn by Poisson sampling with
+    the given ``probabilities`` (one per context, in (0, 1]): theta = mean_i [g_i + (Y_i - g_i) xi_i / pi_i],
+    g_i = c + lambda f_i, with its CLT interval theta +- z sqrt(Var(Z) / N + rater_variance) and two-sided p-value
+    against ``null``; beside it the Hájek human-only mean and interval on the same draw. ``labels`` holds NaN where the
+    context was not drawn; ``judged`` the judge's score of every context. ``lam`` None power-tunes lambda
+    and c (``ipw_power_tuning``); a number fixes lambda, and ``offset`` None then tunes c given it (``lam=1,
+    offset=0``: Zrnic and Candès's active inference; ``lam=0, offset=0``: Horvitz-Thompson).
+
+    Returns
+    -------
+    result : dict
+        The keys of ``estimates.ppi_mean_interval`` (``n_human``: contexts drawn and rated, ``n_judge_only``,
+        ``human_mean``/``human_ci_low``/``human_ci_high``/``human_p``: Hájek, ``judge_mean_biased``,
+        ``ppi_mean``/``ppi_ci_low``/``ppi_ci_high``/``ppi_p``, ``lam``, ``width_ratio``: weighted PPI width /
+        Hájek width, ``rater_variance``), ``offset`` (c), with ``effective_n_human`` = s_Y^2 / se^2, the contexts
+        a *uniform* human-only sample would need for the same width (s_Y^2 the weighted variance of the labels), and
+        ``expected_n_human`` = sum pi.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> quality = rng.normal(3.5, 0.6, 2000)
+    >>> noise_sd = np.where(rng.random(2000) < 0.5, 0.1, 0.8)   # the judge is sure of half the contexts
+    >>> judge = quality + rng.normal(0, noise_sd)
+    >>> pi = sampling_probabilities(noise_sd**2, budget=200)
+    >>> drawn = rng.random(2000) < pi
+    >>> labels = np.where(drawn, quality, np.nan)
+    >>> result = ipw_ppi_mean_interval(labels, judge, pi)
+    >>> round(result["ppi_mean"], 2), round(float(quality.mean()), 2), round(result["lam"], 2)
+    (3.51, 3.49, 0.61)
+    >>> round(result["expected_n_human"]), result["n_human"], round(result["effective_n_human"])
+    (200, 194, 404)
+    """
+    y, f, pi = _checked(labels, judged, probabilities)
+    if not rater_variance >= 0:
+        raise ValueError(f"rater_variance must be a non-negative variance, got {rater_variance!r}")
+    if not 0 < ci_level < 1:
+        raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
+    drawn = ~np.isnan(y)
+    n_total, n_drawn = y.size, int(drawn.sum())
+    if n_drawn < MIN_HUMAN_CONTEXTS:
+        raise ValueError(f"need at least {MIN_HUMAN_CONTEXTS} human-rated contexts, got {n_drawn} of {n_total}")
+    weight = np.where(drawn, 1.0 / pi, 0.0)
+    y0 = np.where(drawn, y, 0.0)
+    if lam is None:
+        lam, tuned = ipw_power_tuning(y, f, pi)
+    else:
+        tuned = _offset(y0 * weight + lam * f * (1.0 - weight), 1.0 - weight)
+    offset = tuned if offset is None else offset
+    g = offset + lam * f
+    z_values = g + (y0 - g) * weight
+    z = stats.norm.ppf(0.5 + ci_level / 2)
+    theta = float(z_values.mean())
+    se = float(np.sqrt(np.var(z_values, ddof=1) / n_total + rater_variance))
+    human = float((weight * y0).sum() / weight.sum())
+    residual = weight * (y0 - human)
+    human_se = float(np.sqrt(np.var(residual, ddof=1) / n_total / weight.mean() ** 2 + rater_variance))
+    label_variance = float((weight * (y0 - human) ** 2).sum() / weight.sum())
+
+    def p_value(estimate: float, error: float) -> float:
+        return float(2 * stats.norm.sf(abs(estimate - null) / error)) if error > 0 else float("nan")
+
+    ratio = se / human_se if human_se > 0 else float("nan")
+    return {
+        "n_human": n_drawn, "n_judge_only": n_total - n_drawn,
+        "human_mean": human, "human_ci_low": float(human - z * human_se), "human_ci_high": float(human + z * human_se),
+        "human_p": p_value(human, human_se), "judge_mean_biased": float(f.mean()),
+        "ppi_mean": theta, "ppi_ci_low": float(theta - z * se), "ppi_ci_high": float(theta + z * se),
+        "ppi_p": p_value(theta, se),
+        "lam": float(lam), "offset": float(offset), "width_ratio": float(ratio),
+        "effective_n_human": label_variance / se**2 if se > 0 else float("nan"),
+        "rater_variance": float(rater_variance), "expected_n_human": float(pi.sum()),
+    }
+
+
+def active_system_means(
+    human_ratings: pd.DataFrame,
+    judge_scores: pd.DataFrame,
+    design_sample: pd.DataFrame,
+    *,
+    judge: str | None = None,
+    ci_level: float = 0.95,
+    cluster_by: str | None = "assignment_id",
+    allow_missing: bool = False,
+) -> pd.DataFrame:
+    """``estimates.ppi_system_means`` for an actively sampled study: per criterion and system, the
+    inverse-probability-weighted PPI++ mean (``ipw_ppi_mean_interval``) over every judged context, with the
+    probabilities of ``design_sample`` (``server.backend.judges.scores.human_sample``: ``context_id``,
+    ``sampled``, ``inclusion_probability``). A context counts as drawn for a system when people rated its item.
+
+    Returns
+    -------
+    means : pandas.DataFrame
+        The columns of ``ppi_system_means`` (``human_*``: the Hájek mean; ``effective_n_human``: against a uniform
+        human-only sample) and ``expected_n_human`` (sum of the probabilities).
+
+    Examples
+    --------
+    >>> ratings, scores, sample = _example_study()
+    >>> means = active_system_means(ratings, scores, sample, cluster_by=None)
+    >>> print(means[["system", "n_human", "n_judge_only", "ppi_mean", "lam"]].round(2).to_string(index=False))
+    system  n_human  n_judge_only  ppi_mean  lam
+      gold        5             3      3.67 0.97
+      moel        5             3      3.22 0.92
+    """
+    items, dropped, probability = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
+                                                  allow_missing=allow_missing)
+    clustered = clustered_ratings(human_ratings, items, cluster_by) if cluster_by is not None else None
+    rows = []
+    for (criterion, system), part in items.groupby(["criterion", "system"], sort=True, observed=True):
+        labels, pi = part["label"].to_numpy(dtype=float), part["probability"].to_numpy(dtype=float)
+        where = f"system {system!r}, criterion {criterion!r}"
+        _check_drawn(labels, where)
+        extra = _rater_variance(clustered, [(criterion, system, 1.0)], labels, pi, part["context_id"],
+                                probability)
+        result = ipw_ppi_mean_interval(labels, part["judge_score"].to_numpy(dtype=float), pi, ci_level=ci_level,
+                                       rater_variance=extra)
+        result.update(criterion=criterion, system=system, n_ratings=int(part["n_ratings"].sum()),
+                      human_share=float(np.isfinite(labels).mean()))
+        rows.append(result)
+    if not rows:
+        return pd.DataFrame(columns=list(ACTIVE_MEAN_COLUMNS))
+    table = pd.DataFrame(rows).merge(dropped, on=["criterion", "system"], how="left")
+    table["n_dropped_missing"] = table["n_dropped_missing"].fillna(0).astype(int)
+    return table.reindex(columns=list(ACTIVE_MEAN_COLUMNS))
+
+
+def active_paired_differences(
+    human_ratings: pd.DataFrame,
+    judge_scores: pd.DataFrame,
+    design_sample: pd.DataFrame,
+    *,
+    judge: str | None = None,
+    ci_level: float = 0.95,
+    family: str = "criterion",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    cluster_by: str | None = "assignment_id",
+    allow_missing: bool = False,
+) -> pd.DataFrame:
+    """``estimates.ppi_paired_differences`` for an actively sampled study: every pair a, b of systems per
+    criterion, the inverse-probability-weighted PPI++ mean of the per-context differences (labels Y_a - Y_b where
+    people rated both, judge differences f_a - f_b on every context, the context's probability), its z-test of
+    "no difference" corrected over ``family`` by ``correction`` as ``ppi_paired_differences`` does.
+
+    Returns
+    -------
+    pairs : pandas.DataFrame
+        The columns of ``ppi_paired_differences`` and ``expected_n_human``.
+
+    Examples
+    --------
+    >>> ratings, scores, sample = _example_study()
+    >>> pairs = active_paired_differences(ratings, scores, sample, cluster_by=None)
+    >>> print(pairs[["system_a", "system_b", "n_human", "ppi_diff", "ppi_ci_low", "ppi_ci_high"]].round(2).to_string(
+    ...     index=False))
+    system_a system_b  n_human  ppi_diff  ppi_ci_low  ppi_ci_high
+        gold     moel        5      0.46        0.25         0.68
+    """
+    if family not in ("criterion", "study"):
+        raise ValueError(f"family must be one of ('criterion', 'study'), got {family!r}")
+    items, _, probability = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
+                                            allow_missing=allow_missing)
+    clustered = clustered_ratings(human_ratings, items, cluster_by) if cluster_by is not None else None
+    rows = []
+    for criterion, part in items.groupby("criterion", sort=True, observed=True):
+        wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score"])
+        labels, scores = wide["label"], wide["judge_score"]
+        for system_a, system_b in itertools.combinations(sorted(scores.columns), 2):
+            judged = (scores[system_a] - scores[system_b]).dropna()
+            differences = (labels[system_a] - labels[system_b]).reindex(judged.index).to_numpy(dtype=float)
+            pi = probability.reindex(judged.index.astype(str)).to_numpy(dtype=float)
+            _check_drawn(differences, f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
+            extra = _rater_variance(clustered, [(criterion, system_a, 1.0), (criterion, system_b, -1.0)],
+                                    differences, pi, judged.index, probability)
+            result = ipw_ppi_mean_interval(differences, judged.to_numpy(dtype=float), pi, ci_level=ci_level,
+                                           rater_variance=extra)
+            rows.append({
+                "criterion": criterion, "system_a": system_a, "system_b": system_b,
+                "n_human": result["n_human"], "n_judge_only": result["n_judge_only"],
+                "human_diff": result["human_mean"], "human_ci_low": result["human_ci_low"],
+                "human_ci_high": result["human_ci_high"], "judge_diff_biased": result["judge_mean_biased"],
+                "ppi_diff": result["ppi_mean"], "ppi_ci_low": result["ppi_ci_low"],
+                "ppi_ci_high": result["ppi_ci_high"], "lam": result["lam"], "p_ppi": result["ppi_p"],
+                "width_ratio": result["width_ratio"], "effective_n_human": result["effective_n_human"],
+                "rater_variance": result["rater_variance"], "expected_n_human": result["expected_n_human"],
+            })
+    if not rows:
+        return pd.DataFrame(columns=list(ACTIVE_DIFFERENCE_COLUMNS))
+    table = pd.DataFrame(rows)
+    groups = table["criterion"] if family == "criterion" else pd.Series("study", index=table.index)
+    table["p_adj"] = adjust_by_family(table["p_ppi"], groups, method=correction)
+    table["significant"] = table["p_adj"] < alpha
+    table["correction"] = correction
+    table["family"] = family
+    return table.reindex(columns=list(ACTIVE_DIFFERENCE_COLUMNS))
+
+
+@dataclass
+class AssistedEstimates:
+    """What ``model_assisted_estimates`` chose and computed: ``estimator`` (``UNIFORM_PPI`` or ``ACTIVE_PPI``),
+    the system means and the paired differences."""
+
+    estimator: str
+    means: pd.DataFrame
+    pairs: pd.DataFrame
+
+
+def is_actively_sampled(design_sample: pd.DataFrame | None) -> bool:
+    """Whether the design's record of its human sample carries inclusion probabilities (an active draw).
+
+    >>> is_actively_sampled(pd.DataFrame({"context_id": [1], "sampled": [True], "inclusion_probability": [0.4]}))
+    True
+    >>> is_actively_sampled(pd.DataFrame({"context_id": [1], "sampled": [True], "inclusion_probability": [None]}))
+    False
+    """
+    return (design_sample is not None and "inclusion_probability" in design_sample.columns
+            and bool(design_sample["inclusion_probability"].notna().any()))
+
+
+def model_assisted_estimates(
+    human_ratings: pd.DataFrame,
+    judge_scores: pd.DataFrame,
+    design_sample: pd.DataFrame | None = None,
+    *,
+    judge: str | None = None,
+    ci_level: float = 0.95,
+    family: str = "criterion",
+    correction: str = "holm",
+    alpha: float = 0.05,
+    cluster_by: str | None = "assignment_id",
+    allow_missing: bool = False,
+) -> AssistedEstimates:
+    """The model-assisted means and paired differences with the estimator the design calls for: the
+    inverse-probability-weighted ones (``active_system_means``, ``active_paired_differences``) when
+    ``design_sample`` records inclusion probabilities (``is_actively_sampled``), else PPI++ on a uniform sample
+    (``estimates.ppi_system_means``, ``estimates.ppi_paired_differences``). Options as theirs.
+
+    Examples
+    --------
+    >>> ratings, scores, sample = _example_study()
+    >>> model_assisted_estimates(ratings, scores, sample, cluster_by=None).estimator
+    'active-ppi'
+    >>> model_assisted_estimates(ratings, scores, None, cluster_by=None).estimator
+    'ppi'
+    """
+    if design_sample is not None and is_actively_sampled(design_sample):
+        return AssistedEstimates(
+            ACTIVE_PPI,
+            active_system_means(human_ratings, judge_scores, design_sample, judge=judge, ci_level=ci_level,
+                                cluster_by=cluster_by, allow_missing=allow_missing),
+            active_paired_differences(human_ratings, judge_scores, design_sample, judge=judge, ci_level=ci_level,
+                                      family=family, correction=correction, alpha=alpha, cluster_by=cluster_by,
+                                      allow_missing=allow_missing))
+    return AssistedEstimates(
+        UNIFORM_PPI,
+        ppi_system_means(human_ratings, judge_scores, judge=judge, ci_level=ci_level, cluster_by=cluster_by,
+                         allow_missing=allow_missing),
+        ppi_paired_differences(human_ratings, judge_scores, judge=judge, ci_level=ci_level, family=family,
+                               correction=correction, alpha=alpha, cluster_by=cluster_by, allow_missing=allow_missing))
+
+
+def _checked(labels, judged, probabilities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    y = np.asarray(labels, dtype=float)
+    f = np.asarray(judged, dtype=float)
+    pi = np.asarray(probabilities, dtype=float)
+    if y.ndim != 1 or y.shape != f.shape or y.shape != pi.shape:
+        raise ValueError("labels, judged and probabilities must be 1-d and of the same length (one per context), "
+                         f"got {y.shape}, {f.shape} and {pi.shape}")
+    if not np.isfinite(f).all():
+        raise ValueError("judge scores must be finite on every context (drop the judge's failures first)")
+    if np.isinf(y).any():
+        raise ValueError("labels must be finite where the context was drawn (NaN where it was not)")
+    if not (np.isfinite(pi).all() and (pi > 0).all() and (pi <= 1).all()):
+        raise ValueError("probabilities must lie in (0, 1] for every context (a context that could not be drawn "
+                         "has no unbiased weight)")
+    return y, f, pi
+
+
+def _weighted_items(human_ratings, judge_scores, design_sample, *, judge, allow_missing):
+    """judged_items with each item's context probability, and the probabilities by context (as str)."""
+    if design_sample is None or not is_actively_sampled(design_sample):
+        raise ValueError("design_sample records no inclusion probability: the study was not actively sampled "
+                         "(use estimates.ppi_system_means, or model_assisted_estimates, which picks)")
+    probability = pd.Series(design_sample["inclusion_probability"].to_numpy(dtype=float),
+                            index=design_sample["context_id"].astype(str).to_numpy())
+    items, dropped = judged_items(human_ratings, judge_scores, judge=judge, allow_missing=allow_missing)
+    items["probability"] = probability.reindex(items["context_id"].astype(str)).to_numpy()
+    unknown = items["probability"].isna()
+    if unknown.any():
+        first = items.loc[unknown].iloc[0]
+        raise ValueError(f"context {first['context_id']} (system {first['system']!r}) has no inclusion "
+                         f"probability in the design's sample ({int(unknown.sum())} item(s) lack one): the "
+                         "estimates weight every context by its probability")
+    return items, dropped, probability
+
+
+def _check_drawn(labels: np.ndarray, where: str) -> None:
+    n_drawn = int(np.isfinite(labels).sum())
+    if n_drawn < MIN_HUMAN_CONTEXTS:
+        raise ValueError(f"{where}: {n_drawn} human-rated context(s); the weighted estimate needs at least "
+                         f"{MIN_HUMAN_CONTEXTS}: wait for the drawn contexts' ratings")
+
+
+def _rater_variance(clustered, sides, labels, pi, contexts, probability) -> float:
+    """The shared-rater term of a weighted mean over N contexts: each rating contributes
+    sign (x - Hájek mean label of its system) / (k pi) (estimates.shared_rater_variance, n_items = N)."""
+    if clustered is None:
+        return 0.0
+    parts = []
+    for criterion, system, sign in sides:
+        ratings = clustered.get((criterion, system))
+        if ratings is None:
+            continue
+        ratings = ratings.loc[ratings["context_id"].astype(str).isin(set(map(str, contexts)))]
+        if ratings.empty:
+            continue
+        weight = 1.0 / probability.reindex(ratings["context_id"].astype(str)).to_numpy(dtype=float)
+        item_labels = ratings.groupby("context_id")["label"].first()
+        item_pi = probability.reindex(item_labels.index.astype(str)).to_numpy(dtype=float)
+        centre = float((item_labels.to_numpy() / item_pi).sum() / (1.0 / item_pi).sum())
+        parts.append(pd.DataFrame({"c": sign * (ratings["score"].to_numpy() - centre)
+                                   / ratings["n_ratings"].to_numpy() * weight,
+                                   "item": ratings["context_id"].to_numpy(), "cluster": ratings["cluster"].to_numpy()}))
+    if not parts:
+        return 0.0
+    table = pd.concat(parts)
+    return shared_rater_variance(table["c"], table["item"], table["cluster"], n_items=len(labels))
+
+
+def _example_study() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """A small actively sampled study for the docstrings: 8 contexts, systems gold and moel, 5 contexts drawn."""
+    contexts = list(range(1, 9))
+    quality = {"gold": [4, 3, 5, 2, 4, 3, 4, 3], "moel": [3, 3, 4, 2, 3, 3, 4, 2]}
+    drawn = [1, 2, 4, 6, 7]
+    pi = [0.8, 0.5, 0.4, 0.9, 0.4, 0.7, 0.6, 0.7]
+    ratings = pd.DataFrame([{"context_id": c, "system": s, "criterion": "empathy", "annotator": a,
+                             "score": quality[s][c - 1] + (1 if a == "bob" and c % 2 else 0)}
+                            for c in drawn for s in quality for a in ("ann", "bob")])
+    scores = pd.DataFrame([{"context_id": c, "system": s, "criterion": "empathy",
+                            "judge_score": quality[s][c - 1] + 0.3 * ((c * 7) % 3 - 1)}
+                           for c in contexts for s in quality])
+    sample = pd.DataFrame({"context_id": contexts, "sampled": [c in drawn for c in contexts],
+                           "inclusion_probability": pi})
+    return ratings, scores, sample

@@ -1,0 +1,207 @@
+"""Active sampling (analysis.stats.ppi.active) in seeded simulations: the inverse-probability-weighted PPI++
+intervals cover the mean and the paired difference; with a judge whose errors are heteroscedastic and an
+uncertainty that tracks them, they are narrower than uniform PPI++ at the same expected number of human-rated
+contexts; with an uncertainty unrelated to the errors the mixing with uniform keeps them within a small factor
+of uniform PPI++ (and pure active sampling, tau = 0, does worse). Plus the probabilities' rules and the tables."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from empeval.analysis.stats.ppi.active import (
+    ACTIVE_PPI,
+    UNIFORM_PPI,
+    active_paired_differences,
+    active_system_means,
+    context_uncertainty,
+    ipw_power_tuning,
+    ipw_ppi_mean_interval,
+    model_assisted_estimates,
+    sampling_probabilities,
+)
+from empeval.analysis.stats.ppi.estimates import ppi_mean_interval
+
+N, SHARE, TRUE_MEAN = 600, 0.2, 3.5
+BUDGET = SHARE * N
+
+
+def _population(rng: np.random.Generator, *, informative: bool):
+    """One study: labels (a context's quality plus rater noise), a judge on its own scale whose error SD is 0.1 on
+    85% of the contexts and 1.5 on the others, and an uncertainty that is (informative) the error variance seen
+    through noise, or (not) unrelated to it."""
+    quality = rng.normal(TRUE_MEAN, 0.7, N)
+    labels = quality + rng.normal(0, 0.3, N)
+    error_sd = np.where(rng.random(N) < 0.85, 0.1, 1.5)
+    judge = 0.5 + 0.85 * quality + rng.normal(0, error_sd)
+    if informative:
+        uncertainty = error_sd**2 * np.exp(rng.normal(0, 0.3, N))
+    else:
+        uncertainty = np.exp(rng.normal(0, 1.5, N))
+    return labels, judge, uncertainty
+
+
+def _run(seed: int, reps: int, *, informative: bool, tau: float = 0.5):
+    """Coverage of TRUE_MEAN and mean widths: weighted PPI++ on an active Poisson draw, and PPI++ on a uniform
+    sample of BUDGET contexts."""
+    rng = np.random.default_rng(seed)
+    covered, widths, uniform_widths = 0, [], []
+    for _ in range(reps):
+        labels, judge, uncertainty = _population(rng, informative=informative)
+        pi = sampling_probabilities(uncertainty, BUDGET, tau=tau)
+        drawn = rng.random(N) < pi
+        result = ipw_ppi_mean_interval(np.where(drawn, labels, np.nan), judge, pi)
+        covered += result["ppi_ci_low"] <= TRUE_MEAN <= result["ppi_ci_high"]
+        widths.append(result["ppi_ci_high"] - result["ppi_ci_low"])
+        rated = np.zeros(N, dtype=bool)
+        rated[rng.choice(N, int(BUDGET), replace=False)] = True
+        uniform = ppi_mean_interval(labels[rated], judge[rated], judge[~rated])
+        uniform_widths.append(uniform["ppi_ci_high"] - uniform["ppi_ci_low"])
+    return covered / reps, float(np.mean(widths)), float(np.mean(uniform_widths))
+
+
+def test_informative_uncertainty_covers_and_beats_uniform_ppi_at_the_same_budget():
+    coverage, width, uniform_width = _run(11, 600, informative=True)
+    assert coverage >= 0.93
+    assert width < 0.92 * uniform_width, (width, uniform_width)
+
+
+def test_uninformative_uncertainty_covers_and_costs_little_thanks_to_the_mixing():
+    coverage, width, uniform_width = _run(12, 600, informative=False)
+    assert coverage >= 0.93
+    assert width < 1.1 * uniform_width, (width, uniform_width)
+    _, pure_width, _ = _run(12, 200, informative=False, tau=0.0)
+    assert pure_width > width  # what the mixing protects against
+
+
+def test_paired_differences_cover_and_beat_uniform_ppi():
+    rng = np.random.default_rng(5)
+    truth, covered, widths, uniform_widths, reps = 0.2, 0, [], [], 500
+    for _ in range(reps):
+        quality = rng.normal(0, 0.7, N)
+        error_sd = np.where(rng.random(N) < 0.85, 0.1, 1.5)
+        a = 3.5 + truth + quality + rng.normal(0, 0.3, N)
+        b = 3.5 + quality + rng.normal(0, 0.3, N) + 0.5 * rng.normal(0, 1, N) * (error_sd > 0.5)
+        judged = (a - b) + rng.normal(0, error_sd)  # the judge's difference, sure of half the contexts
+        pi = sampling_probabilities(error_sd**2, BUDGET)
+        drawn = rng.random(N) < pi
+        result = ipw_ppi_mean_interval(np.where(drawn, a - b, np.nan), judged, pi)
+        covered += result["ppi_ci_low"] <= truth <= result["ppi_ci_high"]
+        widths.append(result["ppi_ci_high"] - result["ppi_ci_low"])
+        rated = np.zeros(N, dtype=bool)
+        rated[rng.choice(N, int(BUDGET), replace=False)] = True
+        uniform = ppi_mean_interval((a - b)[rated], judged[rated], judged[~rated])
+        uniform_widths.append(uniform["ppi_ci_high"] - uniform["ppi_ci_low"])
+    assert covered / reps >= 0.93
+    assert np.mean(widths) < 0.92 * np.mean(uniform_widths), (np.mean(widths), np.mean(uniform_widths))
+
+
+def test_probabilities_sum_to_the_budget_stay_in_bounds_and_follow_the_square_root():
+    rng = np.random.default_rng(0)
+    u = rng.exponential(1.0, 300) ** 3
+    for tau, pi_min in ((0.5, 0.0), (0.0, 0.05), (0.2, 0.1), (1.0, 0.0)):
+        pi = sampling_probabilities(u, 60, tau=tau, pi_min=pi_min)
+        assert pi.sum() == pytest.approx(60)
+        assert pi.max() <= 1 + 1e-12 and pi.min() >= tau * 60 / 300 + (1 - tau) * pi_min - 1e-12
+    pi = sampling_probabilities(u, 60, tau=0.0)
+    inside = (pi > 1e-9) & (pi < 1 - 1e-9)
+    assert np.allclose(pi[inside] / np.sqrt(u[inside]), (pi[inside] / np.sqrt(u[inside]))[0])
+    assert np.allclose(sampling_probabilities(u, 60, tau=1.0), 0.2)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: sampling_probabilities([1, 2, 3], 3), "strictly between 0 and the 3 contexts"),
+    (lambda: sampling_probabilities([1, -2, 3], 1), "finite and non-negative"),
+    (lambda: sampling_probabilities([1, 2, 3], 1, tau=1.5), "tau"),
+    (lambda: sampling_probabilities([1, 2, 3], 1, pi_min=0.5), "pi_min"),
+    (lambda: ipw_ppi_mean_interval([1.0, np.nan, np.nan], [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]), "at least 2"),
+    (lambda: ipw_ppi_mean_interval([1.0, 2.0, np.nan], [1.0, 2.0, 3.0], [0.5, 0.0, 0.5]), "(0, 1]"),
+    (lambda: ipw_ppi_mean_interval([1.0, 2.0], [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]), "same length"),
+])
+def test_bad_inputs_are_refused_with_a_reason(call, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        call()
+
+
+def test_a_useless_judge_gets_no_weight_and_constant_probabilities_give_the_uniform_estimate():
+    rng = np.random.default_rng(3)
+    labels = rng.normal(3, 1, 400)
+    drawn = rng.random(400) < 0.3
+    y = np.where(drawn, labels, np.nan)
+    assert ipw_power_tuning(y, rng.normal(0, 1, 400), np.full(400, 0.3))[0] < 0.15
+    result = ipw_ppi_mean_interval(y, np.full(400, 2.0), np.full(400, 0.3))
+    assert result["lam"] == 0.0 and result["human_mean"] == pytest.approx(labels[drawn].mean())
+
+
+def test_uncertainty_from_two_judges_and_from_a_learned_judges_folds():
+    rows = []
+    for context in range(1, 41):
+        for judge, noise in (("a", 0.0), ("b", 0.1 if context <= 20 else 2.0)):
+            rows.append({"judge": judge, "context_id": context, "system": "gold", "criterion": "empathy",
+                         "judge_score": 3 + np.sin(context) + noise * np.cos(7 * context)})
+    table = context_uncertainty(pd.DataFrame(rows))
+    assert table.attrs["informative"] and "judges a, b" in table.attrs["basis"]
+    low, high = table["uncertainty"][:20].mean(), table["uncertainty"][20:].mean()
+    assert high > 4 * low
+    learned = pd.DataFrame({"context_id": [1, 2, 3], "system": "gold", "criterion": "empathy",
+                            "judge_score": [3.0, 4.0, 5.0], "fold_score_0": [3.0, 3.0, 4.0],
+                            "fold_score_1": [3.0, 5.0, 6.0]})
+    table = context_uncertainty(learned)
+    assert "learned judge" in table.attrs["basis"] and table["uncertainty"].tolist() == pytest.approx([0, 2, 2])
+    alone = context_uncertainty(learned.drop(columns=["fold_score_0", "fold_score_1"]))
+    assert not alone.attrs["informative"] and "uniform" in alone.attrs["basis"]
+
+
+def _tidy_study(seed: int):
+    """A tidy active study: 3 systems, 80 contexts, two raters per drawn item, assignments of 6 items."""
+    rng = np.random.default_rng(seed)
+    systems, contexts = {"base": 3.0, "gold": 3.6, "moel": 3.3}, list(range(1, 81))
+    error_sd = np.where(rng.random(80) < 0.5, 0.1, 1.0)
+    pi = sampling_probabilities(error_sd**2, 24)
+    drawn = rng.random(80) < pi
+    scores, ratings = [], []
+    for i, context in enumerate(contexts):
+        for system, mean in systems.items():
+            quality = mean + rng.normal(0, 0.6)
+            scores.append({"context_id": context, "system": system, "criterion": "empathy",
+                           "judge_score": quality + rng.normal(0, error_sd[i])})
+            if drawn[i]:
+                for rater in ("ann", "bob"):
+                    ratings.append({"context_id": context, "system": system, "criterion": "empathy",
+                                    "annotator": rater, "score": int(np.clip(round(quality + rng.normal(0, 0.5)), 1,
+                                                                              5)),
+                                    "assignment_id": f"{rater}-{len(ratings) // 12}"})
+    sample = pd.DataFrame({"context_id": contexts, "sampled": drawn, "inclusion_probability": pi})
+    return pd.DataFrame(ratings), pd.DataFrame(scores), sample
+
+
+def test_the_tables_give_one_row_per_system_and_pair_and_the_shared_raters_widen_them():
+    ratings, scores, sample = _tidy_study(4)
+    means = active_system_means(ratings, scores, sample)
+    assert means["system"].tolist() == ["base", "gold", "moel"]
+    assert (means["n_human"] == int(sample["sampled"].sum())).all()
+    assert means["expected_n_human"].round(6).eq(24).all()
+    assert (means["rater_variance"] > 0).any()
+    plain = active_system_means(ratings, scores, sample, cluster_by=None)
+    assert (means["ppi_ci_high"] - means["ppi_ci_low"] >= plain["ppi_ci_high"] - plain["ppi_ci_low"] - 1e-12).all()
+    pairs = active_paired_differences(ratings, scores, sample)
+    assert list(zip(pairs["system_a"], pairs["system_b"], strict=True)) == [("base", "gold"), ("base", "moel"),
+                                                                            ("gold", "moel")]
+    assert pairs["p_adj"].ge(pairs["p_ppi"]).all() and pairs["correction"].eq("holm").all()
+
+
+def test_model_assisted_estimates_picks_the_weighted_estimator_only_when_probabilities_are_recorded():
+    ratings, scores, sample = _tidy_study(6)
+    assert model_assisted_estimates(ratings, scores, sample).estimator == ACTIVE_PPI
+    uniform = sample.assign(inclusion_probability=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        chosen = model_assisted_estimates(ratings, scores, uniform)
+    assert chosen.estimator == UNIFORM_PPI and len(chosen.means) == 3 and len(chosen.pairs) == 3
+    with pytest.raises(ValueError, match="no inclusion probability"):
+        active_system_means(ratings, scores, uniform)
+    with pytest.raises(ValueError, match="context 80 .* no inclusion probability"):
+        active_system_means(ratings, scores, sample.iloc[:-1])
