@@ -10,9 +10,10 @@ criterion with an equivalence margin of 0.3 scale points, 3 ratings per response
 difference correlation of 0.3 / 0.5 / 0.7 / 0.9 between the judge's and the people's per-context difference.
 The strategies: human-only at the planner's fixed n; human-only with an anytime-valid confidence sequence looked at
 every 5 labelled contexts and stopped when every comparison is decided; PPI++ with uniform sampling at its
-planner's n; active PPI (inverse-probability weighted, draw probabilities from the judges' uncertainty calibrated to
-the residual by a pilot, mixed 20% with uniform) at its planner's n; active PPI with the confidence sequence; and,
-to show why the calibration matters, active PPI on the raw uncertainty. The planner's n is the fewest labelled
+planner's n; active PPI (inverse-probability weighted, draws by empeval's own rule: the square root of the judges'
+uncertainty mixed 50/50 with uniform, as `empeval study sample` draws) at its planner's n; active PPI with the
+confidence sequence; and two what-ifs: draws on a pilot's residual model (the people's noise included), mixed 20%
+with uniform, and on the raw uncertainty mixed only 20%. The planner's n is the fewest labelled
 contexts that decide every comparison with probability 0.8 (normal approximation with the pilot's SDs, Bonferroni
 over the 6 comparisons, as every strategy's intervals are).
 
@@ -119,7 +120,7 @@ def main() -> None:
                         help="gamma shape of the judge's per-context error variance (1: exponential; smaller: "
                              "more uneven, where active sampling has more to gain)")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=170)
     correlations = [float(value) for value in args.correlations.split(",")]
     results: dict[float, dict[str, dict[str, float]]] = {}
     plans: dict[float, dict[str, int]] = {}
@@ -156,7 +157,7 @@ def main() -> None:
     console.print(table)
     if GOAL_CORRELATION in results:
         r = results[GOAL_CORRELATION]
-        best = min(("PPI active", "PPI active sequential"), key=lambda name: r[name]["median_paid"])
+        best = min(("PPI active", "PPI active sequential"), key=lambda name: r[name]["median_paid"])  # empeval's
         paid = r[best]["median_paid"]
         report(Figure(f"paid ratings saved vs human-only fixed n, {best}, difference correlation 0.7",
                       100 * (1 - paid / r["human fixed"]["median_paid"]), "%", goal=at_least(100 * FEWER_THAN_HUMAN),

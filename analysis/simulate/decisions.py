@@ -28,7 +28,14 @@ the inverse-probability weights of active inference, Zrnic and Candès 2024):
 - ``human sequential``: an asymptotic confidence sequence looked at every ``look_every`` labelled contexts, stopped
   when every comparison is decided (or at ``max_factor`` x the human planner's n);
 - ``PPI uniform`` / ``PPI active``: the fixed design with the judge, the planner's n computed for its variance;
-- ``PPI active sequential``: active draws, the confidence sequence, stopping when decided.
+  active draws follow empeval's own rule (``analysis.stats.ppi.active.sampling_probabilities``: the square root of
+  the judges' uncertainty, mixed 50/50 with uniform), as ``empeval study sample`` draws;
+- ``PPI active sequential``: those draws, the confidence sequence, stopping when decided;
+- ``PPI active, calibrated``: draws on the pilot's prediction of each context's squared residual (intercept +
+  slope x uncertainty: the people's own noise is in the residual too, which the judges' uncertainty does not see),
+  mixed 20% with uniform; not what empeval draws today, the size of what a residual model would add;
+- ``PPI active, raw uncertainty``: the square root of the raw uncertainty mixed only 20% with uniform, to show why
+  the mixing matters.
 """
 
 from __future__ import annotations
@@ -41,8 +48,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from empeval.analysis.stats.ppi.active import sampling_probabilities
+
 STRATEGIES = ("human fixed", "human sequential", "PPI uniform", "PPI active", "PPI active sequential",
-              "PPI active, raw uncertainty")
+              "PPI active, calibrated", "PPI active, raw uncertainty")
 UNDECIDED, A_BETTER, B_BETTER, EQUIVALENT = 0, 1, 2, 3
 #: The share of the active probabilities mixed with uniform (robustness when the uncertainty misleads).
 DEFAULT_UNIFORM_MIX = 0.2
@@ -197,9 +206,13 @@ class Pilot:
             return None
         if "raw" in strategy:
             return active_probabilities(uncertainty, uniform_mix)
-        intercept, slope = self.residual_model
-        floor = max(intercept, 1e-6) * 0.05
-        return active_probabilities(np.maximum(intercept + slope * uncertainty, floor), uniform_mix)
+        if "calibrated" in strategy:
+            intercept, slope = self.residual_model
+            floor = max(intercept, 1e-6) * 0.05
+            return active_probabilities(np.maximum(intercept + slope * uncertainty, floor), uniform_mix)
+        # empeval's own rule (`empeval study sample`): sqrt of the judges' uncertainty, mixed 50/50 with uniform.
+        pi = sampling_probabilities(uncertainty, budget=0.05 * uncertainty.size)
+        return pi / pi.sum()
 
 
 def pilot(design: DecisionDesign, rng: np.random.Generator, size: int = 200_000) -> Pilot:
@@ -210,7 +223,7 @@ def pilot(design: DecisionDesign, rng: np.random.Generator, size: int = 200_000)
     residual = ((big.d - lam * big.g) ** 2).mean(axis=1)
     intercept, slope = np.linalg.lstsq(np.c_[np.ones(size), big.uncertainty], residual, rcond=None)[0]
     model = Pilot(sd={}, residual_model=(float(intercept), float(slope)))
-    for strategy in ("human fixed", "PPI uniform", "PPI active", "PPI active, raw uncertainty"):
+    for strategy in (s for s in STRATEGIES if "sequential" not in s):
         index, weight = _draw(big, model.probabilities(strategy, big.uncertainty, design.uniform_mix), size, rng)
         _, sd = _running_estimates(big, index, weight, use_judge=strategy != "human fixed")
         model.sd[strategy] = sd[-1]

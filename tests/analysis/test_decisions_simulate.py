@@ -61,7 +61,7 @@ def test_decisions_simulate_raw_uncertainty_without_mixing_costs_more_than_unifo
     design = DecisionDesign(difference_correlation=0.7, uniform_mix=0.0)
     plan = pilot(design, np.random.default_rng(4), size=100_000)
     raw = (plan.sd["PPI active, raw uncertainty"] / plan.sd["PPI uniform"]) ** 2
-    calibrated = (plan.sd["PPI active"] / plan.sd["PPI uniform"]) ** 2
+    calibrated = (plan.sd["PPI active, calibrated"] / plan.sd["PPI uniform"]) ** 2
     assert raw.mean() > 1.1
     assert calibrated.mean() < 1.0
 
