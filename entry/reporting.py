@@ -15,6 +15,7 @@ from sqlalchemy import Engine, select
 from empeval.analysis.kinds import LinkedStudy, ReportRefused, ReportRequest
 from empeval.analysis.report.study import EXPORT_CRITERIA_ORDER, export_kind, report_study
 from empeval.server.annotation.export import report_inputs
+from empeval.server.annotation.study_log import REPORT, record_release
 from empeval.server.backend.registry import display_names
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
@@ -53,7 +54,10 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
                             pd.DataFrame(linked.rows) if linked.rows else None) for linked in inputs.linked],
         judge=judged, include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex,
         tables={table: pd.DataFrame(rows, columns=list(columns)) for table, (columns, rows) in inputs.tables.items()})
-    return _report(request, out_dir)
+    written = _report(request, out_dir)
+    # Logged once written, with whose answers it holds: a later withdrawal names this folder (study_log).
+    record_release(engine, name, REPORT, where=str(Path(out_dir).resolve()))
+    return written
 
 
 def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: bool = True,

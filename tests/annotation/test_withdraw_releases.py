@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.annotation.study_log import EXPORT, study_log
+from empeval.server.annotation.study_log import EXPORT, REPORT, study_log
 from tests.annotation.researcher_helpers import cli_run, work
 
 
@@ -26,7 +26,12 @@ def test_forget_names_the_exports_that_held_her_answers(study_engine, tmp_path):
     assert cli_run(engine, "export", "pilot", "--out", str(with_her)).exit_code == 0
     streamed = cli_run(engine, "export", "pilot", "--format", "jsonl")
     assert streamed.exit_code == 0
+    report = tmp_path / "report"
+    reported = cli_run(engine, "report", "pilot", "--out", str(report))
+    assert reported.exit_code == 0, reported.output
 
+    reports = [entry for entry in study_log(engine, "pilot") if entry.event == REPORT]
+    assert [entry.detail["where"] for entry in reports] == [str(report.resolve())]
     exports = [entry for entry in study_log(engine, "pilot") if entry.event == EXPORT]
     assert [entry.detail["where"] for entry in exports] == [str(before_her.resolve()), str(with_her.resolve()),
                                                               "standard output"]
@@ -35,11 +40,12 @@ def test_forget_names_the_exports_that_held_her_answers(study_engine, tmp_path):
 
     done = cli_run(engine, "annotators", "forget", "alice", "--study", "pilot")
     assert done.exit_code == 0, done.output
-    assert "still in 2 export(s) or report(s) written before" in done.output
+    assert "still in 3 export(s) or report(s) written before" in done.output
     assert str(with_her.resolve()) in done.output and "standard output" in done.output
+    assert f"report to {report.resolve()}" in done.output
     assert str(before_her.resolve()) not in done.output
     withdrawal = [entry for entry in study_log(engine, "pilot") if entry.event == "withdrawal"][-1]
-    assert len(withdrawal.detail["released_before"]) == 2
+    assert len(withdrawal.detail["released_before"]) == 3
 
     after = tmp_path / "after.csv"
     assert cli_run(engine, "export", "pilot", "--out", str(after)).exit_code == 0
