@@ -76,7 +76,7 @@ def design_sample_summary(design_sample: pd.DataFrame, human: pd.DataFrame) -> D
     >>> sample = pd.DataFrame({"context_id": [1, 2, 3, 4], "sampled": [True, True, False, False]})
     >>> sample.attrs.update(human_share=0.5, human_share_seed=7)
     >>> design_sample_summary(sample, pd.DataFrame({"context_id": ["1"]}))
-    DesignSample(share=0.5, seed=7, n_contexts=4, n_sampled=2, n_sampled_unrated=1, n_rated_outside=0)
+    DesignSample(share=0.5, seed=7, n_contexts=4, n_sampled=2, n_sampled_unrated=1, n_rated_outside=0, active=False)
     """
     contexts = design_sample["context_id"].astype(str)
     sampled = set(contexts[design_sample["sampled"].astype(bool).to_numpy()])
