@@ -8,11 +8,13 @@ import click
 
 from empeval.cli.common import (
     CliContext,
+    FiniteRange,
     WritablePath,
     checked_base_url,
     count,
     invite_base_url,
     pass_cli,
+    positive,
     remember_base_url,
     served_base_url,
     write_whole,
@@ -31,7 +33,7 @@ def annotators() -> None:
 @annotators.command("invite")
 @click.argument("names", nargs=-1, required=True)
 @click.option("--study", required=True, help="The study they will rate.")
-@click.option("--days", default=30.0, show_default=True, help="Days until the link expires.")
+@click.option("--days", type=positive(3650), default=30.0, show_default=True, help="Days until the link expires.")
 @click.option("--base-url", default=None, callback=checked_base_url,
               help="Where raters reach `empeval serve` (default: where the latest `empeval serve` of this store "
                    "listens, or its --base-url; http://127.0.0.1:5000 before any).")
@@ -112,10 +114,10 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None, table: str |
 @click.option("--threads", default=None, type=count(1, 1024),
               help="Threads per process. Default: 4. A thread takes a request "
                    "only once it has arrived whole, so slow clients hold none.")
-@click.option("--request-timeout", type=click.FloatRange(0, 3600), default=None, metavar="SECONDS",
+@click.option("--request-timeout", type=FiniteRange(0, 3600), default=None, metavar="SECONDS",
               help="A request's headers and body must arrive within this many seconds of its first byte, or the "
                    "connection is closed (a client trickling its request). Default: 30; 0: no limit.")
-@click.option("--idle-timeout", type=click.FloatRange(0, 86400), default=None, metavar="SECONDS",
+@click.option("--idle-timeout", type=FiniteRange(0, 86400), default=None, metavar="SECONDS",
               help="A connection with no request in progress (idle keep-alive, or one that never sends) is closed "
                    "after this many seconds of silence. Default: 20; 0: never.")
 @click.option("--max-per-address", type=count(0, 1_000_000), default=None,

@@ -7,6 +7,7 @@ failure, 2 bad usage or bad input, 3 conflict with stored data, 4 network or rem
 """
 from __future__ import annotations
 
+import math
 import os
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -48,6 +49,32 @@ SEED = click.IntRange(0, 2**32 - 1)  # what numpy's, torch's and Python's genera
 def count(minimum: int = 1, maximum: int = MAX_INTEGER) -> click.IntRange:
     """A number of things (contexts, steps, workers, ...), between `minimum` and `maximum` inclusive."""
     return click.IntRange(minimum, maximum)
+
+
+class FiniteRange(click.FloatRange):
+    """A number between two bounds, both required: click's FloatRange lets NaN through (every comparison with it is
+    false) and an open end lets infinity through, so a finite value is checked first."""
+
+    def __init__(self, minimum: float, maximum: float, *, min_open: bool = False, max_open: bool = False) -> None:
+        super().__init__(minimum, maximum, min_open=min_open, max_open=max_open)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+def share(*, open_ends: bool = False, below_one: bool = False) -> FiniteRange:
+    """A share or probability: in [0, 1], (0, 1) with open_ends, [0, 1) with below_one."""
+    return FiniteRange(0.0, 1.0, min_open=open_ends, max_open=open_ends or below_one)
+
+
+def positive(maximum: float) -> FiniteRange:
+    """A positive number up to `maximum` (an amount of something: points, minutes, ...)."""
+    return FiniteRange(0.0, maximum, min_open=True)
 
 
 class WritablePath(click.Path):

@@ -12,7 +12,17 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import EXIT_BAD_INPUT, CliContext, checked_base_url, count, fail, invite_base_url, pass_cli
+from empeval.cli.common import (
+    EXIT_BAD_INPUT,
+    CliContext,
+    FiniteRange,
+    checked_base_url,
+    count,
+    fail,
+    invite_base_url,
+    pass_cli,
+    share,
+)
 
 # The crowd's modules are imported by the commands that use them, not to read a command line: their package
 # (empeval.tasks) registers every study kind, with the store's models (tests/test_cli_startup.py).
@@ -63,7 +73,7 @@ def crowd() -> None:
 @click.argument("study")
 @click.option("--provider", type=click.Choice(PROVIDERS), default="mock", show_default=True)
 @click.option("--units", type=count(), help="Put only the first N open assignments on the crowd.")
-@click.option("--reward", type=click.FloatRange(min=0),
+@click.option("--reward", type=FiniteRange(0, 10_000),
               help="Reward per unit (default: the study's pay.per_assignment).")
 @click.option("--port", type=click.IntRange(1, 65535), default=3000, show_default=True,
               help="Local port of Mephisto's task server (it listens on 127.0.0.1 only).")
@@ -73,7 +83,7 @@ def crowd() -> None:
               help="Stop the run after this many seconds.")
 @click.option("--onboarding/--no-onboarding", default=True, show_default=True,
               help="A short qualification test before the first unit; failing workers are blocked.")
-@click.option("--min-control-pass-rate", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+@click.option("--min-control-pass-rate", type=share(), default=0.5, show_default=True,
               help="Work that passes at least this share of its control items is approved automatically.")
 @click.option("--live-url", default=None, callback=checked_base_url,
               help="A chat study: where the workers' browsers reach `empeval serve`, which answers their turns "
@@ -171,7 +181,7 @@ def ingest(obj: CliContext, study: str, job_id: str | None) -> None:
 @crowd.command()
 @click.argument("study")
 @click.option("--job", "job_id", help=JOB_HELP)
-@click.option("--wait", "wait_seconds", type=float, default=60, show_default=True,
+@click.option("--wait", "wait_seconds", type=FiniteRange(0, 86_400), default=60, show_default=True,
               help="Seconds to wait for a clean shutdown before SIGTERM.")
 def stop(study: str, job_id: str | None, wait_seconds: float) -> None:
     """Stop a crowd run (units in progress are expired); then run `crowd ingest`."""
@@ -194,7 +204,7 @@ def stop(study: str, job_id: str | None, wait_seconds: float) -> None:
 @click.option("--block", "block_units", multiple=True, metavar="UNIT",
               help="Block this unit's worker (needs --reason).")
 @click.option("--reason", help="What the worker is told (rejections, bonuses, blocks).")
-@click.option("--amount", type=click.FloatRange(min=0), help="Bonus amount per unit.")
+@click.option("--amount", type=FiniteRange(0, 10_000), help="Bonus amount per unit.")
 @click.option("--force", is_flag=True, help="Allow rejecting work that passed its controls.")
 @pass_cli
 def review(obj: CliContext, study: str, job_id: str | None, auto: bool, approve_units, reject_units, bonus_units,

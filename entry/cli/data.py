@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from empeval.cli.common import ED_DATASET, CliContext, WritablePath, pass_cli
+from empeval.cli.common import ED_DATASET, CliContext, WritablePath, pass_cli, positive
 from empeval.server.datasets.fetch import OFFICIAL_ED_URL  # the standard library only
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def import_jsonl(obj: CliContext, path: Path, dataset: str, license_: str) -> No
 @click.option("--url", default=OFFICIAL_ED_URL, show_default=True, help="Where the ED archive is.")
 @click.option("--keep", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=None,
               help="Keep the downloaded archive and unpacked CSVs in this folder.")
-@click.option("--timeout", default=60.0, show_default=True, help="Seconds to wait for the server.")
+@click.option("--timeout", type=positive(3600), default=60.0, show_default=True, help="Seconds to wait for the server.")
 @pass_cli
 def fetch_ed(obj: CliContext, url: str, keep: Path | None, timeout: float) -> None:
     """Download the official empatheticdialogues.tar.gz and import all three splits."""

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import WritablePath, count
+from empeval.cli.common import FiniteRange, WritablePath, count
 from empeval.cli.report import report_summary
 
 # The demo, the store and the app are imported when it runs, not to read its command line
@@ -19,7 +19,7 @@ from empeval.cli.report import report_summary
               help="Simulated raters (nobody sees a context twice, so a study needs many people).")
 @click.option("--bad-raters", type=count(0), default=4, show_default=True, help="How many of them are careless.")
 @click.option("--contexts", type=count(), default=None, help="Contexts to rate (default: the study file's 30).")
-@click.option("--time-scale", default=0.0, show_default=True,
+@click.option("--time-scale", type=FiniteRange(0, 100), default=0.0, show_default=True,
               help="Simulated raters wait this share of a realistic time per item (1 = real time).")
 @click.option("--linked-raters", type=count(0), default=30, show_default=True,
               help="Simulated raters of each study linked to the Likert one (the A/B study, ...), other people than "

@@ -6,7 +6,18 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import EXIT_BAD_INPUT, SEED, CliContext, WritablePath, count, fail, pass_cli
+from empeval.cli.common import (
+    EXIT_BAD_INPUT,
+    SEED,
+    CliContext,
+    FiniteRange,
+    WritablePath,
+    count,
+    fail,
+    pass_cli,
+    positive,
+    share,
+)
 
 # pandas, the statistics and the study design (whose package registers every kind, with the store's models) are
 # imported when a plan is computed, not to read the command line (tests/test_cli_startup.py).
@@ -70,51 +81,54 @@ def _ints(text: str) -> list[int]:
 @click.option("--pilot-export", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="... or from an export file (CSV/JSONL). Without either: default components.")
 @click.option("--criterion", default="empathy", show_default=True)
-@click.option("--effect", default=0.3, show_default=True, help="Difference to detect, in scale points (latent).")
-@click.option("--power", "target_power", default=0.8, show_default=True)
-@click.option("--alpha", default=0.05, show_default=True)
+@click.option("--effect", type=positive(10), default=0.3, show_default=True,
+              help="Difference to detect, in scale points (latent).")
+@click.option("--power", "target_power", type=share(open_ends=True), default=0.8, show_default=True)
+@click.option("--alpha", type=share(open_ends=True), default=0.05, show_default=True)
 @click.option("--ks", default="1,3,5", show_default=True, help="Ratings per response to compare.")
 @click.option("--contexts", default="50,100,200,400", show_default=True, help="Numbers of contexts to compare.")
 @click.option("--systems", type=count(), default=2, show_default=True, help="Systems in the study (for the cost).")
 @click.option("--items-per-assignment", type=count(), default=10, show_default=True,
               help="Items per assignment, controls included (the study file's design.items_per_assignment).")
-@click.option("--control-rate", type=float, default=0.1, show_default=True,
+@click.option("--control-rate", type=share(below_one=True), default=0.1, show_default=True,
               help="Share of each assignment that is a control item (design.control_rate; 0: no controls). The "
                    "assignments and cost count the control slots as `empeval study create` does.")
-@click.option("--reward", type=float, default=None, help="Pay per assignment (for the cost).")
-@click.option("--fee", default=0.2, show_default=True, help="Platform fee as a share of the reward (MTurk: 0.2).")
+@click.option("--reward", type=FiniteRange(0, 10_000), default=None, help="Pay per assignment (for the cost).")
+@click.option("--fee", type=FiniteRange(0, 10), default=0.2, show_default=True,
+              help="Platform fee as a share of the reward (MTurk: 0.2).")
 @click.option("--replicates", type=count(), default=400, show_default=True, help="Simulated studies per design.")
 @click.option("--plot", type=WritablePath(dir_okay=False, writable=True, path_type=Path), default=Path("plan.png"),
               show_default=True)
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--pairwise", is_flag=True, help="Size a pairwise A/B study instead (exact power of the sign test).")
-@click.option("--p-win", type=float, default=0.65, show_default=True,
+@click.option("--p-win", type=share(open_ends=True), default=0.65, show_default=True,
               help="With --pairwise: P(the better system wins | not a tie), per judgment.")
-@click.option("--tie-rate", type=float, default=0.2, show_default=True,
+@click.option("--tie-rate", type=share(below_one=True), default=0.2, show_default=True,
               help="With --pairwise: share of judgments that are ties.")
-@click.option("--context-share", type=float, default=0.24, show_default=True,
+@click.option("--context-share", type=share(below_one=True), default=0.24, show_default=True,
               help="With --pairwise: share of the judgments' variance a context's k judgments share (0: independent, "
                    "optimistic for k > 1; 0.24 is what the simulation's default components imply).")
 @click.option("--pairs", type=count(), default=1, show_default=True,
               help="With --pairwise: pairs of systems compared (for the cost; --items-per-assignment counts pairs).")
-@click.option("--judge-correlation", type=float, default=None, metavar="R", callback=_judge_correlation,
+@click.option("--judge-correlation", type=FiniteRange(-1, 1, min_open=True, max_open=True), default=None, metavar="R",
+              callback=_judge_correlation,
               help="Plan a model-assisted study instead: the human-rated contexts a judge with correlation R to the "
                    "item labels needs for --half-width on a system mean (PPI++), beside the human-only figure.")
-@click.option("--half-width", type=float, default=0.1, show_default=True,
+@click.option("--half-width", type=positive(10), default=0.1, show_default=True,
               help="With --judge-correlation: the target CI half-width on a system mean, in scale points.")
 @click.option("--judge-contexts", type=count(2), default=None,
               help="With --judge-correlation: contexts the judge scores in all (default: as many as needed).")
 @click.option("--max-assignments-per-rater", type=count(), default=None,
               help="With STUDY_FILE: assignments one rater may take (default: as many as she can without seeing a "
                    "context twice); sets how many raters to recruit.")
-@click.option("--arrivals-per-hour", type=float, default=10.0, show_default=True,
+@click.option("--arrivals-per-hour", type=positive(1_000_000), default=10.0, show_default=True,
               help="With STUDY_FILE: new raters arriving an hour, for the expected time to finish.")
-@click.option("--minutes-per-assignment", type=float, default=None,
+@click.option("--minutes-per-assignment", type=positive(10_000), default=None,
               help="With STUDY_FILE: minutes a rater spends on one assignment (default: 25 s an item).")
-@click.option("--difference-correlation", type=float, default=None, metavar="R",
+@click.option("--difference-correlation", type=share(open_ends=True), default=None, metavar="R",
               help="With STUDY_FILE: a judge whose per-context difference between two systems correlates R with the "
                    "people's; prints the paid ratings each model-assisted strategy needs until every pair is decided.")
-@click.option("--margin", type=float, default=None,
+@click.option("--margin", type=positive(10), default=None,
               help="With --difference-correlation: the equivalence margin in scale points (default: half of --effect).")
 @pass_cli
 def plan(obj: CliContext, study_file, pilot_study, pilot_export, criterion, effect, target_power, alpha, ks, contexts,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import CliContext, pass_cli
+from empeval.cli.common import SEED, CliContext, pass_cli
 
 # The store and the study kinds are imported by the commands that use them, not to read a command line
 # (tests/test_cli_startup.py).
@@ -142,7 +142,7 @@ def close(obj: CliContext, name: str) -> None:
 @click.argument("name")
 @click.option("--judges", "judge_names", default=None,
               help="Comma-separated judges whose scores guide the draw (default: every judge that scored the study).")
-@click.option("--seed", type=int, default=None,
+@click.option("--seed", type=SEED, default=None,
               help="The draw's seed (default: design.human_share_seed, else the study's seed).")
 @pass_cli
 def sample(obj: CliContext, name: str, judge_names: str | None, seed: int | None) -> None:

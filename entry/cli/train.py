@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count, pass_cli
+from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count, pass_cli, positive, share
 from empeval.training.config import RetrievalTrainingConfig
 
 DEFAULTS = RetrievalTrainingConfig()
@@ -22,16 +22,16 @@ def train() -> None:
               help="Dataset in the store whose train split is trained on (valid split: model selection).")
 @click.option("--cache-dir", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=None,
               help="Cache directory the checkpoint goes to (env EMPEVAL_CACHE_DIR; default ~/.cache/empeval).")
-@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--max-minutes", type=positive(1_000_000), default=None,
               help="Time budget of this invocation: stop cleanly (evaluated, saved) at it; run again to resume.")
 @click.option("--batch-size", type=count(2), default=DEFAULTS.batch_size, show_default=True,
               help="Pairs per step (in-batch negatives: batch size - 1 per pair).")
-@click.option("--learning-rate", type=float, default=DEFAULTS.learning_rate, show_default=True)
-@click.option("--epochs", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.epochs, show_default=True)
+@click.option("--learning-rate", type=positive(1.0), default=DEFAULTS.learning_rate, show_default=True)
+@click.option("--epochs", type=positive(10_000), default=DEFAULTS.epochs, show_default=True)
 @click.option("--max-steps", type=count(), default=None, help="Steps to train (overrides --epochs).")
 @click.option("--max-seq-length", type=count(8), default=DEFAULTS.max_seq_length, show_default=True,
               help="Word pieces kept of each text.")
-@click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=DEFAULTS.warmup_ratio,
+@click.option("--warmup-ratio", type=share(below_one=True), default=DEFAULTS.warmup_ratio,
               show_default=True)
 @click.option("--seed", type=SEED, default=DEFAULTS.seed, show_default=True)
 @click.option("--eval-steps", type=count(), default=DEFAULTS.eval_steps, show_default=True,

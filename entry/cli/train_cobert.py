@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count, pass_cli
+from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count, pass_cli, positive
 
 
 @click.command("cobert")
@@ -18,7 +18,7 @@ from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count
 @click.option("--encoder", default=None, metavar="KEY|base",
               help="Start from this `empeval train retrieval` run (12-hex key; default: the latest finished one), "
                    "or `base` for the packaged all-MiniLM-L6-v2 without fine-tuning.")
-@click.option("--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--max-minutes", type=positive(1_000_000), default=None,
               help="Time budget: stop cleanly (keeping the best model) when it is spent.")
 @click.option("--max-steps", type=count(), default=None, help="Stop after this many steps.")
 @click.option("--epochs", type=count(), default=1, show_default=True)

@@ -1,4 +1,4 @@
-"""Every integer and path argument of every command, fuzzed (issue 29, finding 9): a hostile value (a huge or
+"""Every integer, number and path argument of every command, fuzzed (issue 29, finding 9): a hostile value (a huge or
 negative number, text where a number goes, a missing file, a folder where a file goes, a file where a folder goes, a
 path under a file, a file this user may not read, a folder it may not write) ends in exit 2 with a message naming
 the argument, when the command line is read: never a traceback, and the command's work never starts.
@@ -35,6 +35,7 @@ from empeval.analysis.kinds.chat.schema import CHAT_COLUMNS
 from empeval.analysis.kinds.likert.schema import EXPORT_COLUMNS
 from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
 from empeval.cli import cli
+from empeval.cli.common import FiniteRange
 from tests.hostile.test_importers import study_toml
 from tests.store.helpers import snapshot
 
@@ -155,6 +156,18 @@ def int_cases() -> list[Case]:
     return cases
 
 
+def float_cases() -> list[Case]:
+    """Not-a-number, the infinities, a number past either bound, and text, for every number-with-a-fraction argument."""
+    cases = []
+    for path, param in _params(click.types.FloatParamType):
+        low, high = getattr(param.type, "min", None), getattr(param.type, "max", None)
+        values = {"nan": "nan", "inf": "inf", "-inf": "-inf", "1e309 (overflows to inf)": "1e309", "text": "abc",
+                  "empty": "", **({"past its largest": str(high + 1)} if high is not None else {}),
+                  **({"below its least": str(low - 1)} if low is not None else {})}
+        cases += [Case(path, param.name, value, what) for what, value in values.items()]
+    return cases
+
+
 def _placeholder(param: click.Parameter, folder: Path) -> str:
     """A value the parameter accepts, for the arguments a case does not fuzz."""
     if isinstance(param.type, click.types.IntParamType):
@@ -248,7 +261,8 @@ def _check(case: Case, result: dict) -> None:
     assert "Traceback" not in result["output"], shown
     param = next(p for path, command in _commands() for p in command.params
                  if p.name == case.param and case.path[:len(path)] == path)
-    names = [f"'{opt}'" for opt in param.opts] + [f"'{param.human_readable_name}'"]
+    names = [f"'{opt}'" for opt in param.opts] + [f"'{param.human_readable_name}'",
+                                                  f"'[{param.human_readable_name}]'"]  # an optional argument
     assert "Invalid value for" in result["output"] and any(name in result["output"] for name in names), shown
 
 
@@ -260,6 +274,22 @@ def test_every_integer_argument_declares_a_range_the_store_and_generators_can_ta
                  if not isinstance(param.type, click.IntRange) or param.type.min is None or param.type.max is None
                  or param.type.max > INT64_MAX or param.type.min < -INT64_MAX - 1]
     assert not unbounded, f"integer arguments without a range: {unbounded} (use entry.cli.common count/SEED/ROW_ID)"
+
+
+def test_every_float_argument_declares_finite_bounds():
+    """click's FloatRange lets NaN through and an open end lets infinity through: every such argument is an
+    entry.cli.common.FiniteRange (share, positive), bounded on both sides."""
+    loose = [f"{' '.join(path)} {param.name}" for path, param in _params(click.types.FloatParamType)
+             if not isinstance(param.type, FiniteRange)]
+    assert not loose, f"float arguments without finite bounds: {loose} (entry.cli.common FiniteRange/share/positive)"
+
+
+def test_a_hostile_float_is_refused_with_its_name_before_any_work(tmp_path):
+    cases = float_cases()
+    assert len(cases) > 150  # every float argument of every command, eight values each
+    results = run_cases(cases, tmp_path)
+    for case in cases:
+        _check(case, results[case.name])
 
 
 def test_every_path_argument_says_what_it_is():
