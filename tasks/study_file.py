@@ -20,6 +20,7 @@ Every kind of study has these fields:
     items_per_assignment = 10        # at most, including controls (contexts are cut into near-equal blocks)
     control_rate = 0.1               # share of each assignment that is a control item
     assignment_minutes = 30          # after this an unsubmitted assignment expires
+    item_comments = false            # optional: a comment box under each item (Likert and A/B), exported with it
     [pay]                            # for crowd runs; shown in the report's methods paragraph
     per_assignment = 0.60
     currency = "USD"
@@ -147,6 +148,7 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
                               minimum=0.0, maximum=0.5),
         assignment_minutes=r.integer(d, "assignment_minutes", "design.assignment_minutes",
                                      Design.assignment_minutes, minimum=1, maximum=24 * 60),
+        item_comments=_item_comments(r, d, kind),
     )
     if design.control_rate > 0 and not controls:
         raise r.error("design.control_rate", "is above 0 but systems.controls lists no control")
@@ -183,8 +185,21 @@ SHARED_FIELDS: dict[str, frozenset[str]] = {
     "": frozenset({"name", "seed", "title", "instructions", "contexts", "systems", "design", "pay", "criteria", "kind",
                    "compare_with", "recruitment", "qualification", "decisions"}),
     "systems": frozenset({"names", "controls"}),
-    "design": frozenset({"items_per_assignment", "control_rate", "assignment_minutes"}),
+    "design": frozenset({"items_per_assignment", "control_rate", "assignment_minutes", "item_comments"}),
 }
+# The kinds whose rater page has a comment box under each item (design.item_comments).
+ITEM_COMMENT_KINDS = ("likert", "pairwise")
+
+
+def _item_comments(r: StudyFileReader, design: dict, kind: TaskKind) -> bool:
+    """design.item_comments: true or false (the default), and true only for a kind whose page shows the box."""
+    value = design.get("item_comments", False)
+    if not isinstance(value, bool):
+        raise r.error("design.item_comments", f"must be true or false, got {value!r}")
+    if value and kind.name not in ITEM_COMMENT_KINDS:
+        raise r.error("design.item_comments", f"is for Likert and A/B studies only (kind = \"likert\" or "
+                      f"\"pairwise\"), this study's kind is {kind.name!r}")
+    return value
 
 
 def _section(r: StudyFileReader, data: dict, section: str, kind: TaskKind, others: list[TaskKind]) -> dict:

@@ -96,7 +96,7 @@ def simulate_study(
     >>> from empeval.analysis import tidy_from_export
     >>> study = simulate_study(n_contexts=4, n_honest=3, n_random_clickers=1, n_straight_liners=0, seed=1)
     >>> study.export.shape, study.spammers
-    ((126, 17), {'worker-04': 'random'})
+    ((126, 18), {'worker-04': 'random'})
     >>> ratings = tidy_from_export(study.export)
     >>> ratings.groupby("is_control")["item"].nunique().to_dict()
     {False: 12, True: 6}

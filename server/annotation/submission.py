@@ -12,8 +12,9 @@ Cost, whatever the number of units (tests/annotation/test_statement_counts.py): 
 its study, whether the rater may work and her provider, for a Prolific participant's completion code; then its
 unit ids), then a short write transaction of three statements: one UPDATE that marks the assignment submitted
 only if it still may be (hers, not submitted, study open, rater not revoked), one UPDATE of every unit's time,
-one bulk INSERT of the answers. Of two submissions at once the database lets one UPDATE through: SQLite runs one
-write transaction at a time (BEGIN IMMEDIATE), PostgreSQL makes the second wait for the first's row lock and then
+one bulk INSERT of the answers (and one of the comments on single units, only when it carries some:
+server/annotation/item_comments.py). Of two submissions at once the database lets one UPDATE through: SQLite runs
+one write transaction at a time (BEGIN IMMEDIATE), PostgreSQL makes the second wait for the first's row lock and then
 re-checks its WHERE. The statements are prepared once (server.annotation.hot_sql) and run on a Core connection,
 the times and the answers each as one statement for all the rows (hot_sql.run_rows): no ORM object loaded, no
 statement built per call.
@@ -29,6 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.handout import refuse_unless_may_work
 from empeval.server.annotation.hot_sql import Executor
+from empeval.server.annotation.item_comments import comments_of, refuse_unless_taken, store_comments
 from empeval.server.annotation.kinds import AnnotationKind, annotation_kind, annotation_kinds
 from empeval.server.annotation.prolific import completion_after_submit
 from empeval.server.annotation.submission_schema import validate_envelope
@@ -126,6 +128,14 @@ def _mark_or_answer(connection: Executor, kind: AnnotationKind, assignment_id: i
     raise Conflict(f"assignment {assignment_id} cannot be submitted now ({row.status}): try again")
 
 
+def _item_comments(config: Any, kind: AnnotationKind, submission: ValidSubmission) -> dict[int, str]:
+    """The submission's comments on single units (server/annotation/item_comments.py), unit id -> text; BadInput
+    when it has some and the study takes none. Empty for every submission without them."""
+    comments = comments_of(submission.answers)
+    refuse_unless_taken(config, comments, kind.entries)
+    return comments
+
+
 def refuse_if_used_elsewhere(connection: Connection, submission_id: str) -> None:
     """Raise Conflict when an assignment holds `submission_id` already: after the database refused a submission,
     whether that was its id, which is unique across assignments (a client reusing one is told so, not given a
@@ -161,6 +171,7 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
         refuse_unless_may_work(study_row, bool(row.revoked))
         refuse_another_kinds_body(payload, kind, assignment_id, row.name)
         submission = validate_submission(payload, kind, kind.expected(connection, assignment_id, config))
+        item_comments = _item_comments(config, kind, submission)
         try:
             with write_transaction(connection):  # the same connection: one taken from the pool per submit
                 late = _mark_or_answer(connection, kind, assignment_id, annotator_id, submission, study, now)
@@ -168,6 +179,7 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
                     return {**late, **completion}
                 stored = kind.store(connection, assignment_id, annotator_id, submission.submission_id,
                                     submission.answers, now)
+                store_comments(connection, assignment_id, item_comments, now)  # nothing when there are none
                 return {**_receipt(kind, assignment_id, submission.submission_id, late, now, stored), **completion}
         except IntegrityError:
             # A concurrent identical submission won the race: answer as for a retry (the write transaction was

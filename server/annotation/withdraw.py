@@ -3,7 +3,7 @@
 What leaves, in one transaction:
 - her answers in the study (ratings, A/B choices, ...: whatever its kind stores; so they leave every export and
   every analysis), her answers to its qualification and its outcome (the report no longer counts her), and the
-  comments she left on its assignments (free text may name her);
+  comments she left on its assignments and on their single items (`item_comment`; free text may name her);
 - her work in progress there (expired, as revoking does); each assignment she had submitted becomes 'expired' and,
   unless a copy already replaced it (a late submission), a copy with the same placements (pairs on the same
   sides) goes back to the pool, so another rater restores the design's k answers per unit;
@@ -45,6 +45,7 @@ from empeval.server.annotation.secrets import secret_key
 from empeval.server.annotation.study_log import WITHDRAWAL, add_entry, releases_holding
 from empeval.server.errors import NotFound
 from empeval.server.store.engine import unit_of_work
+from empeval.server.store.item_comment_tables import ItemComment
 from empeval.server.store.models import Annotator, Assignment, Study, StudyLogEntry, StudyRevocation
 from empeval.server.store.qualification_tables import QualificationAnswer, QualificationOutcome
 from empeval.server.store.queries import now_utc, study_by_name
@@ -126,7 +127,7 @@ class Scrub(NamedTuple):
 def scrub_storage(engine, study: str, *, vacuum_full: bool = False) -> Scrub:
     """After a withdrawal from `study` committed: on SQLite, PRAGMA wal_checkpoint(TRUNCATE); on
     PostgreSQL, VACUUM (or VACUUM FULL) of the tables a withdrawal writes (the kind's answer table, assignments,
-    annotators, the qualification's answers and outcomes). See the module docstring."""
+    annotators, the qualification's answers and outcomes, the comments on single items). See the module docstring."""
     if engine.dialect.name == "sqlite":
         with engine.connect() as connection:
             busy, wal_frames, copied = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
@@ -139,7 +140,7 @@ def scrub_storage(engine, study: str, *, vacuum_full: bool = False) -> Scrub:
     with Session(engine) as session:
         answer_table = annotation_kind(study_by_name(session, study).config.kind).answer_table
     tables = [answer_table, Assignment.__tablename__, Annotator.__tablename__,
-              QualificationAnswer.__tablename__, QualificationOutcome.__tablename__]
+              QualificationAnswer.__tablename__, QualificationOutcome.__tablename__, ItemComment.__tablename__]
     verb = "VACUUM FULL" if vacuum_full else "VACUUM"
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
         for name in tables:
@@ -156,7 +157,7 @@ def scrub_storage(engine, study: str, *, vacuum_full: bool = False) -> Scrub:
 def _remove_work(session: Session, kind: AnnotationKind, study_id: int, annotator_id: int,
                  now: datetime) -> tuple[int, int, int]:
     """Delete her answers (rows of the kind's answer table, and to the study's qualification, with its outcome) and
-    comments in the study; expire her submitted
+    comments in the study (on assignments and on single items, counted together); expire her submitted
     assignments and put a copy of each not yet replaced back in the pool. Returns (answers, comments, assignments
     reopened)."""
     hers = select(Assignment.id).where(Assignment.study_id == study_id, Assignment.annotator_id == annotator_id)
@@ -168,6 +169,7 @@ def _remove_work(session: Session, kind: AnnotationKind, study_id: int, annotato
                                                           qualification_table.annotator_id == annotator_id))
     comments = _count(session.execute(update(Assignment).where(Assignment.id.in_(hers), Assignment.comment.is_not(None))
                                       .values(comment=None).execution_options(synchronize_session=False)))
+    comments += _count(session.execute(delete(ItemComment).where(ItemComment.assignment_id.in_(hers))))
     submitted = session.scalars(select(Assignment.id).where(Assignment.id.in_(hers),
                                                             Assignment.status == AssignmentStatus.SUBMITTED)).all()
     replaced = set(session.scalars(select(Assignment.replaces_id).where(Assignment.replaces_id.in_(submitted))))

@@ -2,6 +2,7 @@
 (migrate). Importing it registers every study kind's store part (kinds/registered.py)."""
 from sqlalchemy import Engine
 
+import empeval.server.store.item_comment_tables  # noqa: F401 (per-item comments)
 import empeval.server.store.kinds.registered  # noqa: F401 (every kind's setup and tables, registered)
 import empeval.server.store.model_assisted_tables  # noqa: F401 (pairwise judge verdicts)
 import empeval.server.store.qualification_tables  # noqa: F401 (a study's qualification: its tables)

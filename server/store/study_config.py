@@ -91,6 +91,8 @@ class StudyConfig:
         for key, default in _LATER_KEYS.items():
             if stored[key] == default:
                 del stored[key]
+        if not self.design.item_comments:  # added later too: written only when on
+            del stored["design"]["item_comments"]
         for key, value in self.setup.stored().items():
             if isinstance(value, dict) and isinstance(stored.get(key), dict):
                 stored[key] = {**stored[key], **value}
@@ -130,7 +132,9 @@ class StudyConfig:
                                                     d_design.items_per_assignment),
                 control_rate=reader.number(design, "control_rate", "design.control_rate", d_design.control_rate),
                 assignment_minutes=reader.integer(design, "assignment_minutes", "design.assignment_minutes",
-                                                  d_design.assignment_minutes)),
+                                                  d_design.assignment_minutes),
+                item_comments=reader.boolean(design, "item_comments", "design.item_comments",
+                                             d_design.item_comments)),
             criteria=DEFAULT_CRITERIA if criteria is None else reader.criteria(criteria),
             setup=setup.from_stored(reader, top),
             pay=Pay(per_assignment=reader.number(pay, "per_assignment", "pay.per_assignment", None),

@@ -53,11 +53,13 @@ class ContextSelection:
 class Design:
     """How work is cut into assignments, whatever the kind: what one assignment holds at most (controls included;
     an item, a pair or a tuple, as the kind hands out), the share of it that is controls, and how long a rater has
-    before an unsubmitted assignment expires. How many raters see each unit is the kind's (its setup)."""
+    before an unsubmitted assignment expires, and whether a rater may leave a comment under each unit (stored in
+    `item_comment`, server/store/item_comment_tables.py). How many raters see each unit is the kind's (its setup)."""
 
     items_per_assignment: int = 10  # at most, controls included
     control_rate: float = 0.1
     assignment_minutes: int = 30  # an unsubmitted assignment expires after this
+    item_comments: bool = False  # an optional comment box under each item (Likert and A/B studies)
 
 
 @dataclass(frozen=True)

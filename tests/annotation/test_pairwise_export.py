@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS, validate_judgments
+from empeval.analysis.kinds.pairwise.schema import EXPORT_COLUMNS, validate_judgments
 from empeval.cli import cli
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.export import export_rows, rows_to_csv
@@ -68,7 +68,8 @@ def test_rows_name_the_sides_as_shown_and_the_system_preferred(judged):
                 "context_id": placement.context_id, "criterion": criterion, "pair": "|".join(sorted((a1, b1)))
                 if placement is first else "|".join(sorted((a2, b2))), "system_left": left, "system_right": right,
                 "choice": choice, "preferred": preferred, "position": placement.position,
-                "is_control": control_target is not None, "control_target": control_target, "late": False}
+                "is_control": control_target is not None, "control_target": control_target, "late": False,
+                "item_comment": None}
 
     by_key = {(r["position"], r["criterion"]): r for r in rows}
     assert [by_key[(first.position, c)] for c in ("empathy", "fluency", "relevance")] == [
@@ -90,8 +91,8 @@ def test_the_export_passes_the_contracts_validator_as_records_and_as_csv(judged)
     engine, _, placed = judged
     rows = export_rows(engine, "ab")
     from_records = validate_judgments(rows)
-    text = rows_to_csv(rows, JUDGMENT_COLUMNS)
-    assert text.splitlines()[0] == ",".join(JUDGMENT_COLUMNS)
+    text = rows_to_csv(rows, EXPORT_COLUMNS)
+    assert text.splitlines()[0] == ",".join(EXPORT_COLUMNS)
     from_csv = validate_judgments(list(csv.DictReader(io.StringIO(text))), source="export.csv")
     assert from_csv.equals(from_records) and len(from_csv) == 3 * len(placed)
 
@@ -111,7 +112,7 @@ def test_empeval_export_writes_the_judgment_table_for_a_pairwise_study_and_ratin
     runner = CliRunner()
     result = runner.invoke(cli, ["--database-url", url, "export", "ab", "--format", "csv"])
     assert result.exit_code == 0, result.output
-    assert result.output == rows_to_csv(export_rows(engine, "ab"), JUDGMENT_COLUMNS)
+    assert result.output == rows_to_csv(export_rows(engine, "ab"), EXPORT_COLUMNS)
     out = tmp_path / "ab.jsonl"
     result = runner.invoke(cli, ["--database-url", url, "export", "ab", "--format", "jsonl", "--out", str(out)])
     assert result.exit_code == 0 and f"{3 * len(placed)} judgments written to {out}" in result.output

@@ -74,7 +74,7 @@ REFUSALS = {
     "no judgments": (_without("judgments"), "judgments must be a list with one entry per pair of the assignment"),
     "entry not an object": (_body(judgments=[12]), "judgments[0] must be an object with item_id and choices"),
     "unknown entry field": (_entry(1, scores={}), "judgments[1]: unknown field 'scores'; expected item_id, choices, "
-                                                  "seconds"),
+                                                  "seconds, comment"),
     "boolean item id": (_entry(0, item_id=True), "judgments[0].item_id must be an integer"),
     "item of another assignment": (_entry(2, item_id=99), "judgments[2]: item 99 is not part of this assignment"),
     "item twice": (_entry(1, item_id=12), "judgments[1]: item 12 is judged twice"),

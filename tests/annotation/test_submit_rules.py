@@ -77,7 +77,7 @@ REFUSALS = {
     "ratings an object": (_body(ratings={"12": 4}), "ratings must be a list with one entry per item of the assignment"),
     "entry not an object": (_body(ratings=[4]), "ratings[0] must be an object with item_id and scores"),
     "entry with unknown fields": (_entry(1, position=3, extra=1),
-                                  "ratings[1]: unknown field 'extra'; expected item_id, scores, seconds"),
+                                  "ratings[1]: unknown field 'extra'; expected item_id, scores, seconds, comment"),
     "item id true": (_entry(item_id=True), "ratings[0].item_id must be an integer"),
     "item id false": (_entry(2, item_id=False), "ratings[2].item_id must be an integer"),
     "item id missing": (_without("item_id", 1), "ratings[1].item_id must be an integer"),

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
+from empeval.analysis.kinds.pairwise.schema import EXPORT_COLUMNS
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.handout import next_assignment_payload
 from empeval.server.annotation.submission import submit_assignment
@@ -44,7 +44,7 @@ def test_the_export_of_a_pairwise_study_is_its_judgment_table(app, admin, judged
     answer = client.get("/api/studies/ab/export?format=csv", headers=headers)
     assert answer.status_code == 200, answer.text
     rows = list(csv.DictReader(io.StringIO(answer.text)))
-    assert list(rows[0]) == list(JUDGMENT_COLUMNS)
+    assert list(rows[0]) == list(EXPORT_COLUMNS)
     assert len(rows) == judged * len(CRITERIA)
     assert {row["choice"] for row in rows} == {"left"} and {row["study"] for row in rows} == {"ab"}
     assert all(row["preferred"] == row["system_left"] for row in rows)

@@ -5,7 +5,8 @@ re-exported here): the store's exporter writes exactly those columns and this mo
 table the rest of ``analysis`` works on has one row per rating and the columns in ``TIDY_COLUMNS``:
 
     study, item, context, system, annotator, criterion, score, position, is_control,
-    control_kind, control_target, assignment, started_at, submitted_at, seconds_on_item, late, comment
+    control_kind, control_target, assignment, started_at, submitted_at, seconds_on_item, late, comment,
+    item_comment
 
 ``item`` is the rated unit (a dialogue context plus one response); ``context`` is the dialogue context,
 which is what pairs the systems; ``late`` says the rating was submitted after its assignment had expired.
@@ -40,8 +41,8 @@ _REQUIRED_TEXT = tuple(c.name for c in EXPORT_SCHEMA if c.kind == "text" and c.r
 
 #: Columns added to the contract after exports had been written, with the value an older export implies:
 #: the store only began recording late submissions with ``late``, so an export without it reads as on time;
-#: an export from before ``comment`` reads as one without comments.
-ADDED_LATER: dict[str, object] = {"late": False, "comment": ""}
+#: an export from before ``comment`` (or ``item_comment``) reads as one without comments.
+ADDED_LATER: dict[str, object] = {"late": False, "comment": "", "item_comment": ""}
 
 
 class ExportError(ExportFileError):
@@ -131,6 +132,7 @@ def tidy_from_export(
         * ``seconds_on_item``: seconds spent on the item (float, NaN when not measured)
         * ``late``: submitted after the assignment had expired (bool)
         * ``comment``: the annotator's comment on the assignment, on each of its rows (missing when none)
+        * ``item_comment``: the annotator's comment on the item, on each rating of it (missing when none)
 
     Examples
     --------
@@ -195,6 +197,7 @@ def tidy_from_export(
     tidy["seconds_on_item"] = _seconds(export["seconds_on_item"], source)
     tidy["late"] = _booleans(export["late"], "late", source, blank=False)
     tidy["comment"] = _optional_text(export["comment"])
+    tidy["item_comment"] = _optional_text(export["item_comment"])
 
     duplicated = tidy.duplicated(["annotator", "item", "criterion"], keep=False)
     if duplicated.any():

@@ -40,6 +40,8 @@ EXPORT_SCHEMA: tuple[ExportColumn, ...] = (
     ExportColumn("late", "boolean", False, "submitted after the assignment had expired"),
     ExportColumn("comment", "text", False, "the annotator's comment on the assignment, repeated on each of its rows "
                  "(empty when she left none)"),
+    ExportColumn("item_comment", "text", False, "the annotator's comment on the item (studies with "
+                 "design.item_comments), repeated on each rating of the item (empty when she left none)"),
 )
 
 EXPORT_COLUMNS: tuple[str, ...] = tuple(column.name for column in EXPORT_SCHEMA)

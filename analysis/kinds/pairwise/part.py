@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from empeval.analysis.kinds import AnalysisKind, LinkedStudy, ReportRefused, ReportRequest, register
-from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
+from empeval.analysis.kinds.pairwise.schema import EXPORT_COLUMNS
 from empeval.analysis.report.document import Heading, Paragraph
 from empeval.analysis.report.sections import Report, Section
 
@@ -160,7 +160,7 @@ def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = N
 class PairwiseAnalysisKind(AnalysisKind):
     name: ClassVar[str] = "pairwise"
     label: ClassVar[str] = "pairwise (A/B)"
-    columns: ClassVar[tuple[str, ...]] = JUDGMENT_COLUMNS
+    columns: ClassVar[tuple[str, ...]] = EXPORT_COLUMNS  # the judgment contract and the comment on the pair
 
     def recognises(self, columns: Sequence[str]) -> bool:
         return "preferred" in columns

@@ -50,6 +50,14 @@ JUDGMENT_SCHEMA: tuple[JudgmentColumn, ...] = (
 
 JUDGMENT_COLUMNS: tuple[str, ...] = tuple(column.name for column in JUDGMENT_SCHEMA)
 
+#: The A/B study's export: the judgment contract (which the ACUTE export builds on too) and the rater's comment on
+#: the pair, an optional column (an export from before it, or a hand-made table, has none; ``validate_judgments``
+#: keeps it when given).
+ITEM_COMMENT = JudgmentColumn("item_comment", "text", False,
+                              "the rater's comment on the pair (studies with design.item_comments; empty when none)")
+EXPORT_SCHEMA: tuple[JudgmentColumn, ...] = (*JUDGMENT_SCHEMA, ITEM_COMMENT)
+EXPORT_COLUMNS: tuple[str, ...] = tuple(column.name for column in EXPORT_SCHEMA)
+
 CHOICES: tuple[str, ...] = ("left", "right", "tie")
 TIE = "tie"
 PAIR_SEPARATOR = "|"
@@ -83,14 +91,15 @@ def validate_judgments(judgments: Any, *, source: str = "judgments") -> pd.DataF
     ``choice`` is left, right or tie; the two sides differ and ``pair`` is their sorted names joined by ``|``;
     ``preferred`` is the system on the chosen side (``tie`` for a tie); no annotator judges the same pair on
     the same context and criterion twice. Rows are numbered from 1, as a spreadsheet shows them. Criterion
-    names are lower-cased; columns outside the contract are dropped.
+    names are lower-cased; columns outside the contract are dropped, but for the optional ``item_comment``.
 
     Returns
     -------
     judgments : pandas.DataFrame
         The columns ``JUDGMENT_COLUMNS`` in order: text as ``object``, ``assignment_id``, ``context_id`` and
         ``position`` as int64, ``is_control`` and ``late`` as bool, ``control_target`` missing (None) for
-        non-controls.
+        non-controls; then ``item_comment`` when the table has it, as the A/B export does (``EXPORT_COLUMNS``):
+        the comment on the pair, missing when none.
 
     Examples
     --------
@@ -114,9 +123,10 @@ def validate_judgments(judgments: Any, *, source: str = "judgments") -> pd.DataF
     if missing:
         raise JudgmentError(f"{source} is missing column(s) {', '.join(repr(c) for c in missing)}; "
                             f"the judgment contract has: {', '.join(JUDGMENT_COLUMNS)}")
-    table = table.loc[:, list(JUDGMENT_COLUMNS)].reset_index(drop=True)
+    schema = EXPORT_SCHEMA if ITEM_COMMENT.name in table.columns else JUDGMENT_SCHEMA
+    table = table.loc[:, [column.name for column in schema]].reset_index(drop=True)
     clean = pd.DataFrame(index=table.index)
-    for column in JUDGMENT_SCHEMA:
+    for column in schema:
         values = table[column.name]
         if column.kind == "text" and column.required:
             clean[column.name] = required_text(values, column.name, source, JudgmentError)

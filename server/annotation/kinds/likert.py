@@ -5,9 +5,10 @@ A submission lists its answers under "ratings":
     {"submission_id": "3f2c…", "comment": "optional",
      "ratings": [{"item_id": 12, "scores": {"empathy": 4, "relevance": 5, "fluency": 5}, "seconds": 9.5}, …]}
 with exactly one entry per item of the assignment and one integer score within the study's scale per
-criterion; each score is a row of `rating`. The payload the page gets carries the response and the context's
-turns of each item, and the study's criteria and scale: no system name, no response or system id, nothing that
-says which item is a control.
+criterion; each score is a row of `rating`. An entry may carry the rater's `comment` on the item when the study
+takes item comments (server/annotation/item_comments.py). The payload the page gets carries the response and the
+context's turns of each item, and the study's criteria and scale: no system name, no response or system id, nothing
+that says which item is a control.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from empeval.analysis.stats.agreement import reliability_counts
 from empeval.analysis.stats.coefficients import krippendorff_alpha
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.item_browser import page_bounds, turns_of, with_comments
+from empeval.server.annotation.item_comments import COMMENT_SCHEMA, comments_by_unit, entry_comment
 from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
 from empeval.server.annotation.submission_schema import (
     entries_schema,
@@ -43,7 +45,7 @@ from empeval.server.store.study_config import StudyConfig
 from empeval.server.store.study_parts import Criterion
 
 # Field name -> required. A field not listed is refused, so a misspelt "score" is not silently dropped.
-ENTRY_FIELDS = {"item_id": True, "scores": True, "seconds": False}
+ENTRY_FIELDS = {"item_id": True, "scores": True, "seconds": False, "comment": False}
 DEFAULT_TITLE = "Rate responses in conversations"
 
 # The assignment's items in stored order, each with its response and the context's turns (a row per turn).
@@ -74,6 +76,7 @@ class ExpectedRatings(NamedTuple):
 class ItemRating(NamedTuple):
     scores: dict[str, int]
     seconds: float | None
+    comment: str | None = None  # the rater's comment on the item (design.item_comments)
 
 
 def validate_ratings(ratings: Any, expected: ExpectedRatings) -> dict[int, ItemRating]:
@@ -102,7 +105,7 @@ def validate_ratings(ratings: Any, expected: ExpectedRatings) -> dict[int, ItemR
                 raise BadInput(f"{where}: {criterion} score {scores[criterion]!r} for item {item_id} must be an "
                                f"integer from {low} to {high}")
             checked[criterion] = score
-        by_item[item_id] = ItemRating(checked, entry_seconds(entry, where))
+        by_item[item_id] = ItemRating(checked, entry_seconds(entry, where), entry_comment(entry, where))
     refuse_missing_units(expected.item_ids, by_item, what="rating", units="items")
     return by_item
 
@@ -169,6 +172,7 @@ class LikertAnnotation(AnnotationKind):
             "criteria": [dict(c) for c in _criteria_json(config.criteria)],  # copies: the caller may change them
             "scale": {**scale, "labels": list(scale["labels"])},
             "items": items,
+            **({"item_comments": True} if config.design.item_comments else {}),  # a comment box under each item
         }
 
     def expected(self, executor: Any, assignment_id: int, config: StudyConfig) -> ExpectedRatings:
@@ -208,11 +212,12 @@ class LikertAnnotation(AnnotationKind):
             scores = {"type": "object", "required": list(expected.criteria), "additionalProperties": False,
                       "properties": {criterion: score for criterion in expected.criteria}}
             item_ids = expected.item_ids
-        return entries_schema(ENTRY_FIELDS, {"scores": scores}, item_ids, unit="item")
+        return entries_schema(ENTRY_FIELDS, {"scores": scores, "comment": COMMENT_SCHEMA}, item_ids, unit="item")
 
     def export_rows(self, engine: Engine, study: str) -> list[dict[str, Any]]:
-        """Every rating of the study with its item, context, system, annotator pseudonym, position, times, and the
-        comment the annotator left on the assignment (on each of its rows)."""
+        """Every rating of the study with its item, context, system, annotator pseudonym, position, times, the
+        comment the annotator left on the assignment (on each of its rows) and the one she left on the item (on
+        each rating of the item)."""
         with Session(engine) as session:
             study_row = study_by_name(session, study)
             rows = session.execute(
@@ -229,13 +234,15 @@ class LikertAnnotation(AnnotationKind):
                 .where(StudyItem.study_id == study_row.id)
                 .order_by(Rating.assignment_id, AssignmentItem.position, Rating.criterion)
             ).all()
+            on_items = comments_by_unit(session, {rating.assignment_id for rating, *_ in rows})
             return [
                 {"study": study_row.name, "item_id": item.id, "context_id": context_id, "system": system,
                  "annotator": pseudonym, "criterion": rating.criterion, "score": rating.score, "position": position,
                  "is_control": item.is_control, "control_kind": system if item.is_control else None,
                  "control_target": item.control_target, "assignment_id": rating.assignment_id,
                  "started_at": iso_utc(started_at), "submitted_at": iso_utc(rating.submitted_at),
-                 "seconds_on_item": seconds, "late": late, "comment": comment or None}
+                 "seconds_on_item": seconds, "late": late, "comment": comment or None,
+                 "item_comment": on_items.get((rating.assignment_id, item.id))}
                 for rating, item, context_id, system, pseudonym, position, seconds, started_at, late, comment in rows
             ]
 

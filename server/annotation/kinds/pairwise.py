@@ -13,7 +13,8 @@ A submission lists its answers under "judgments":
                     "seconds": 9.5}, …]}
 with exactly one entry per pair of the assignment (`item_id` is the pair item the payload listed) and one choice
 per criterion of the study: "A" (the response shown on the left), "B" (the one on the right) or "T" (a tie, only
-when the study allows ties). They are stored as the screen side, 'left' / 'right' / 'tie', in `choice`; which
+when the study allows ties), and, when the study takes item comments, optionally the rater's `comment` on the pair
+(server/annotation/item_comments.py). They are stored as the screen side, 'left' / 'right' / 'tie', in `choice`; which
 system that means follows from the placement's `shown_left`, in the export, whose rows name both systems as shown
 and the system preferred, so the analysis compares systems, never screen positions, except in its position-bias
 check.
@@ -27,9 +28,10 @@ from typing import Any, ClassVar, NamedTuple
 from sqlalchemy import Engine, and_, distinct, exists, func, select
 from sqlalchemy.orm import Session, aliased
 
-from empeval.analysis.kinds.pairwise.schema import JUDGMENT_COLUMNS
+from empeval.analysis.kinds.pairwise.schema import EXPORT_COLUMNS
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.item_browser import page_bounds, turns_of, with_comments
+from empeval.server.annotation.item_comments import COMMENT_SCHEMA, comments_by_unit, entry_comment
 from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
 from empeval.server.annotation.submission_schema import entries_schema, entry_item, entry_seconds, refuse_missing_units
 from empeval.server.errors import BadInput
@@ -40,7 +42,7 @@ from empeval.server.store.study_config import StudyConfig
 
 DEFAULT_TITLE = "Compare responses in conversations"
 # Field name -> required. A field not listed is refused, so a misspelt "choice" is not silently dropped.
-JUDGMENT_FIELDS = {"item_id": True, "choices": True, "seconds": False}
+JUDGMENT_FIELDS = {"item_id": True, "choices": True, "seconds": False, "comment": False}
 # What the rater answers (the labels on screen) -> what is stored (the screen side).
 SIDES = {"A": "left", "B": "right", "T": "tie"}
 TIE = "T"
@@ -80,6 +82,7 @@ class ExpectedChoices(NamedTuple):
 class PairJudgment(NamedTuple):
     sides: dict[str, str]  # criterion -> 'left' | 'right' | 'tie'
     seconds: float | None
+    comment: str | None = None  # the rater's comment on the pair (design.item_comments)
 
 
 def _setup(config: StudyConfig) -> PairwiseSetup:
@@ -119,7 +122,7 @@ def validate_judgments(judgments: Any, expected: ExpectedChoices) -> dict[int, P
                 raise BadInput(f"{where}: {criterion} choice 'T' (tie) for item {item_id} is not allowed in this "
                                f"study; choose A or B")
             sides[criterion] = SIDES[answer]
-        by_item[item_id] = PairJudgment(sides, entry_seconds(entry, where))
+        by_item[item_id] = PairJudgment(sides, entry_seconds(entry, where), entry_comment(entry, where))
     refuse_missing_units(expected.item_ids, by_item, what="judgment", units="pairs")
     return by_item
 
@@ -134,7 +137,7 @@ class PairwiseAnnotation(AnnotationKind):
     item_table, answer_table = "pair_item", "choice"
     contexts_from = "assignment_pair JOIN pair_item ON pair_item.id = assignment_pair.pair_item_id"
     contexts_assignment, context_column = "assignment_pair.assignment_id", "pair_item.context_id"
-    export_columns = JUDGMENT_COLUMNS
+    export_columns = EXPORT_COLUMNS  # the judgment contract and the comment on the pair
 
     def payload(self, executor: Any, study: Any, assignment_id: int, status: str,
                 expires_at: datetime | None) -> dict[str, Any]:
@@ -159,6 +162,7 @@ class PairwiseAnnotation(AnnotationKind):
             "criteria": [asdict(c) for c in config.criteria],
             "ties": bool(_setup(config).ties),
             "items": items,
+            **({"item_comments": True} if config.design.item_comments else {}),  # a comment box under each item
         }
 
     def expected(self, executor: Any, assignment_id: int, config: StudyConfig) -> ExpectedChoices:
@@ -198,16 +202,18 @@ class PairwiseAnnotation(AnnotationKind):
             choices = {"type": "object", "required": list(expected.criteria), "additionalProperties": False,
                        "properties": {criterion: answer for criterion in expected.criteria}}
             item_ids = expected.item_ids
-        return entries_schema(JUDGMENT_FIELDS, {"choices": choices}, item_ids, unit="pair")
+        return entries_schema(JUDGMENT_FIELDS, {"choices": choices, "comment": COMMENT_SCHEMA}, item_ids, unit="pair")
 
     def export_rows(self, engine: Engine, study: str) -> list[dict[str, Any]]:
-        """Every choice of the study as a judgment-table row, ordered by assignment, position and criterion."""
+        """Every choice of the study as a judgment-table row, ordered by assignment, position and criterion, with the
+        comment the rater left on the pair (design.item_comments) on each of its rows."""
         with Session(engine) as session:
             study_row = study_by_name(session, study)
             rows = session.execute(
                 select(Choice.assignment_id, Annotator.pseudonym, PairItem.context_id, Choice.criterion,
                        Choice.choice, AssignmentPair.shown_left, _SYSTEM_A.name, _SYSTEM_B.name,
-                       AssignmentPair.position, PairItem.is_control, PairItem.control_target, Assignment.late)
+                       AssignmentPair.position, PairItem.is_control, PairItem.control_target, Assignment.late,
+                       Choice.pair_item_id)
                 .join(AssignmentPair, (AssignmentPair.assignment_id == Choice.assignment_id)
                       & (AssignmentPair.pair_item_id == Choice.pair_item_id))
                 .join(PairItem, PairItem.id == Choice.pair_item_id)
@@ -220,9 +226,10 @@ class PairwiseAnnotation(AnnotationKind):
                 .where(PairItem.study_id == study_row.id)
                 .order_by(Choice.assignment_id, AssignmentPair.position, Choice.criterion)
             ).all()
+            on_pairs = comments_by_unit(session, {row[0] for row in rows})
             table = []
             for (assignment_id, pseudonym, context_id, criterion, side, shown_left, system_a, system_b, position,
-                 is_control, control_target, late) in rows:
+                 is_control, control_target, late, pair_item_id) in rows:
                 left, right = (system_a, system_b) if shown_left == "a" else (system_b, system_a)
                 preferred = {"left": left, "right": right}.get(side, "tie")
                 table.append({
@@ -232,6 +239,7 @@ class PairwiseAnnotation(AnnotationKind):
                     "system_left": left, "system_right": right, "choice": side, "preferred": preferred,
                     "position": position, "is_control": bool(is_control),
                     "control_target": control_target if is_control else None, "late": bool(late),
+                    "item_comment": on_pairs.get((assignment_id, pair_item_id)),
                 })
             return table
 

@@ -1,6 +1,6 @@
 // What the page keeps in the rater's browser (localStorage), so a reload or a closed tab loses nothing:
-// - a draft per assignment (the answers, the comment, the seconds per item, where she was and in which phase),
-//   keyed by study, assignment id and the page's submission id, and removed after a successful submit;
+// - a draft per assignment (the answers, the comment, the comment on each item, the seconds per item, where she
+//   was and in which phase), keyed by study, assignment id and the page's submission id, and removed after a successful submit;
 // - that she has read the consent and instructions of a study, keyed by study and rater, so the next assignment
 //   starts with the first item.
 // Storage may be missing, full or hold anything (another version of the page, a hand edit): every read is checked
@@ -59,7 +59,7 @@ export function storageKeys(assignment, rater, submissionId) {
 export function readDraft(key, items, criteria, isAnswer) {
   const draft = key && read(key);
   if (!draft || typeof draft !== "object") return null;
-  const { phase, index, focus, answers, comment, seconds, resume } = draft;
+  const { phase, index, focus, answers, comment, itemComments, seconds, resume } = draft;
   if (!PHASES.includes(phase) || !Array.isArray(answers) || answers.length !== items.length) return null;
   if (!Number.isInteger(index) || index < 0 || index >= items.length) return null;
   const keys = criteria.map((c) => c.key);
@@ -78,6 +78,9 @@ export function readDraft(key, items, criteria, isAnswer) {
     focus: Number.isInteger(focus) && focus >= 0 && focus < criteria.length ? focus : 0,
     answers: kept,
     comment: typeof comment === "string" ? comment.slice(0, 2000) : "",
+    // One text per item (a draft from before item comments, or a bad one, has none).
+    itemComments: items.map((_, i) => (Array.isArray(itemComments) && itemComments.length === items.length
+      && typeof itemComments[i] === "string" ? itemComments[i].slice(0, 2000) : "")),
     seconds: times,
     resume: PHASES.includes(resume) ? resume : null,
   };

@@ -1,7 +1,7 @@
 // The state both task pages share (Likert and pairwise): the phase (consent, instructions, rating, review,
 // submitted, or declined), the item on screen and its highlighted question, one answer object per item, the
-// comment, the seconds spent on each item, the keyboard (an answer key answers the highlighted question, Enter
-// goes on) and the submit step. Everything but the submit status is kept as a draft in the browser (drafts.js)
+// comment, the comment on each item (a study with item comments: ItemComment.jsx), the seconds spent on each
+// item, the keyboard (an answer key answers the highlighted question, Enter goes on) and the submit step. Everything but the submit status is kept as a draft in the browser (drafts.js)
 // and restored on reload; a rater who has been through a study's consent and instructions starts her next
 // assignment with the first item. A preview assignment (the researcher trying the page) keeps nothing and
 // submits nothing.
@@ -16,8 +16,8 @@ const given = (value) => value !== undefined;
  * assignment: the payload; rater / submissionId: who works on it and the page's id of its submission (they key
  * the stored draft and consent); isAnswer(value): whether a stored value is an answer this page offers;
  * answerForKey(key): the answer a key press gives (or a function of the question's answer so far), or undefined;
- * toBody(answers, seconds): the submit body's answers; onSubmit(body): sends it and resolves to the server's
- * receipt; isComplete(value): whether a question's answer is finished (by default: given at all; an answer made of
+ * toBody(answers, seconds, itemComments): the submit body's answers (itemComments: the text under each item);
+ * onSubmit(body): sends it and resolves to the server's receipt; isComplete(value): whether a question's answer is finished (by default: given at all; an answer made of
  * parts, such as a side and a justification, says when it is whole).
  */
 export function useTask({ assignment, rater, submissionId, isAnswer, answerForKey, toBody, onSubmit,
@@ -32,6 +32,7 @@ export function useTask({ assignment, rater, submissionId, isAnswer, answerForKe
   const [focus, setFocus] = useState(restored ? restored.focus : 0);
   const [answers, setAnswers] = useState(() => (restored ? restored.answers : items.map(() => ({}))));
   const [comment, setComment] = useState(restored ? restored.comment : "");
+  const [itemComments, setItemComments] = useState(() => (restored ? restored.itemComments : items.map(() => "")));
   const [status, setStatus] = useState({ state: "idle" });
   const seconds = useRef(restored ? [...restored.seconds] : items.map(() => 0));
   const shownAt = useRef(null);
@@ -50,8 +51,8 @@ export function useTask({ assignment, rater, submissionId, isAnswer, answerForKe
   const draft = useCallback(() => {
     const running = phase === "rating" && shownAt.current !== null ? (performance.now() - shownAt.current) / 1000 : 0;
     const times = seconds.current.map((s, i) => Math.round((i === index ? s + running : s) * 10) / 10);
-    return { phase, resume, index, focus, answers, comment, seconds: times };
-  }, [phase, resume, index, focus, answers, comment]);
+    return { phase, resume, index, focus, answers, comment, itemComments, seconds: times };
+  }, [phase, resume, index, focus, answers, comment, itemComments]);
 
   // The draft follows every change, and once more as the page goes away (a reload keeps the running item's time).
   // Nothing is kept before the consent is given (a reload shows it again, or, when it was opened again, the page
@@ -73,6 +74,11 @@ export function useTask({ assignment, rater, submissionId, isAnswer, answerForKe
   const choose = useCallback((criterionKey, value) => {
     setAnswers((old) => old.map((a, i) => (i === index
       ? { ...a, [criterionKey]: typeof value === "function" ? value(a[criterionKey]) : value } : a)));
+  }, [index]);
+
+  // The comment under the item on screen.
+  const setItemComment = useCallback((text) => {
+    setItemComments((old) => old.map((c, i) => (i === index ? text : c)));
   }, [index]);
 
   // An item opens with its first unanswered question highlighted (the first if all are answered).
@@ -127,17 +133,18 @@ export function useTask({ assignment, rater, submissionId, isAnswer, answerForKe
     if (preview) { setStatus({ state: "preview" }); return; }
     setStatus({ state: "sending" });
     try {
-      const receipt = await onSubmit({ ...toBody(answers, draft().seconds), comment: comment.trim() || undefined });
+      const receipt = await onSubmit({ ...toBody(answers, draft().seconds, itemComments),
+        comment: comment.trim() || undefined });
       dropDraft(keys);
       setStatus({ state: "sent", receipt });
       setPhase("submitted");
     } catch (error) {
       setStatus({ state: "failed", message: String(error.message || error) });
     }
-  }, [allDone, status.state, preview, onSubmit, toBody, answers, draft, comment, keys]);
+  }, [allDone, status.state, preview, onSubmit, toBody, answers, draft, comment, itemComments, keys]);
 
   return {
-    phase, index, focus, setFocus, answers, choose, comment, setComment, status, preview, answered, allDone,
+    phase, index, focus, setFocus, answers, choose, comment, setComment, itemComments, setItemComment, status, preview, answered, allDone,
     itemDone, goTo, next, review, acceptConsent, declineConsent, start, reopen, backFromReview, submit,
   };
 }

@@ -3,6 +3,7 @@
 // progress, the review-and-submit step, the draft and the keyboard come from shared.jsx and useTask.js. Every text
 // from models or people is rendered as React text, never as HTML.
 import { useCallback } from "react";
+import ItemComment, { itemCommentField } from "../ItemComment.jsx";
 import { useItemView } from "../itemView.js";
 import {
   Consent, Declined, ItemHeading, PointScale, Progress, Review, scaleChoices, Submitted, TaskHeader, Turn,
@@ -71,9 +72,11 @@ export default function LikertTask({ assignment, onSubmit, onDone, rater = null,
     const value = Number(key);
     return key.length === 1 && isAnswer(value) ? value : undefined;
   }, [isAnswer]);
-  const toBody = useCallback((answers, seconds) => ({
-    ratings: items.map((item, i) => ({ item_id: item.item_id, scores: answers[i], seconds: seconds[i] })),
-  }), [items]);
+  const toBody = useCallback((answers, seconds, itemComments) => ({
+    ratings: items.map((item, i) => ({
+      item_id: item.item_id, scores: answers[i], seconds: seconds[i], ...itemCommentField(assignment, itemComments, i),
+    })),
+  }), [items, assignment]);
   const task = useTask({ assignment, rater, submissionId, isAnswer, answerForKey, toBody, onSubmit });
   const { phase, index, focus, answers } = task;
   useItemView(phase, index, focus);
@@ -99,6 +102,9 @@ export default function LikertTask({ assignment, onSubmit, onDone, rater = null,
                         onChoose={(v) => { task.setFocus(q); task.choose(c.key, v); }} />
             ))}
           </div>
+          {assignment.item_comments === true && (
+            <ItemComment noun="response" value={task.itemComments[index]} onChange={task.setItemComment} />
+          )}
           <div className="nav">
             <button className="secondary" disabled={index === 0} onClick={() => task.goTo(index - 1)}>Back</button>
             <button id="next" disabled={!task.itemDone(index)} onClick={task.next}>

@@ -5,6 +5,7 @@
 // instructions, progress, the review-and-submit step, the draft and the keyboard work as on the Likert page
 // (shared.jsx, useTask.js).
 import { useCallback, useMemo } from "react";
+import ItemComment, { itemCommentField } from "../ItemComment.jsx";
 import { useItemView } from "../itemView.js";
 import { Consent, Declined, ItemHeading, Progress, Review, Submitted, TaskHeader, Turn } from "../shared.jsx";
 import { useTask } from "../useTask.js";
@@ -90,9 +91,11 @@ export default function PairwiseTask({ assignment, onSubmit, onDone, rater = nul
     const upper = key.length === 1 ? key.toUpperCase() : key;
     return isAnswer(upper) ? upper : undefined;
   }, [isAnswer]);
-  const toBody = useCallback((choices, seconds) => ({
-    judgments: items.map((item, i) => ({ item_id: item.item_id, choices: choices[i], seconds: seconds[i] })),
-  }), [items]);
+  const toBody = useCallback((choices, seconds, itemComments) => ({
+    judgments: items.map((item, i) => ({
+      item_id: item.item_id, choices: choices[i], seconds: seconds[i], ...itemCommentField(assignment, itemComments, i),
+    })),
+  }), [items, assignment]);
   const task = useTask({ assignment, rater, submissionId, isAnswer, answerForKey, toBody, onSubmit });
   const { phase, index, focus } = task;
   const choices = task.answers;
@@ -125,6 +128,9 @@ export default function PairwiseTask({ assignment, onSubmit, onDone, rater = nul
                               onChoose={(v) => { task.setFocus(q); task.choose(c.key, v); }} />
             ))}
           </div>
+          {assignment.item_comments === true && (
+            <ItemComment noun="pair" value={task.itemComments[index]} onChange={task.setItemComment} />
+          )}
           <div className="nav">
             <button className="secondary" disabled={index === 0} onClick={() => task.goTo(index - 1)}>Back</button>
             <button id="next" disabled={!task.itemDone(index)} onClick={task.next}>
