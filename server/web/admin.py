@@ -17,8 +17,9 @@ from werkzeug.exceptions import BadRequest, Forbidden, NotFound, TooManyRequests
 
 from empeval.server.annotation.decisions import close_claims_if_decided, decision_status
 from empeval.server.annotation.export import export_text
-from empeval.server.annotation.item_browser import item_page
+from empeval.server.annotation.item_browser import BrowserQuery, browse, browsed_systems, parse_query, view_csv
 from empeval.server.annotation.kinds import annotation_kind
+from empeval.server.annotation.kinds.rater_flags import flagged_pseudonyms
 from empeval.server.annotation.preview import preview_payload
 from empeval.server.annotation.rater_table import rater_table, study_comments
 from empeval.server.annotation.study_log import study_log
@@ -78,17 +79,40 @@ def dashboard():
 def study_page(name: str):
     """One study for the researcher: progress, export links, the task preview, the per-rater table, the raters'
     comments, the study's log (withdrawals) and the item browser (`?page=N`, 1-based; `&rated=only` for the items
-    rated at least once)."""
-    page = _page_argument()
-    rated_only = _rated_argument()
+    rated at least once; for a Likert study also search, filters and sort: server.annotation.item_browser)."""
     engine = _engine()
+    query, criteria, systems = _browser_query(name)
     progress = study_progress(name)
-    with Session(engine) as session:
-        criteria = study_by_name(session, name).config.criterion_keys
-    items = item_page(engine, name, page=page, rated_only=rated_only)
-    return render_template("admin_study.html", s=progress, criteria=criteria, items=items, decisions=_decisions(name),
+    view = browse(engine, name, query, flagged=lambda: flagged_pseudonyms(engine, name))
+    return render_template("admin_study.html", s=progress, criteria=criteria, items=view.items, view=view,
+                           systems=systems, decisions=_decisions(name),
                            raters=rater_table(engine, name), comments=study_comments(engine, name),
                            log=study_log(engine, name))
+
+
+def _browser_query(name: str) -> tuple[BrowserQuery, tuple[str, ...], tuple[str, ...]]:
+    """The item browser's arguments, checked against the study (its systems, criteria and scale): a 400 naming
+    the argument otherwise. With the study's criteria and systems, for the filter form."""
+    with Session(_engine()) as session:
+        study = study_by_name(session, name)
+        config = study.config
+        systems = browsed_systems(session, study)
+    setup = config.setup
+    scale = (setup.scale.min, setup.scale.max) if isinstance(setup, LikertSetup) else None
+    return (parse_query(request.args, systems=systems, criteria=config.criterion_keys, scale=scale),
+            config.criterion_keys, systems)
+
+
+@blueprint.get("/admin/studies/<name>/items.csv")
+@admin_required
+def items_csv(name: str):
+    """The item browser's current view (the study page's arguments, every page of it) as CSV, one row per item and
+    rater; its first line, a comment, names the filters. Likert studies (another kind: its export)."""
+    engine = _engine()
+    query, _, _ = _browser_query(name)
+    text = view_csv(engine, name, query, flagged=lambda: flagged_pseudonyms(engine, name))
+    return Response(text, mimetype="text/csv",
+                    headers={"Content-Disposition": f'attachment; filename="{name}-items.csv"'})
 
 
 def _decisions(name: str) -> dict | None:
@@ -109,20 +133,6 @@ def _decisions(name: str) -> dict | None:
     if status is not None and close_claims_if_decided(engine, status):
         status = decision_status(engine, name, judge_scores=scores, judge=judge)
     return None if status is None else status.as_dict()
-
-
-def _rated_argument() -> bool:
-    text = request.args.get("rated", "all")
-    if text not in ("all", "only"):
-        raise BadRequest(f"rated must be all or only (the items rated at least once), got {text!r}")
-    return text == "only"
-
-
-def _page_argument() -> int:
-    text = request.args.get("page", "1")
-    if not text.isdigit() or len(text) > 9:
-        raise BadRequest(f"page must be a whole number from 1, got {text!r}")
-    return int(text)
 
 
 @blueprint.get("/admin/studies/<name>/preview")

@@ -74,6 +74,7 @@ ROUTES = [
     Route("/api/annotate/qualification/answers", "POST", "/api/annotate/qualification/answers", "invite",
           body="qualification"),
     Route("/api/annotate/decline", "POST", "/api/annotate/decline", "invite"),
+    Route("/admin/studies/<name>/items.csv", "GET", f"/admin/studies/{STUDY}/items.csv", "admin", query_token=True),
 ]
 
 
