@@ -14,7 +14,7 @@ from empeval.server.datasets.ed_csv import parse_ed_csv
 from empeval.server.datasets.importer import import_dialogues
 from empeval.server.store import make_engine, unit_of_work, upgrade
 from empeval.server.store.models import Response, System
-from tests.conftest import SAMPLE_ED
+from tests.conftest import SAMPLE_ED, sample_store_copy
 
 
 def empeval(url: str, *args: str):
@@ -67,9 +67,7 @@ def test_a_dataset_of_ones_own_is_named_with_the_jsonl_import_which_then_works(t
 
 def test_a_split_the_store_lacks_is_named_with_the_splits_it_has(tmp_path):
     url = f"sqlite:///{tmp_path / 'test-only.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     engine.dispose()
     refused = empeval(url, "generate", "--systems", "gold", "--split", "valid")
     message = " ".join(refused.output.split())

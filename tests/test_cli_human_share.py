@@ -15,25 +15,21 @@ from sqlalchemy import func, select
 from empeval.cli import cli
 from empeval.server.annotation.annotators import invite
 from empeval.server.backend.judges.scores import human_sample, judge_scores
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import unit_of_work
 from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
 from empeval.server.store.models import Response, Study
 from empeval.server.web import create_app
 from empeval.tasks.simulate import CrowdModel, draw_crowd
 from tests.annotation.conftest import CONTROLS, add_responses
 from tests.browser import live_server
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 from tests.tasks.crowds import run_study_crowd
 
 
 @pytest.fixture
 def store(tmp_path) -> Iterator[tuple[str, object]]:
     url = f"sqlite:///{tmp_path / 'judged.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     add_responses(engine, ["gold", "moel", *CONTROLS], 40)
     yield url, engine
     engine.dispose()

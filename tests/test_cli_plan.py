@@ -11,11 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from empeval.cli import cli
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from tests.annotation.conftest import CONTROLS, add_responses
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 SYSTEMS = ["sys-a", "sys-b", "sys-c"]
 
@@ -23,9 +20,7 @@ SYSTEMS = ["sys-a", "sys-b", "sys-c"]
 @pytest.fixture
 def store(tmp_path) -> Iterator[str]:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     add_responses(engine, SYSTEMS + CONTROLS, 60)
     engine.dispose()
     yield url

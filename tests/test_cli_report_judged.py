@@ -22,13 +22,11 @@ from empeval.server.annotation.export import export_rows
 from empeval.server.annotation.handout import assignment_payload, next_assignment
 from empeval.server.annotation.submission import submit_assignment
 from empeval.server.backend.judges.scores import judge_scores
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import make_engine, unit_of_work
 from empeval.server.store.models import JudgeScore
 from tests.annotation.conftest import add_responses, make_study, new_submission_id
 from tests.backend.test_judge_store import SYSTEMS, TEXTS
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 QUALITY = {"sys-terse": 2.0, "sys-plain": 3.0, "sys-warm": 3.8}
 N_ASSIGNMENTS = 5  # 30 of the 48 items rated once; the design (k = 2) holds 16 assignments
@@ -43,9 +41,7 @@ def warmth(context_id: int) -> int:
 def judged_store(path, *, contexts: int = 16):
     """A SQLite store with the ED sample's test split, three systems whose responses grow longer with
     warmth(context), and a Likert study `pilot` over `contexts` contexts (no controls, k = 2, 6 items each)."""
-    engine = make_engine(f"sqlite:///{path}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(f"sqlite:///{path}")
     add_responses(engine, SYSTEMS, 40, text=lambda system, context_id: TEXTS[system]
                   + " I am truly so sorry." * warmth(context_id))
     make_study(engine, name="pilot", count=contexts, k=2, per_assignment=6, systems=SYSTEMS, controls=[])

@@ -16,12 +16,9 @@ import requests
 from click.testing import CliRunner
 
 from empeval.cli import cli
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
-from tests.conftest import REPO, SAMPLE_ED
+from tests.conftest import REPO, sample_store_copy
 
 LINK = re.compile(r"^(\S+)\t(\S+)/annotate#(\S+)$")
 
@@ -32,9 +29,7 @@ def lab(tmp_path, monkeypatch) -> Iterator[str]:
     for name in ("EMPEVAL_SECRET_KEY", "EMPEVAL_SECRET_FILE", "EMPEVAL_ADMIN_TOKEN", "EMPEVAL_DATABASE_URL"):
         monkeypatch.delenv(name, raising=False)
     url = f"sqlite:///{tmp_path / 'lab.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     add_responses(engine, ["sys-a", "sys-b"], 8)
     make_study(engine, count=4, k=1, per_assignment=4, systems=["sys-a", "sys-b"], controls=[])
     engine.dispose()

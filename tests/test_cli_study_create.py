@@ -13,13 +13,11 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from empeval.cli import cli
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import unit_of_work
 from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
 from empeval.server.store.models import Assignment, Study
 from tests.annotation.conftest import CONTROLS, add_responses
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 
 @pytest.fixture
@@ -27,9 +25,7 @@ def store(tmp_path) -> Iterator[tuple[str, object]]:
     """A SQLite file with the bundled sample's test split and stand-in systems sys-a, sys-b and the three
     controls answering its first 40 contexts: (URL, engine)."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     add_responses(engine, ["sys-a", "sys-b", *CONTROLS], 40)
     yield url, engine
     engine.dispose()

@@ -11,19 +11,15 @@ from sqlalchemy import select
 
 from empeval.cli import cli
 from empeval.server.backend.registry import MAX_NAME_LENGTH
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import unit_of_work
 from empeval.server.store.models import Response, System
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 
 @pytest.fixture
 def store(tmp_path) -> Iterator[tuple[str, object]]:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     yield url, engine
     engine.dispose()
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 import pytest
 
 from empeval.server.annotation.secrets import admin_token, secret_key
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.wiring import make_app
 from tests.annotation.conftest import make_study
 from tests.annotation.pairwise_fixtures import make_ab_study
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 
 @pytest.fixture(autouse=True)
@@ -21,9 +18,7 @@ def signing_secret(monkeypatch):
 
 
 def build_store(url: str):
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     make_ab_study(engine, name="ab", count=6, k=2, per_assignment=4, control_rate=0.0)  # adds every system's replies
     make_study(engine, count=24, k=1, per_assignment=4, control_rate=0.25, minutes=30, systems=["sys-a", "sys-b"],
                controls=["control-generic"])

@@ -9,9 +9,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.server.store.kinds.likert import AssignmentItem, Rating
 from empeval.server.store.kinds.pairwise import Choice
 from empeval.server.store.models import Assignment
@@ -19,16 +16,13 @@ from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
 from tests.annotation.pairwise_fixtures import make_ab_study
 from tests.browser import live_server
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 CRITERIA = ("empathy", "relevance", "fluency")
 
 
 def _store(tmp_path, name):
-    engine = make_engine(f"sqlite:///{tmp_path / name}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
-    return engine
+    return sample_store_copy(f"sqlite:///{tmp_path / name}")
 
 
 def likert_store(tmp_path, raters=("rita",), reply=None):

@@ -8,9 +8,6 @@ from __future__ import annotations
 import pytest
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from tests.annotation.best_worst_fixtures import (
     BWS_CRITERIA,
     BWS_SYSTEMS,
@@ -23,7 +20,7 @@ from tests.annotation.page_fixtures import answer, drafts_in, item_count, servin
 from tests.annotation.pairwise_fixtures import assignment_ids
 from tests.axe import axe_violations, describe
 from tests.browser import chromium_page
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 # Per tuple index, the (best, worst) letters pressed for each criterion: every combination of places is used.
 PICKS = [("A", "C"), ("B", "A"), ("C", "B")]
@@ -35,9 +32,7 @@ def picks_for(i: int) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def store(tmp_path):
-    engine = make_engine(f"sqlite:///{tmp_path / 'bws-browser.db'}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(f"sqlite:///{tmp_path / 'bws-browser.db'}")
     make_bws_study(engine, count=6, k=1, size=3, per_assignment=4, control_rate=0.25)
     _, token = invite(engine, "rita", "bws")
     return engine, token

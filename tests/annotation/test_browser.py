@@ -11,15 +11,12 @@ from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.secrets import admin_token, secret_key
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.server.store.kinds.likert import AssignmentItem, Rating
 from empeval.server.store.models import Assignment
 from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
 from tests.browser import chromium_page, live_server
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 SCRIPT = '<script>window.__pwned = "script"</script>I hear you.'
 IMG = '<img src="x" onerror="window.__pwned = \'img\'">That must be hard.'
@@ -28,9 +25,7 @@ IMG = '<img src="x" onerror="window.__pwned = \'img\'">That must be hard.'
 @pytest.fixture
 def served(tmp_path):
     """The app on a study of 4 contexts, with hostile markup in half the replies: (engine, base URL, token)."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'browser.db'}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(f"sqlite:///{tmp_path / 'browser.db'}")
     add_responses(engine, ["plain"], 8)
     add_responses(engine, ["hostile"], 8, text=lambda system, cid: f"{SCRIPT} {IMG}")
     make_study(engine, count=4, k=1, per_assignment=4, systems=["plain", "hostile"], controls=[])

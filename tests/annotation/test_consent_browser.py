@@ -11,9 +11,6 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.prolific import make_study_token
 from empeval.server.annotation.secrets import secret_key
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.server.store.models import Assignment, SeenContext
 from empeval.server.store.statuses import AssignmentStatus
 from empeval.tasks.study_create import create_study
@@ -21,16 +18,14 @@ from empeval.tasks.study_file import parse_study
 from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
 from tests.browser import chromium_page, live_server
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 from tests.prolific.conftest import PID, PROLIFIC_STUDY_ID, SESSION, SYSTEMS, study_file
 
 
 @pytest.fixture
 def served(tmp_path):
     """The app over a local study ("pilot") and a Prolific one ("crowd"): (engine, base URL, invite token)."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'consent.db'}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(f"sqlite:///{tmp_path / 'consent.db'}")
     add_responses(engine, SYSTEMS, 12)
     make_study(engine, count=4, k=1, per_assignment=4, systems=SYSTEMS, controls=[])
     create_study(engine, parse_study(study_file("crowd")))

@@ -10,24 +10,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from empeval.server.annotation.annotators import invite
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice
 from empeval.server.store.models import Assignment
 from empeval.wiring import make_app
 from tests.annotation.conftest import CONTROLS, SYSTEMS
 from tests.annotation.pairwise_fixtures import AB_CRITERIA, make_ab_study, placements
 from tests.browser import chromium_page, live_server
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 SIDE = {"A": "left", "B": "right", "T": "tie"}
 
 
 def serve(tmp_path, *, per_assignment=4, **study):
-    engine = make_engine(f"sqlite:///{tmp_path / 'pairwise-browser.db'}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(f"sqlite:///{tmp_path / 'pairwise-browser.db'}")
     make_ab_study(engine, count=4, k=1, per_assignment=per_assignment, **study)
     _, token = invite(engine, "rita", "ab")
     return engine, token

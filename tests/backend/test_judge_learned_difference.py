@@ -17,16 +17,14 @@ from empeval.server.backend.judges.pair_run import judge_study_pairs
 from empeval.server.backend.judges.pair_scores import judge_pair_scores
 from empeval.server.backend.judges.study_items import load_judged_study
 from empeval.server.backend.resources import BackendResources
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
 from empeval.server.errors import BadInput
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import unit_of_work
 from empeval.server.store.model_assisted_tables import JudgePairScore
 from empeval.server.store.models import Response
 from tests.annotation.conftest import add_responses, make_study
 from tests.backend.test_judge_learned import quality, rated_contexts
 from tests.backend.test_judge_store import SYSTEMS, TEXTS, add_ratings
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 
 class FitLog:
@@ -71,9 +69,7 @@ class FitLog:
 def store(tmp_path):
     """judged_store's study, each response naming its context, so that no two pairs share features (the fit log
     tells the contexts apart by them)."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'learned-pairs.db'}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(f"sqlite:///{tmp_path / 'learned-pairs.db'}")
     add_responses(engine, SYSTEMS, 40, text=lambda system, context_id: f"{TEXTS[system]} (about {context_id})")
     make_study(engine, name="pilot", count=12, k=2, per_assignment=6, systems=SYSTEMS, controls=[])
     yield engine

@@ -18,15 +18,13 @@ from empeval.server.backend.judges.length_judge import LengthJudge
 from empeval.server.backend.judges.run import judge_study
 from empeval.server.backend.judges.scores import SCORE_COLUMNS, judge_scores
 from empeval.server.backend.judges.study_items import load_judged_study
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
 from empeval.server.errors import BadInput, NotFound
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import unit_of_work
 from empeval.server.store.kinds.likert import Rating, Scale, StudyItem
 from empeval.server.store.models import Annotator, Assignment, JudgeScore, Response, Study, System
 from empeval.server.store.study_parts import Criterion
 from tests.annotation.conftest import add_responses, make_study
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 SYSTEMS = ["sys-terse", "sys-warm", "sys-plain"]
 TEXTS = {"sys-terse": "ok.",
@@ -37,9 +35,7 @@ TEXTS = {"sys-terse": "ok.",
 def judged_store(path, *, contexts: int = 12, url: str | None = None):
     """A store (SQLite at `path`, or `url`) with the ED sample's test split, three systems whose responses never
     name them, and a Likert study `pilot` over `contexts` contexts (no controls, k = 2)."""
-    engine = make_engine(url or f"sqlite:///{path}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url or f"sqlite:///{path}")
     add_responses(engine, SYSTEMS, 40, text=lambda system, context_id: TEXTS[system])
     make_study(engine, name="pilot", count=contexts, k=2, per_assignment=6, systems=SYSTEMS, controls=[])
     return engine

@@ -21,12 +21,9 @@ import pytest
 from click.testing import CliRunner
 
 from empeval.cli import cli
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.tasks.crowd.contract import CrowdUnit
 from tests.annotation.conftest import add_responses, make_study
-from tests.conftest import REPO, SAMPLE_ED
+from tests.conftest import REPO, sample_store_copy
 
 CROWD_PYTHON = Path(os.environ.get("EMPEVAL_CROWD_PYTHON", REPO / ".venv-crowd" / "bin" / "python"))
 BUNDLE = REPO / "tasks" / "webapp" / "dist" / "mephisto" / "task.js"
@@ -102,9 +99,7 @@ def crowd_store(tmp_path, monkeypatch):
     """A SQLite store with the sample, two systems and a generic control, and a study `pilot` whose
     assignments hold 2 real items and 1 control."""
     url = f"sqlite:///{tmp_path / 'crowd.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     add_responses(engine, ["sys-a", "sys-b", "control-generic"], 12)
     make_study(engine, count=4, k=1, per_assignment=3, systems=["sys-a", "sys-b"], controls=["control-generic"],
                control_rate=0.34)

@@ -19,9 +19,6 @@ from empeval.server.annotation.crowd_units import (
     read_unit_token,
     unit_annotator,
 )
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.server.store.kinds.chat import ChatRating, ChatTurn
 from empeval.server.store.models import Annotator, Assignment
 from empeval.server.web import create_app
@@ -29,7 +26,7 @@ from empeval.server.web.chat_api import close_live_replies
 from empeval.tasks.crowd import contract, jobs
 from empeval.tasks.crowd.ingest import ingest
 from tests.annotation.test_chat_turns import SPEAKER, full_body, make_chat
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 SECRET = "crowd-test-secret"
 LIVE_URL = "http://127.0.0.1:5999"
@@ -41,9 +38,7 @@ def chat_crowd(tmp_path, monkeypatch, crowd_dir):
     """A SQLite store with the sample and the chat study `talk` (tests/annotation/test_chat_turns.py), the app on it
     and a mock crowd job of its open assignments whose units reach the app at LIVE_URL."""
     url = f"sqlite:///{tmp_path / 'chat-crowd.db'}"
-    engine = make_engine(url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(url)
     monkeypatch.setenv("EMPEVAL_DATABASE_URL", url)
     monkeypatch.setenv("EMPEVAL_SECRET_KEY", SECRET)
     make_chat(engine)

@@ -9,9 +9,6 @@ import pytest
 
 from empeval.server.annotation.prolific import make_study_token
 from empeval.server.annotation.secrets import secret_key
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.server.web.auth import INVITE_COOKIE
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import parse_study
@@ -19,7 +16,7 @@ from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses
 from tests.axe import axe_violations, describe
 from tests.browser import chromium_page, live_server
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 from tests.prolific.conftest import COMPLETION_CODE, PID, PROLIFIC_STUDY_ID, SESSION, SYSTEMS, study_file
 
 PROLIFIC_PAGE = "https://app.prolific.com/studies/take-part"
@@ -29,9 +26,7 @@ COMPLETION_URL = f"https://app.prolific.com/submissions/complete?cc={COMPLETION_
 @pytest.fixture
 def served(tmp_path):
     """The app over a Prolific study of 3-item assignments: (base URL, the study link's path)."""
-    engine = make_engine(f"sqlite:///{tmp_path / 'prolific.db'}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(f"sqlite:///{tmp_path / 'prolific.db'}")
     add_responses(engine, SYSTEMS, 12)
     create_study(engine, parse_study(study_file()))
     with live_server(make_app(str(engine.url))) as base:

@@ -32,6 +32,18 @@ def sample_store(store_url):
     engine.dispose()
 
 
+@pytest.fixture
+def before_store(store_url, sample_templates):
+    """The same 'before' state for the refusal tests, a copy of the session's store holding the sample's test split
+    (tests/conftest.py SampleTemplates, imported by the same importer): what they check is that a refused file
+    leaves it exactly as it was, not how it was made, and importing it anew for each of them cost 1-5 s a test.
+    The two tests above import it through `empeval data import-ed` themselves."""
+    sample_templates.fill(store_url)
+    engine = make_engine(store_url)
+    yield store_url, engine
+    engine.dispose()
+
+
 def test_sample_import_builds_dialogues_turns_and_one_context_per_listener_turn(sample_store):
     _, engine = sample_store
     [row] = summarize(engine)
@@ -81,8 +93,8 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_malformed_csv_names_the_line_and_leaves_the_database_as_it_was(sample_store, tmp_path, case):
-    url, engine = sample_store
+def test_malformed_csv_names_the_line_and_leaves_the_database_as_it_was(before_store, tmp_path, case):
+    url, engine = before_store
     mutate, bad_line, reason = MALFORMED[case]
     # Fresh conversations (renamed ids), so a partial import would be visible as new rows.
     good = [line.replace("hit:", "new:", 1) for line in _lines(40)]
@@ -95,8 +107,8 @@ def test_malformed_csv_names_the_line_and_leaves_the_database_as_it_was(sample_s
     assert snapshot(engine) == before
 
 
-def test_non_utf8_file_names_the_line(sample_store, tmp_path):
-    url, engine = sample_store
+def test_non_utf8_file_names_the_line(before_store, tmp_path):
+    url, engine = before_store
     lines = [line.replace("hit:", "new:", 1) for line in _lines(10)]
     bad = tmp_path / "test.csv"
     bad.write_bytes(
@@ -112,8 +124,8 @@ def test_non_utf8_file_names_the_line(sample_store, tmp_path):
 
 
 @pytest.mark.parametrize("content, reason", [("", "empty file"), (HEADER, "no utterances"), ("a,b,c\n", "header is")])
-def test_empty_or_headerless_file_is_refused(sample_store, tmp_path, content, reason):
-    url, engine = sample_store
+def test_empty_or_headerless_file_is_refused(before_store, tmp_path, content, reason):
+    url, engine = before_store
     bad = tmp_path / "test.csv"
     bad.write_text(content)
     before = snapshot(engine)
@@ -122,14 +134,14 @@ def test_empty_or_headerless_file_is_refused(sample_store, tmp_path, content, re
     assert snapshot(engine) == before
 
 
-def test_unknown_split_is_refused(sample_store):
-    url, engine = sample_store
+def test_unknown_split_is_refused(before_store):
+    url, engine = before_store
     result = run(url, "data", "import-ed", str(SAMPLE_ED / "test.csv"), "--split", "dev")
     assert result.exit_code == 2 and "unknown split 'dev'" in result.output
 
 
-def test_a_changed_conversation_is_a_conflict_and_imports_nothing(sample_store, tmp_path):
-    url, engine = sample_store
+def test_a_changed_conversation_is_a_conflict_and_imports_nothing(before_store, tmp_path):
+    url, engine = before_store
     lines = _lines(60)
     changed = [lines[0].replace("Yeah about 10 years ago", "About ten years ago")] + lines[1:]
     extra = [line.replace("hit:", "new:", 1) for line in lines]

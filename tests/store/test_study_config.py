@@ -115,10 +115,12 @@ def test_a_stored_row_that_does_not_validate_names_the_study_and_the_key(store_u
 
 def test_nothing_outside_the_store_reads_the_raw_configuration_column():
     readers = []
-    for path in sorted(REPO.glob("*/**/*.py")):
+    # The skipped folders are left out before walking: globbing the virtualenvs' 23,000 files first cost seconds.
+    skipped = {".venv", ".venv-crowd", "node_modules", "mutants", "mutation", "build"}
+    folders = sorted(p for p in REPO.iterdir() if p.is_dir() and p.name not in skipped)
+    for path in (path for folder in folders for path in sorted(folder.glob("**/*.py"))):
         relative = path.relative_to(REPO)
-        if relative.parts[0] in {".venv", ".venv-crowd", "node_modules", "mutants", "mutation", "build"} \
-                or relative.parts[:2] == ("server", "store"):
+        if relative.parts[:2] == ("server", "store"):
             continue
         if relative.parts[0] == "tests" and path.name == Path(__file__).name:
             continue

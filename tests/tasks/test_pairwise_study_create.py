@@ -13,9 +13,7 @@ from sqlalchemy.orm import aliased
 
 from empeval.cli import cli
 from empeval.server.backend.controls import CONTROL_TARGETS
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import unit_of_work
 from empeval.server.store.kinds.likert import AssignmentItem, StudyItem
 from empeval.server.store.kinds.pairwise import AssignmentPair, PairItem
 from empeval.server.store.models import Assignment, Response, Study, System
@@ -24,16 +22,14 @@ from empeval.tasks.kind_parts import StudySetupError
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import STUDIES_DIR, load_study_file, parse_study
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses, make_study
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 DEMO_SYSTEMS = ["gold", "retrieval", "moel", "mime", "kemp"]
 
 
 @pytest.fixture
 def sqlite_engine(sqlite_url):
-    engine = make_engine(sqlite_url)
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(sqlite_url)
     yield engine
     engine.dispose()
 

@@ -5,19 +5,14 @@ import pytest
 
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.secrets import admin_token, secret_key
-from empeval.server.datasets.ed_csv import parse_ed_csv
-from empeval.server.datasets.importer import import_dialogues
-from empeval.server.store import make_engine, upgrade
 from empeval.wiring import make_app
 from tests.annotation.conftest import add_responses, make_study
-from tests.conftest import SAMPLE_ED
+from tests.conftest import sample_store_copy
 
 
 @pytest.fixture
 def study_store(tmp_path):
-    engine = make_engine(f"sqlite:///{tmp_path / 'web.db'}")
-    upgrade(engine)
-    import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
+    engine = sample_store_copy(f"sqlite:///{tmp_path / 'web.db'}")
     add_responses(engine, ["sys-a", "sys-b"], 8)
     make_study(engine, count=4, k=1, per_assignment=4, systems=["sys-a", "sys-b"], controls=[])
     yield engine
