@@ -22,7 +22,7 @@ from empeval.server.annotation.kinds import annotation_kind
 from empeval.server.annotation.kinds.rater_flags import flagged_pseudonyms
 from empeval.server.annotation.preview import preview_payload
 from empeval.server.annotation.rater_table import rater_table, study_comments
-from empeval.server.annotation.study_log import study_log
+from empeval.server.annotation.study_log import EXPORT, record_release, study_log
 from empeval.server.backend.judges.scores import judge_scores
 from empeval.server.store.kinds.likert import LikertSetup, StudyItem
 from empeval.server.store.models import JudgeScore, Study
@@ -213,6 +213,8 @@ def export(name: str):
     if fmt not in ("csv", "jsonl"):
         raise BadRequest(f"format must be csv or jsonl, got {fmt!r}")
     text, _, _ = export_text(_engine(), name, fmt)
+    # Logged with whose answers it held: a later withdrawal names this download (study_log).
+    record_release(_engine(), name, EXPORT, where=f"a {fmt} download from the dashboard or the export API")
     if fmt == "csv":
         return Response(text, mimetype="text/csv",
                         headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})

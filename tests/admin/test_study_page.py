@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from empeval.server.annotation.annotators import invite
 from empeval.server.annotation.export import export_rows
 from empeval.server.annotation.handout import assignment_payload, next_assignment
+from empeval.server.annotation.study_log import study_log
 from empeval.server.annotation.submission import submit_assignment
 from empeval.server.store.kinds.likert import StudyItem
 from empeval.server.store.models import Response, Study
@@ -142,6 +143,8 @@ def test_the_comments_and_the_export_links_are_on_the_study_page(store, app, bea
                  'id="preview-link" href="/admin/studies/pilot/preview"'):
         assert link in body
     assert client.get("/api/studies/pilot/export?format=csv", headers=bearer).status_code == 200
+    logged = [entry for entry in study_log(store, "pilot") if entry.event == "export"]
+    assert [entry.detail["where"] for entry in logged] == ["a csv download from the dashboard or the export API"]
 
 
 def test_an_ab_study_page_shows_both_responses_and_each_judgment_as_the_system_preferred(store, app, bearer):
