@@ -23,6 +23,18 @@
    its WAL frames are on the disk), each on a new study: submissions/s and submit p50/p99 of each, and what FULL
    costs (no goal: the price of an acknowledged rating surviving a power loss). The figure depends on the disk's
    fsync: the scratch folder's file system is printed with it.
+3d. (part "think", issue 31) raters as they work: each asks for a 10-item assignment, thinks U(--think) seconds
+   (30-90 by default), submits it and asks again, every request over a new connection (Connection: close, as
+   browsers behind NAT and phones often do), each rater from her own loopback address; per level of --levels
+   (500 to 5,000 raters) they arrive over --ramp seconds, then the requests started in the --steady phase are
+   timed. A row per level: requests/s, p50/p95/p99 of all, of `next` and of `submit`, errors, the CPU of the load
+   client (asyncio processes that share the machine's cores with the server) and of the server, the load average.
+   SQLite is served by one `empeval serve` of --workers processes, PostgreSQL by --think-servers `empeval serve`
+   commands of one process each on the one database (the scale-out path); with both stores the curves are printed
+   side by side. Goals: p99 < --think-p99-ms (500) at the largest level, 0 errors, ratings acknowledged = stored.
+   --probe-writer times SQLite's writer gate in the server's processes (writes/s, the share of the time it is
+   held, ms waited and held per write); --nice -10 puts the servers and the client ahead of other work on a shared
+   machine (the niceness is printed with the load average).
 
 The studies of parts 2, 2b, 3 and 3b are written with bulk inserts (COPY on PostgreSQL), not by `empeval study create`:
 10 items per assignment, k = 3, items shuffled per round; synthetic two-turn dialogues, one per context.
@@ -30,6 +42,9 @@ The studies of parts 2, 2b, 3 and 3b are written with bulk inserts (COPY on Post
     .venv/bin/python -m benchmarks annotation_load                       # both stores, every part
     .venv/bin/python -m benchmarks annotation_load --stores sqlite --sizes 100,1000 --seconds 10
     .venv/bin/python -m benchmarks annotation_load --stores sqlite --parts durability --seconds 20
+    .venv/bin/python -m benchmarks annotation_load --parts think                   # about 10 minutes a store
+    .venv/bin/python -m benchmarks annotation_load --stores sqlite --parts think --levels 3,6 --think 0.1,0.3 \
+        --ramp 0.3 --steady 1 --client-processes 1                                 # the smoke size (its test's)
 
 Goals and the ratios without a goal are printed as figures (benchmarks/figures.py), each named after its store.
 
@@ -68,7 +83,7 @@ sys.path.insert(0, str(REPO))
 from sqlalchemy import Engine, func, select, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
-from benchmarks.figures import Figure, at_least, at_most  # noqa: E402
+from benchmarks.figures import Figure, at_least, at_most, below  # noqa: E402
 from benchmarks.session import report, run_script  # noqa: E402
 from empeval.server.annotation.annotators import invite  # noqa: E402
 from empeval.server.annotation.handout import next_assignment_payload, release  # noqa: E402
@@ -603,6 +618,343 @@ def throughput(url: str, args: argparse.Namespace, *, synchronous: str | None = 
     return {"trivial": trivial, "api": api, "tokens": tokens}
 
 
+# --- 3d. raters who think, a new connection per request --------------------------------------------------------
+
+
+def _think_request(method: str, path: str, port: int, token: str, body: bytes = b"") -> bytes:
+    """One HTTP/1.1 request as a browser that keeps no connection sends it (Connection: close)."""
+    head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            f"Connection: close\r\n")
+    if method == "POST":
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return (head + "\r\n").encode() + body
+
+
+def _parse_answer(raw: bytes) -> tuple[int, bytes]:
+    """Status and body of a whole HTTP/1.1 answer read to the connection's end (a Content-Length body)."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    if not head:
+        raise ConnectionError("the server closed the connection without an answer")
+    status = int(head.split(b" ", 2)[1])
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            body = body[:int(value)]
+    return status, body
+
+
+async def _think_rater(index: int, port: int, token: str, start: float, ramp_end: float, stop: float,
+                       think: tuple[float, float], timeout: float, rng: random.Random, out: dict) -> None:
+    """One rater of the think part: from `start` until `stop` she asks for an assignment, thinks U(think) seconds,
+    submits it, and asks again, each request over a new connection from her own loopback address (127.x.y.z: one
+    address per rater, as raters at home or on phones each come from their own). A request is timed from before
+    its connection opens to its answer's last byte; those started at or after `ramp_end` count as steady."""
+    import asyncio
+
+    address = f"127.{1 + index // 62500}.{index // 250 % 250}.{1 + index % 250}"
+
+    async def call(kind: str, method: str, path: str, body: bytes = b"") -> tuple[int, bytes] | None:
+        began = time.time()
+        t0 = time.perf_counter()
+        writer = None
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0)), timeout)
+            writer.write(_think_request(method, path, port, token, body))
+            raw = await asyncio.wait_for(reader.read(-1), timeout)
+            status, answer = _parse_answer(raw)
+        except (OSError, TimeoutError, ValueError, IndexError) as exc:
+            out["errors"].append(type(exc).__name__)
+            return None
+        finally:
+            if writer is not None:
+                writer.close()
+        elapsed_ms = (time.perf_counter() - t0) * 1000
+        out["requests"] += 1
+        if began >= ramp_end:
+            out[f"{kind}_ms"].append(elapsed_ms)
+            out["steady_requests"] += 1
+        if status != 200:
+            out["errors"].append(status)
+            return None
+        return status, answer
+
+    async def until(moment: float) -> bool:
+        """Sleep until `moment` (at most until `stop`); whether there is still time for a request."""
+        await asyncio.sleep(max(0.0, min(moment, stop) - time.time()))
+        return time.time() < stop
+
+    if not await until(start):
+        return
+    while True:
+        answer = await call("next", "GET", "/api/annotate/next")
+        assignment = json.loads(answer[1]).get("assignment") if answer else None
+        if answer and assignment is None:
+            out["errors"].append("none left")
+            return
+        if not await until(time.time() + rng.uniform(*think)):
+            return
+        if assignment is None:  # a failed request: she reloads the page after a while, as a rater would
+            continue
+        done = await call("submit", "POST", f"/api/assignments/{assignment['assignment_id']}/submit",
+                          json.dumps(_ratings(assignment)).encode())
+        if done:  # else her next `next` resumes the assignment, and she submits it again
+            out["submissions"] += 1
+            out["acknowledged"] += json.loads(done[1])["ratings"]
+        if time.time() >= stop:
+            return
+
+
+def _think_client(ports: list[int], raters: list[tuple[int, str]], start: float, ramp: float, steady: float,
+                  think: tuple[float, float], timeout: float, seed: int, queue: Any) -> None:
+    """One load-client process of the think part: an asyncio loop with a task per rater (mostly asleep: a few
+    thousand cost a few MB), each starting at a uniform moment of the ramp, on the ports in turn."""
+    import asyncio
+
+    out: dict[str, Any] = {"next_ms": [], "submit_ms": [], "requests": 0, "steady_requests": 0, "submissions": 0,
+                           "acknowledged": 0, "errors": []}
+    rng = random.Random(seed)
+
+    async def everyone() -> None:
+        await asyncio.gather(*(
+            _think_rater(index, ports[index % len(ports)], token, start + rng.uniform(0, ramp), start + ramp,
+                         start + ramp + steady, think, timeout, random.Random(rng.random()), out)
+            for index, token in raters))
+
+    asyncio.run(everyone())
+    queue.put(out)
+
+
+def think_level(ports: list[int], pgids: list[int], raters: list[tuple[int, str]], args: argparse.Namespace,
+                seed: int) -> dict:
+    """`len(raters)` raters thinking against the servers on `ports` for a ramp and a steady phase (the client split
+    over --client-processes processes): latencies of the steady phase, requests/s, errors, the client's and the
+    servers' CPU."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    processes = max(1, min(args.client_processes, len(raters)))
+    start = time.time() + 0.5  # every process started before the first rater's moment
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_before = sum(_server_cpu(pgid) for pgid in pgids)
+    load_before = os.getloadavg()[0]
+    workers = [context.Process(target=_think_client,
+                               args=(ports, raters[i::processes], start, args.ramp, args.steady, args.think,
+                                     args.request_timeout, seed * 1000 + i, queue))
+               for i in range(processes)]
+    for worker in workers:
+        worker.start()
+    merged: dict[str, Any] = {"next_ms": [], "submit_ms": [], "requests": 0, "steady_requests": 0, "submissions": 0,
+                              "acknowledged": 0, "errors": []}
+    for _ in workers:
+        for key, value in queue.get().items():
+            merged[key] += value
+    for worker in workers:
+        worker.join()
+    elapsed = time.time() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    merged.update(raters=len(raters), elapsed=elapsed, load=max(load_before, os.getloadavg()[0]),
+                  client_cpu=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+                  server_cpu=sum(_server_cpu(pgid) for pgid in pgids) - server_before)
+    return merged
+
+
+def _think_study(url: str, args: argparse.Namespace, raters: int) -> list[str]:
+    """A new study at `url` large enough for every level's claims, and `raters` annotators (bulk-written) with an
+    invite token each."""
+    from empeval.server.annotation.secrets import make_invite, secret_key
+
+    levels = [int(n) for n in args.levels.split(",")]
+    # Assignments a rater claims in a level, on average (she claims, thinks, submits, claims...), with a margin; and
+    # enough contexts that the one claiming the most (every level, the shortest thoughts) still finds assignments
+    # whose contexts she has not seen: four times her contexts (an assignment holds K x SYSTEMS of its items' worth).
+    cycles = 1 + (args.ramp + args.steady) / ((args.think[0] + args.think[1]) / 2)
+    most = len(levels) * (1 + (args.ramp + args.steady) / args.think[0])
+    assignments = max(int(sum(levels) * cycles * 1.3), int(4 * most * K * SYSTEMS))
+    built = build_study(url, assignments, done=0.0, active=0, callers=0)
+    engine = make_engine(url)
+    now = datetime.now(UTC)
+    _bulk(engine, "annotator", ["id", "provider", "pseudonym", "display_name", "created_at", "revoked_at"],
+          ((a, "bench", f"thinker-{a}", f"thinker-{a}", now, None) for a in range(1, raters + 1)))
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as connection:
+            connection.exec_driver_sql("SELECT setval(pg_get_serial_sequence('annotator', 'id'), "
+                                       "(SELECT max(id) FROM annotator))")
+    secret = secret_key(engine)
+    engine.dispose()
+    return [make_invite(secret, annotator_id=a, study=built.study) for a in range(1, raters + 1)]
+
+
+# `empeval ...` (argv[2:]) whose processes time SQLite's writer gate (server.store.engine._WriterGate, where every
+# write transaction of every process takes its turn): writes, seconds waiting for the gate, seconds holding it, kept
+# per process and written every second to argv[1]/gate-PID.json (the processes are forks: each starts its own).
+SERVE_WITH_GATE_PROBE = """
+import json, os, sys, threading, time
+import empeval.server.store.engine as engine
+folder = sys.argv.pop(1)
+sys.argv[0] = "empeval"
+gate, mine = engine._WriterGate, threading.local()
+enter, leave = gate.__enter__, gate.__exit__
+totals = {"writes": 0, "wait": 0.0, "hold": 0.0}
+def timed_enter(self):
+    began = time.perf_counter()
+    enter(self)
+    if self.depth == 1:
+        mine.acquired = time.perf_counter()
+        totals["writes"] += 1
+        totals["wait"] += mine.acquired - began
+def timed_exit(self, *exc):
+    if self.depth == 1:
+        totals["hold"] += time.perf_counter() - mine.acquired
+    leave(self, *exc)
+gate.__enter__, gate.__exit__ = timed_enter, timed_exit
+def dump():
+    while True:
+        time.sleep(1)
+        path = os.path.join(folder, f"gate-{os.getpid()}.json")
+        with open(path + ".new", "w") as file:
+            json.dump(totals, file)
+        os.replace(path + ".new", path)
+def start():
+    totals.update(writes=0, wait=0.0, hold=0.0)
+    threading.Thread(target=dump, daemon=True).start()
+os.register_at_fork(after_in_child=start)
+from empeval.cli import main
+main()
+"""
+
+
+def _gate_totals(folder: Path) -> dict[str, float]:
+    """The writer-gate probe's totals so far, summed over the server's processes."""
+    totals = {"writes": 0.0, "wait": 0.0, "hold": 0.0}
+    for path in folder.glob("gate-*.json"):
+        try:
+            for key, value in json.loads(path.read_text()).items():
+                totals[key] += value
+        except (OSError, ValueError):
+            continue
+    return totals
+
+
+@contextmanager
+def served(url: str, servers: int, workers: int, threads: int,
+           probe: Path | None = None) -> Iterator[tuple[list[int], list[int]]]:
+    """`servers` `empeval serve` commands (each `workers` processes x `threads` threads) on one store, each on its
+    own port and in its own process group, with the writer-gate probe writing into `probe` if given: (ports,
+    process group ids); every one stopped at the end."""
+    started: list[subprocess.Popen] = []
+    ports = []
+    empeval = ([sys.executable, "-c", SERVE_WITH_GATE_PROBE, str(probe)] if probe
+               else [sys.executable, "-m", "empeval.cli"])
+    try:
+        for _ in range(servers):
+            ports.append(free_port())
+            started.append(subprocess.Popen(
+                [*empeval, "serve", "--host", "127.0.0.1", "--port", str(ports[-1]),
+                 "--workers", str(workers), "--threads", str(threads)],
+                env={**os.environ, "EMPEVAL_DATABASE_URL": url}, cwd=REPO, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True))
+        for port in ports:
+            _wait_for(port)
+        yield ports, [server.pid for server in started]
+    finally:
+        for server in started:
+            os.killpg(server.pid, signal.SIGTERM)
+        for server in started:
+            server.wait(timeout=60)
+
+
+def _stats(values: list[float]) -> str:
+    return "/".join(f"{percentile(values, q):.0f}" for q in (0.5, 0.95, 0.99))
+
+
+def think(databases: Stores, store: str, args: argparse.Namespace) -> list[dict]:
+    """Part "think" on `store`: each level of --levels in turn against the same server(s) and study (a level's
+    raters are the first N, so later levels meet raters with history), one line per level; SQLite is served by one
+    `empeval serve` of --workers processes, PostgreSQL by --think-servers serves of one process each (the scale-out
+    path). Figures: p99 at the largest level (goal < --think-p99-ms), the most raters held within it, errors and
+    ratings acknowledged vs stored (goal: equal)."""
+    levels = [int(n) for n in args.levels.split(",")]
+    url = databases.new(store, "bench_think")
+    started = time.perf_counter()
+    tokens = _think_study(url, args, max(levels))
+    servers, workers = (1, args.workers) if store == "sqlite" else (args.think_servers, 1)
+    print(f"think time U({args.think[0]:g}, {args.think[1]:g}) s, a new connection per request (Connection: close, "
+          f"one loopback address per rater), ramp {args.ramp:g} s then steady {args.steady:g} s per level; "
+          f"{servers} `empeval serve` x {workers} process(es) x {args.threads} threads on {store}; study and "
+          f"{max(levels):,} raters written in {time.perf_counter() - started:.0f} s. The load client "
+          f"({args.client_processes} asyncio processes) shares this machine's {os.cpu_count()} CPUs with the server: "
+          f"its CPU is printed per level. Latencies (ms) of requests started in the steady phase.", flush=True)
+    print(f"  {'raters':>6} {'req/s':>6} {'all p50/95/99':>15} {'next p50/95/99':>15} {'submit p50/95/99':>16} "
+          f"{'errors':>6} {'client CPU':>10} {'server CPU':>10} {'ms/req':>6} {'load':>5}", flush=True)
+    probe = None
+    if args.probe_writer and store == "sqlite":
+        probe = Path(url.removeprefix("sqlite:///")).parent / "gate-probe"
+        probe.mkdir(exist_ok=True)
+        print("  (the writer gate is timed: writes/s, the share of the time one writer holds it, ms waited and held "
+              "per write, after each row)", flush=True)
+    curve = []
+    with served(url, servers, workers, args.threads, probe) as (ports, pgids):
+        for n, raters in enumerate(levels):
+            gate_before = _gate_totals(probe) if probe else None
+            level = think_level(ports, pgids, list(enumerate(tokens[:raters])), args, seed=n + 1)
+            if probe and gate_before is not None:
+                time.sleep(1.2)  # the probe's next dump
+                gate = {key: value - gate_before[key] for key, value in _gate_totals(probe).items()}
+                level["gate"] = gate
+            steady = level["next_ms"] + level["submit_ms"]
+            level["p99"] = percentile(steady, 0.99)
+            level["rps"] = level["steady_requests"] / args.steady
+            curve.append(level)
+            errors = sorted(set(map(str, level["errors"])))
+            print(f"  {raters:>6,} {level['rps']:>6.1f} {_stats(steady):>15} {_stats(level['next_ms']):>15} "
+                  f"{_stats(level['submit_ms']):>16} {len(level['errors']):>6} "
+                  f"{level['client_cpu'] / level['elapsed']:>6.2f} cpu {level['server_cpu'] / level['elapsed']:>6.2f} "
+                  f"cpu {level['server_cpu'] * 1000 / max(level['requests'], 1):>6.2f} "
+                  f"{level['load']:>5.2f}{' ' + str(errors[:5]) if errors else ''}", flush=True)
+            if "gate" in level:
+                held, writes = level["gate"], max(level["gate"]["writes"], 1)
+                print(f"         writer gate: {held['writes'] / level['elapsed']:.1f} writes/s, held "
+                      f"{held['hold'] / level['elapsed']:.0%} of the time, {held['wait'] * 1000 / writes:.1f} ms "
+                      f"waited and {held['hold'] * 1000 / writes:.1f} ms held per write", flush=True)
+    engine = make_engine(url)
+    with Session(engine) as session:
+        stored = session.scalar(select(func.count(Rating.id))) or 0
+    engine.dispose()
+    acknowledged = sum(level["acknowledged"] for level in curve)
+    failed = sum(len(level["errors"]) for level in curve)
+    label = f"{store}" if store == "sqlite" else f"{store} x {servers} serves"
+    largest = curve[-1]
+    report(Figure(f"{label}: think-time raters, p99 at {largest['raters']:,} raters", largest["p99"], "ms",
+                  goal=below(args.think_p99_ms), fmt=".0f",
+                  note=f"{largest['rps']:.1f} req/s, client CPU {largest['client_cpu'] / largest['elapsed']:.2f} "
+                       f"cores on the same machine, load {largest['load']:.2f}"))
+    held = [level["raters"] for level in curve if level["p99"] < args.think_p99_ms and not level["errors"]]
+    report(Figure(f"{label}: think-time raters held at p99 < {args.think_p99_ms:g} ms without errors",
+                  max(held, default=0), goal=at_least(max(levels)), fmt=",.0f"))
+    report(Figure(f"{label}: think-time server CPU per request", largest["server_cpu"] * 1000 /
+                  max(largest["requests"], 1), "ms", fmt=".2f",
+                  note=f"at {largest['raters']:,} raters: what one core serves is about 1000 / this requests/s"))
+    report(Figure(f"{label}: think-time errors", failed, goal=at_most(0), fmt=".0f",
+                  note=f"over {len(levels)} levels"))
+    report(Figure(f"{label}: think-time ratings stored - acknowledged", stored - acknowledged, goal=at_most(0),
+                  fmt=".0f", note=f"{acknowledged} acknowledged, {stored} stored"))
+    for level in curve:
+        level["store"] = label
+    return curve
+
+
+def print_curves(curves: dict[str, list[dict]]) -> None:
+    """The think part's curves side by side, a row per level: p50/p95/p99 (ms), requests/s and errors per store."""
+    if len(curves) < 2:
+        return
+    print("\nthink-time curves side by side (ms p50/p95/p99, requests/s, errors):")
+    print(f"  {'raters':>6} " + " ".join(f"{curve[0]['store']:>34}" for curve in curves.values()))
+    for row in zip(*curves.values(), strict=False):
+        print(f"  {row[0]['raters']:>6,} " + " ".join(
+            f"{_stats(level['next_ms'] + level['submit_ms']):>16} {level['rps']:>8.1f} r/s {len(level['errors']):>4} e"
+            for level in row))
+
+
 # --- main ------------------------------------------------------------------------------------------------------
 
 
@@ -658,7 +1010,7 @@ def durability(databases: Stores, scratch: Path, args: argparse.Namespace) -> No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stores", default="sqlite,postgres")
-    parser.add_argument("--parts", default="statements,scaling,lead,throughput,settings,durability")
+    parser.add_argument("--parts", default="statements,scaling,lead,throughput,settings,durability,think")
     parser.add_argument("--settings", default="2x1,2x2,2x4,3x1",
                         help="gunicorn WORKERSxTHREADS to compare (part settings, SQLite)")
     parser.add_argument("--sizes", default="100,1000,10000,100000", help="assignments per study (part 2)")
@@ -679,16 +1031,42 @@ def main() -> None:
     parser.add_argument("--trivial-seconds", type=float, default=10.0, help="trivial endpoint phase (part 3)")
     parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
                         help="also load benchmarks/floor_app.py, the least an annotation API can do (SQLite)")
+    parser.add_argument("--levels", default="500,1000,2000,3000,4000,5000",
+                        help="concurrent raters of each level, in turn (part think)")
+    parser.add_argument("--think", default="30,90", help="MIN,MAX seconds a rater thinks, uniform (part think)")
+    parser.add_argument("--ramp", type=float, default=30.0,
+                        help="seconds over which a level's raters arrive, uniformly (part think)")
+    parser.add_argument("--steady", type=float, default=60.0,
+                        help="seconds after the ramp whose requests are measured (part think)")
+    parser.add_argument("--think-servers", type=int, default=2,
+                        help="`empeval serve` commands of one process each on the one PostgreSQL (part think)")
+    parser.add_argument("--think-p99-ms", type=float, default=500.0, help="the p99 goal in ms (part think)")
+    parser.add_argument("--request-timeout", type=float, default=30.0,
+                        help="seconds a think-part request may take before it counts as an error")
+    parser.add_argument("--probe-writer", action="store_true",
+                        help="time SQLite's writer gate in the server's processes (part think): how busy the one "
+                             "writer is, and how long a write waits for it")
+    parser.add_argument("--nice", type=int, default=0,
+                        help="add this to the niceness of the benchmark and of all it starts (a negative value "
+                             "needs privilege): on a machine shared with other work, -10 measures the server rather "
+                             "than the scheduler's share; printed with the load")
     parser.add_argument("--postgres-url", default=None, help="a PostgreSQL admin URL (default: a throwaway cluster)")
     args = parser.parse_args()
+    if args.nice:  # every process started from here inherits it: servers, load client, PostgreSQL
+        os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + args.nice)
+    args.think = tuple(float(s) for s in args.think.split(","))
+    if len(args.think) != 2 or not 0 < args.think[0] <= args.think[1]:
+        parser.error(f"--think takes MIN,MAX seconds with 0 < MIN <= MAX, not {','.join(map(str, args.think))}")
     stores = args.stores.split(",")
     parts = args.parts.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus: {os.cpu_count()}")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus: {os.cpu_count()}; "
+          f"niceness {os.getpriority(os.PRIO_PROCESS, 0)}")
     scratch = Path(tempfile.mkdtemp(prefix="empeval-load-"))
     with postgres_admin(args.postgres_url, "postgres" in stores) as admin_url:
         databases = Stores(scratch, admin_url)
+        curves: dict[str, list[dict]] = {}
         try:
             for store in stores:
                 if store == "postgres" and admin_url is None:
@@ -798,6 +1176,9 @@ def main() -> None:
                     settings_sweep(databases, scratch, args)
                 if "durability" in parts and store == "sqlite":
                     durability(databases, scratch, args)
+                if "think" in parts:
+                    curves[store] = think(databases, store, args)
+            print_curves(curves)
         finally:
             databases.drop_all()
             shutil.rmtree(scratch, ignore_errors=True)  # its SQLite files: hundreds of MB a run

@@ -330,8 +330,9 @@ def make_invite(secret: str, *, annotator_id: int, study: str, days: float = 30.
         {"a": annotator_id, "s": study, "exp": int(time.time() + days * 86400)})
 
 
-# Verified invite tokens remembered per process (see _verified_invite): one per rater at work is plenty.
-VERIFIED_INVITES_KEPT = 4096
+# Verified invite tokens remembered per process (see _verified_invite): every process sees every rater at work, so
+# one per rater of a large study (5,000 raters with think time missed the cache at 4,096; a few hundred bytes each).
+VERIFIED_INVITES_KEPT = 32_768
 
 
 @functools.lru_cache(maxsize=VERIFIED_INVITES_KEPT)
