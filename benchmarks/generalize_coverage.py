@@ -110,7 +110,6 @@ def main() -> None:
             collected.setdefault(key, []).extend(future.result())
     print(f"{args.studies} studies per setting and pool, {args.contexts} contexts x 3 systems, 3 ratings per "
           f"response; {time.perf_counter() - started:.0f} s with {args.jobs} job(s)")
-    figures = []
     for (setting, n_raters), records in collected.items():
         frame = pd.DataFrame(records)
         print(f"\n{setting}, {n_raters} raters: coverage of the value for new raters (MC SE), mean width")
@@ -121,11 +120,9 @@ def main() -> None:
             se = float(np.sqrt(coverage * (1 - coverage) / len(part)))
             print(f"  {name:<26} {estimand:<19} {coverage:.3f} ({se:.3f})  width {part['width'].mean():.3f}")
             if n_raters >= 10 and not name.startswith("items"):
-                figures.append(Figure(f"coverage for new raters, {setting}, {n_raters} raters, {name}, {estimand}",
-                                      coverage, "", goal=at_least(COVERAGE_GOAL), fmt=".3f",
-                                      note=f"MC SE {se:.3f}, {len(part)} intervals"))
-    for figure in figures:
-        report(figure)
+                report(Figure(f"coverage for new raters, {setting}, {n_raters} raters, {name}, {estimand}",
+                              coverage, "", goal=at_least(COVERAGE_GOAL), fmt=".3f",
+                              note=f"MC SE {se:.3f}, {len(part)} intervals"))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from empeval.analysis.simulate.decisions import STRATEGIES, DecisionDesign, pilo
 from empeval.analysis.simulate.decisions import simulate_pool as simulate_decision_pool
 from empeval.analysis.stats.power import Components, analytic_t_contexts, required_contexts, simulated_power
 from empeval.analysis.stats.sequential import normal_mixture_boundary, normal_mixture_rho
+from empeval.server.errors import BadInput
 from empeval.server.store.kinds.likert import LikertSetup
 from empeval.server.store.study_config import StudyConfig
 from empeval.tasks.study_create import planned_assignments
@@ -32,7 +33,7 @@ from empeval.tasks.study_create import planned_assignments
 SECONDS_PER_ITEM = 25.0
 
 
-class PlanRefused(ValueError):
+class PlanRefused(BadInput):
     """A study file this planner cannot size (another kind, one system): the message says what to use instead."""
 
 

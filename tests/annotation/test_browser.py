@@ -131,6 +131,7 @@ def test_the_invite_token_leaves_the_address_bar_for_an_httponly_strict_cookie(s
                 if "Content Security Policy" in message.text else None)
         page.goto(link)
         page.click("#consent-accept")  # the assignment loaded: the exchange worked
+        page.wait_for_selector("#start")  # the claim answered and the instructions are on screen (the draft kept)
         assert page.url == f"{base}/annotate" and token not in page.url
         assert token not in page.evaluate("document.cookie")  # HttpOnly: out of reach of any script
         (cookie,) = [c for c in page.context.cookies() if c["name"] == "empeval_invite"]

@@ -6,13 +6,15 @@ under 0004 without touching its rows, and its downgrade takes it away again."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import insert, inspect
 from sqlalchemy.exc import IntegrityError
 
 from empeval.server.store import downgrade, make_engine, unit_of_work, upgrade
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem, PairwiseSetup
 from empeval.server.store.migrate import current_revision
 from empeval.server.store.models import Annotator, Assignment, Context, Dataset, Dialogue, Response, Study, System, Turn
+from empeval.server.store.queries import now_utc
+from empeval.server.store.statuses import StudyStatus
 from empeval.server.store.study_config import StudyConfig
 from tests.store.helpers import snapshot
 
@@ -161,8 +163,11 @@ def test_a_choice_must_be_about_a_pair_placed_in_its_own_assignment(judged_store
 def test_migration_0005_adds_the_pairwise_tables_to_a_0004_store_and_its_downgrade_removes_them(store_url):
     engine = make_engine(store_url)
     upgrade(engine, "0004")
-    with unit_of_work(engine) as s:
-        s.add(Study(name="likert", config=StudyConfig(name="likert", systems=("gold",)), seed=3))
+    # Written with the columns a 0004 study row has (the model has gained columns since, migration 0014).
+    with engine.begin() as connection:
+        connection.execute(insert(Study.__table__).values(
+            name="likert", config=StudyConfig(name="likert", systems=("gold",)).to_json(), seed=3,
+            status=StudyStatus.DRAFT, created_at=now_utc()))
     before = snapshot(engine)
     upgrade(engine, "0005")
     assert current_revision(engine) == "0005"
