@@ -44,12 +44,12 @@ from empeval.analysis.simulate.decisions import (
     DecisionDesign,
     Pilot,
     pilot,
-    planned_contexts,
+    plans_for,
     run_strategy,
+    sequence_half_width,
     simulate_pool,
     wrong_direction,
 )
-from empeval.analysis.stats.sequential import normal_mixture_boundary, normal_mixture_rho
 
 if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks package is in the repository root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -61,19 +61,6 @@ GOAL_CORRELATION = 0.7
 FEWER_THAN_HUMAN, FEWER_THAN_UNIFORM = 0.50, 0.20
 TYPE_I, COVERAGE = 0.05, 0.94
 RATERS = (15, 60)
-
-
-def sequence_half_width(sd: np.ndarray, t: np.ndarray, alpha: float, planned: float) -> np.ndarray:
-    """The asymptotic confidence sequence's half-width after t labelled draws of SD sd: sd B(t) / t, Robbins'
-    normal-mixture boundary B tuned at the planner's n (analysis.stats.sequential)."""
-    rho = normal_mixture_rho(planned, alpha)
-    return sd * normal_mixture_boundary(t, rho=rho, alpha=alpha) / t
-
-
-def plans_for(design: DecisionDesign, plan: Pilot) -> dict[str, int]:
-    """The planner's n per strategy; a sequential strategy's is the fixed design's it continues."""
-    fixed = {strategy: planned_contexts(design, plan.sd[strategy]) for strategy in plan.sd}
-    return {**fixed, "human sequential": fixed["human fixed"], "PPI active sequential": fixed["PPI active"]}
 
 
 def run_chunk(design: DecisionDesign, plan: Pilot, plans: dict[str, int], seeds: list[int]) -> list[dict]:

@@ -19,10 +19,16 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from empeval.analysis.simulate.decisions import STRATEGIES, DecisionDesign, pilot, planned_contexts, run_strategy
+from empeval.analysis.simulate.decisions import (
+    STRATEGIES,
+    DecisionDesign,
+    pilot,
+    plans_for,
+    run_strategy,
+    sequence_half_width,
+)
 from empeval.analysis.simulate.decisions import simulate_pool as simulate_decision_pool
 from empeval.analysis.stats.power import Components, analytic_t_contexts, required_contexts, simulated_power
-from empeval.analysis.stats.sequential import normal_mixture_boundary, normal_mixture_rho
 from empeval.server.errors import BadInput
 from empeval.server.store.kinds.likert import LikertSetup
 from empeval.server.store.study_config import StudyConfig
@@ -179,11 +185,7 @@ def strategy_plans(*, n_systems: int, k: int, effect: float, margin: float, alph
                             rater_bias_sd=components.rater_sd, rater_noise_sd=components.noise_sd,
                             raters_per_item=k, difference_correlation=difference_correlation, pool=5000)
     plan = pilot(design, np.random.default_rng([seed, 28]), size=100_000)
-    fixed = {strategy: planned_contexts(design, plan.sd[strategy]) for strategy in plan.sd}
-    plans = {**fixed, "human sequential": fixed["human fixed"], "PPI active sequential": fixed["PPI active"]}
-
-    def half_width(sd, t, level_alpha, planned):
-        return sd * normal_mixture_boundary(t, rho=normal_mixture_rho(planned, level_alpha), alpha=level_alpha) / t
+    plans = plans_for(design, plan)
 
     medians = {}
     for strategy in ("human sequential", "PPI active sequential"):
@@ -192,7 +194,7 @@ def strategy_plans(*, n_systems: int, k: int, effect: float, margin: float, alph
             rng = np.random.default_rng([seed, index])
             pool = simulate_decision_pool(replace(design, pool=2000), rng)
             contexts.append(run_strategy(design, strategy, pool, rng, planned=plans[strategy],
-                                         human_planned=plans["human fixed"], sequence_half_width=half_width,
+                                         human_planned=plans["human fixed"], sequence_half_width=sequence_half_width,
                                          plan=plan).contexts)
         medians[strategy] = float(np.median(contexts))
     per_context = n_systems * k

@@ -49,6 +49,7 @@ import numpy as np
 from scipy import stats
 
 from empeval.analysis.stats.ppi.active import sampling_probabilities
+from empeval.analysis.stats.sequential import normal_mixture_boundary, normal_mixture_rho
 
 STRATEGIES = ("human fixed", "human sequential", "PPI uniform", "PPI active", "PPI active sequential",
               "PPI active, calibrated", "PPI active, raw uncertainty")
@@ -256,6 +257,19 @@ def planned_contexts(design: DecisionDesign, sd: np.ndarray, *, cap: int = 100_0
         middle = (low + high) // 2
         low, high = (middle + 1, high) if chance(middle) < design.power else (low, middle)
     return high
+
+
+def plans_for(design: DecisionDesign, plan: Pilot) -> dict[str, int]:
+    """The planner's n per strategy; a sequential strategy's is the fixed design's it continues."""
+    fixed = {strategy: planned_contexts(design, plan.sd[strategy]) for strategy in plan.sd}
+    return {**fixed, "human sequential": fixed["human fixed"], "PPI active sequential": fixed["PPI active"]}
+
+
+def sequence_half_width(sd: np.ndarray, t: np.ndarray, alpha: float, planned: float) -> np.ndarray:
+    """The asymptotic confidence sequence's half-width after t labelled draws of SD sd: sd B(t) / t, Robbins'
+    normal-mixture boundary B tuned at the planner's n (analysis.stats.sequential)."""
+    rho = normal_mixture_rho(planned, alpha)
+    return sd * normal_mixture_boundary(t, rho=rho, alpha=alpha) / t
 
 
 @dataclass(frozen=True)

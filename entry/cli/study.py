@@ -81,23 +81,11 @@ def _print_status(obj: CliContext, name: str, judge: str | None) -> None:
 def _judge_scores(engine, name: str, judge: str | None):
     """The scores of `judge` (default: the judge that scored the study's items most recently) and its name, or
     (None, None) when no judge scored the study."""
-    from sqlalchemy import func, select
-    from sqlalchemy.orm import Session
+    from empeval.server.backend.judges.scores import judge_scores, latest_judge
 
-    from empeval.server.backend.judges.scores import judge_scores
-    from empeval.server.store.kinds.likert import StudyItem
-    from empeval.server.store.models import JudgeScore
-    from empeval.server.store.queries import study_by_name
-
+    judge = judge or latest_judge(engine, name)
     if judge is None:
-        with Session(engine) as session:
-            study_id = study_by_name(session, name).id
-            judge = session.scalar(
-                select(JudgeScore.judge).join(StudyItem, StudyItem.response_id == JudgeScore.response_id)
-                .where(StudyItem.study_id == study_id).group_by(JudgeScore.judge)
-                .order_by(func.max(JudgeScore.created_at).desc(), JudgeScore.judge).limit(1))
-        if judge is None:
-            return None, None
+        return None, None
     return judge_scores(engine, name, judge), judge
 
 

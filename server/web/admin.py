@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flask import Blueprint, Response, current_app, jsonify, redirect, render_template, request, send_from_directory
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, Forbidden, NotFound, TooManyRequests
 
@@ -23,9 +23,9 @@ from empeval.server.annotation.kinds.rater_flags import flagged_pseudonyms
 from empeval.server.annotation.preview import preview_payload
 from empeval.server.annotation.rater_table import rater_table, study_comments
 from empeval.server.annotation.study_log import EXPORT, record_release, study_log
-from empeval.server.backend.judges.scores import judge_scores
-from empeval.server.store.kinds.likert import LikertSetup, StudyItem
-from empeval.server.store.models import JudgeScore, Study
+from empeval.server.backend.judges.scores import judge_scores, latest_judge
+from empeval.server.store.kinds.likert import LikertSetup
+from empeval.server.store.models import Study
 from empeval.server.store.queries import assignment_counts, study_by_name
 from empeval.server.store.statuses import StudyStatus
 from empeval.server.web import openapi
@@ -124,10 +124,7 @@ def _decisions(name: str) -> dict | None:
         study = study_by_name(session, name)
         if study.config.decisions is None or not isinstance(study.config.setup, LikertSetup):
             return None
-        judge = session.scalar(
-            select(JudgeScore.judge).join(StudyItem, StudyItem.response_id == JudgeScore.response_id)
-            .where(StudyItem.study_id == study.id).group_by(JudgeScore.judge)
-            .order_by(func.max(JudgeScore.created_at).desc(), JudgeScore.judge).limit(1))
+    judge = latest_judge(engine, name)
     scores = judge_scores(engine, name, judge) if judge is not None else None
     status = decision_status(engine, name, judge_scores=scores, judge=judge)
     if status is not None and close_claims_if_decided(engine, status):

@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.paid_ratings import plans_for, sequence_half_width
 from empeval.analysis.simulate import decisions
 from empeval.analysis.simulate.decisions import (
     STRATEGIES,
@@ -16,7 +15,9 @@ from empeval.analysis.simulate.decisions import (
     DecisionDesign,
     active_probabilities,
     pilot,
+    plans_for,
     run_strategy,
+    sequence_half_width,
     simulate_pool,
     wrong_direction,
 )

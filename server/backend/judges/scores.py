@@ -135,3 +135,14 @@ def latest_version(engine: Engine, study: str, judge: str) -> str | None:
                               .order_by(func.max(JudgeScore.created_at).desc(), JudgeScore.judge_version.desc())
                               ).first()
     return row[0] if row is not None else None
+
+
+def latest_judge(engine: Engine, study: str) -> str | None:
+    """The judge that scored the study's items most recently, or None when none has (what `study status` and the
+    dashboard's decisions take by default)."""
+    with unit_of_work(engine) as session:
+        study_id = study_by_name(session, study).id
+        in_study = select(StudyItem.response_id).where(StudyItem.study_id == study_id).scalar_subquery()
+        return session.scalar(select(JudgeScore.judge).where(JudgeScore.response_id.in_(in_study))
+                              .group_by(JudgeScore.judge)
+                              .order_by(func.max(JudgeScore.created_at).desc(), JudgeScore.judge).limit(1))
