@@ -28,7 +28,12 @@ import pandas as pd
 
 from empeval.analysis.kinds.likert.load import DEFAULT_SCALE, require_columns
 from empeval.analysis.stats import coefficients
-from empeval.analysis.stats.bootstrap import percentile_interval, pooled_weights, resample_weights
+from empeval.analysis.stats.bootstrap import (
+    draws_forgotten_after,
+    percentile_interval,
+    pooled_weights,
+    resample_weights,
+)
 
 ALL_SYSTEMS = "(all)"
 
@@ -126,17 +131,20 @@ def agreement_table(
     balanced subset, 8 of 12 items with 4 ratings each
     """
     require_columns(ratings, ("item", "system", "annotator", "criterion", "score", "is_control"), what="agreement")
-    subset = ratings if include_controls else ratings.loc[~ratings["is_control"].astype(bool)]
+    # Only the columns the coefficients read are copied (the report's table has a dozen more, strings at 1M rows).
+    columns = ["item", "system", "annotator", "criterion", "score"]
+    subset = ratings[columns] if include_controls else ratings.loc[~ratings["is_control"].astype(bool), columns]
     criteria = list(criteria) if criteria is not None else sorted(subset["criterion"].unique())
     rows: list[dict] = []
-    for criterion in criteria:
-        on_criterion = subset.loc[subset["criterion"] == criterion]
-        groups = [(ALL_SYSTEMS, on_criterion)]
-        if by_system:
-            groups += [(system, part) for system, part in on_criterion.groupby("system", sort=True)]
-        for system, part in groups:
-            for row in _coefficients_for(part, scale=scale, n_boot=n_boot, ci_level=ci_level, seed=seed):
-                rows.append({"criterion": criterion, "system": system, **row})
+    with draws_forgotten_after():  # the criteria share numbers of items, not with the next analysis
+        for criterion in criteria:
+            on_criterion = subset.loc[subset["criterion"] == criterion]
+            groups = [(ALL_SYSTEMS, on_criterion)]
+            if by_system:
+                groups += [(system, part) for system, part in on_criterion.groupby("system", sort=True)]
+            for system, part in groups:
+                for row in _coefficients_for(part, scale=scale, n_boot=n_boot, ci_level=ci_level, seed=seed):
+                    rows.append({"criterion": criterion, "system": system, **row})
     return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))
 
 

@@ -10,6 +10,10 @@ items are then 100 MB, not 800 MB.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 
@@ -54,10 +58,14 @@ def resample_weights(n_units: int, *, n_boot: int, seed: int | np.random.Generat
             weights = weights.astype(np.int64)
         weights[start:start + block.shape[0]] = block
     if key is not None and weights.nbytes <= _CACHE_BYTES:
-        # A report asks for the same (n, B, seed) dozens of times (every system of every criterion, with and
-        # without flagged raters): draw once, share read-only, keep the newest within the budget.
+        # A report asks for the same (n, B, seed) dozens of times (every system of every criterion, every
+        # coefficient of an agreement table): draw once, share read-only, keep the newest within the budget, and
+        # forget them when the analysis that asked ends if it asked within ``draws_forgotten_after``.
         weights.flags.writeable = False
         _DRAWN[key] = weights
+        scopes = getattr(_LOCAL, "scopes", None)
+        if scopes:
+            scopes[-1].add(key)
         while sum(w.nbytes for w in _DRAWN.values()) > _CACHE_BYTES:
             del _DRAWN[next(iter(_DRAWN))]
     return weights
@@ -95,6 +103,43 @@ _DRAWN: dict[tuple[int, int, int], np.ndarray] = {}
 _CACHE_BYTES = 512 * 2**20
 #: Weights drawn or converted to floats per block: bounds the memory of the big temporaries.
 _BLOCK = 2**22
+#: Per thread, the keys of _DRAWN each open ``draws_forgotten_after`` scope added, innermost last.
+_LOCAL = threading.local()
+
+
+@contextmanager
+def draws_forgotten_after() -> Iterator[None]:
+    """A scope whose resample weights are shared inside it and forgotten when it ends: ``resample_weights`` caches
+    as ever, but what it cached within the outermost such scope is dropped on leaving it (an inner scope hands
+    its draws to the one around it). One analysis asks for the same (n, B, seed) many times (every criterion of
+    an agreement table) and the next one for others (the report's other pass, with the flagged raters, has other
+    numbers of items): kept, the draws of a 1M-rating report held 380 MB to its end.
+
+    Returns
+    -------
+    scope : contextlib.AbstractContextManager
+        Use it in a ``with`` statement; it yields None.
+
+    Examples
+    --------
+    >>> with draws_forgotten_after():
+    ...     first = resample_weights(5, n_boot=3, seed=11)
+    ...     first is resample_weights(5, n_boot=3, seed=11)
+    True
+    >>> first is resample_weights(5, n_boot=3, seed=11)  # drawn again, the same counts
+    False
+    """
+    scopes = _LOCAL.__dict__.setdefault("scopes", [])
+    scopes.append(set())
+    try:
+        yield
+    finally:
+        added = scopes.pop()
+        if scopes:
+            scopes[-1] |= added
+        else:
+            for key in added:
+                _DRAWN.pop(key, None)
 
 
 def pooled_weights(weights: np.ndarray, labels: np.ndarray) -> np.ndarray:

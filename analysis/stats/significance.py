@@ -18,7 +18,12 @@ from scipy import optimize, stats
 from statsmodels.stats.multitest import multipletests
 
 from empeval.analysis.kinds.likert.load import require_columns
-from empeval.analysis.stats.bootstrap import percentile_interval, resample_weights, weighted_sums
+from empeval.analysis.stats.bootstrap import (
+    draws_forgotten_after,
+    percentile_interval,
+    resample_weights,
+    weighted_sums,
+)
 
 #: Differences of item means are rounded to this many decimals before ranking: 10/3 - 7/3 is not exactly 1.0
 #: in floating point, and without rounding such near-equal values would get different ranks (a false
@@ -57,7 +62,9 @@ def item_means(ratings: pd.DataFrame, *, include_controls: bool = False) -> pd.D
     3   empathy   gold      c2  c2:gold    4.0          1
     """
     require_columns(ratings, ("item", "context", "system", "criterion", "score", "is_control"), what="item_means")
-    subset = ratings if include_controls else ratings.loc[~ratings["is_control"].astype(bool)]
+    # Only the columns grouped and averaged are copied: the report's table has a dozen more, strings at 1M rows.
+    columns = ["criterion", "system", "context", "item", "score"]
+    subset = ratings[columns] if include_controls else ratings.loc[~ratings["is_control"].astype(bool), columns]
     grouped = subset.groupby(["criterion", "system", "context", "item"], sort=True, observed=True)["score"]
     return grouped.agg(score="mean", n_ratings="size").reset_index()
 
@@ -137,25 +144,34 @@ def system_means(
     """
     require_columns(ratings, ("annotator",), what="system_means")
     means = item_means(ratings)
-    plain = ratings.loc[~ratings["is_control"].astype(bool)]
+    plain = ratings.loc[~ratings["is_control"].astype(bool), ["criterion", "system", "annotator", "score"]]
     raters = plain.groupby(["criterion", "system"], observed=True)["annotator"].nunique()
     every = plain.groupby(["criterion", "system"], observed=True)["score"].agg(["mean", "std"])
     criteria = list(criteria) if criteria is not None else sorted(means["criterion"].unique())
     rows = []
-    for criterion in criteria:
-        for system, part in means.loc[means["criterion"] == criterion].groupby("system", sort=True):
-            scores = part["score"].to_numpy(dtype=float)
-            boot = weighted_sums(resample_weights(scores.size, n_boot=n_boot, seed=seed), scores) / scores.size
-            low, high, _ = percentile_interval(boot, level=ci_level)
-            rows.append(
-                {"criterion": criterion, "system": system, "mean": float(scores.mean()), "ci_low": low,
-                 "ci_high": high, "sd_items": float(scores.std(ddof=1)) if scores.size > 1 else np.nan,
-                 "mean_ratings": float(every.loc[(criterion, system), "mean"]),
-                 "sd_ratings": float(every.loc[(criterion, system), "std"]),
-                 "n_items": int(scores.size), "n_ratings": int(part["n_ratings"].sum()),
-                 "n_annotators": int(raters[(criterion, system)])}
-            )
+    with draws_forgotten_after():  # the systems share numbers of items across criteria, not with the next analysis
+        for criterion in criteria:
+            rows += _system_rows(means, every, raters, criterion, n_boot=n_boot, ci_level=ci_level, seed=seed)
     return pd.DataFrame(rows)
+
+
+def _system_rows(means: pd.DataFrame, every: pd.DataFrame, raters: pd.Series, criterion: str, *, n_boot: int,
+                 ci_level: float, seed: int) -> list[dict]:
+    """``system_means``' rows of one criterion."""
+    rows = []
+    for system, part in means.loc[means["criterion"] == criterion].groupby("system", sort=True):
+        scores = part["score"].to_numpy(dtype=float)
+        boot = weighted_sums(resample_weights(scores.size, n_boot=n_boot, seed=seed), scores) / scores.size
+        low, high, _ = percentile_interval(boot, level=ci_level)
+        rows.append(
+            {"criterion": criterion, "system": system, "mean": float(scores.mean()), "ci_low": low,
+             "ci_high": high, "sd_items": float(scores.std(ddof=1)) if scores.size > 1 else np.nan,
+             "mean_ratings": float(every.loc[(criterion, system), "mean"]),
+             "sd_ratings": float(every.loc[(criterion, system), "std"]),
+             "n_items": int(scores.size), "n_ratings": int(part["n_ratings"].sum()),
+             "n_annotators": int(raters[(criterion, system)])}
+        )
+    return rows
 
 
 def paired_tests(

@@ -224,7 +224,7 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
     flagged = flagged_annotators(quality)
     analysed = exclude_annotators(ratings, flagged) if exclude_flagged else ratings
     boot = {"n_boot": n_boot, "ci_level": ci_level, "seed": seed}
-    real = analysed.loc[~analysed["is_control"].astype(bool)]
+    is_real = ~analysed["is_control"].astype(bool)  # a mask, not a copy of the analysed table
     criteria = criteria_in_order(ratings["criterion"].unique(), meta.get("criteria"))
     done = LikertAnalysis(ratings=ratings, analysed=analysed, quality=quality, flagged=flagged, criteria=criteria,
                           gaps=Gaps(), late=late, meta=meta, options={
@@ -232,7 +232,7 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
                               "alpha": alpha, "n_boot": n_boot, "ci_level": ci_level, "scale": scale,
                               "random_effects": random_effects, "seed": seed, "include_late": include_late,
                               "generalize": generalize, "target": "items"})
-    if real.empty:
+    if not is_real.any():
         done.gaps.add("results", _why_no_results(ratings, quality, flagged, exclude_flagged))
     else:
         done.means = system_means(analysed, **boot)
@@ -240,9 +240,9 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
         done.friedman = friedman_test(analysed)
         done.agreement = agreement_table(analysed, scale=scale, **boot)
         declared = [shown(s, names) for s in meta.get("systems") or ()]  # the study file's order
-        done.systems = system_order(real["system"].unique(), declared=declared, means=done.means,
-                                    by_mean=order_option(meta) == "mean")
-        systems = sorted(real["system"].unique())
+        present = analysed.loc[is_real, "system"].unique()
+        done.systems = system_order(present, declared=declared, means=done.means, by_mean=order_option(meta) == "mean")
+        systems = sorted(present)
         if len(systems) < 2:
             done.gaps.add("comparisons", f"only one system ({systems[0]}) has ratings: the pairwise tests, the "
                           "Friedman tests and the rater-aware check compare two or more systems rated on the same "
@@ -266,7 +266,7 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
                 done.gaps.add("generalize", why)
             else:
                 done.options["target"] = generalize
-    if flagged and not real.empty and done.means is not None:
+    if flagged and is_real.any() and done.means is not None:
         # One half of each side-by-side table is the main result already computed: reuse it, run the other.
         other = ratings if exclude_flagged else exclude_annotators(ratings, flagged)
         if (~other["is_control"].astype(bool)).any():
@@ -763,7 +763,7 @@ def _side_by_side_blocks(means_both, pairs_both, agreement_both, alpha: float, c
 
 def _facts(ratings, analysed, quality, flagged, exclude_flagged, criteria: list[str],
            systems: list[str] | None = None) -> dict:
-    real = analysed.loc[~analysed["is_control"].astype(bool)]
+    real = analysed.loc[~analysed["is_control"].astype(bool), ["criterion", "item", "context", "system"]]
     rated = set(real["criterion"].unique())
     per_item = real.groupby(["item", "criterion"]).size()
     controls = ratings.loc[ratings["is_control"].astype(bool)]
