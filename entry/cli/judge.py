@@ -1,6 +1,7 @@
 """`empeval judge`: score every item of a study with automatic judges (model-assisted evaluation)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
@@ -12,11 +13,64 @@ from empeval.cli.common import EXIT_BAD_INPUT, CliContext, count, fail, pass_cli
 # (tests/test_cli_startup.py).
 
 
+BATCH_SIZE = 32
+
+
 def _names(text: str, option: str) -> list[str]:
     names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     if not names:
         raise click.BadParameter("name at least one, comma-separated", param_hint=option)
     return names
+
+
+def missing_keys(specs: list, environ: Mapping[str, str], *, study: str, criteria: str | None = None,
+                 config_path: Path | None = None, batch_size: int = BATCH_SIZE,
+                 cache_dir: Path | None = None) -> str | None:
+    """Why `empeval judge` refuses to start, or None: the judges among `specs` (in the order asked for) whose API key
+    is read from an environment variable (`api_key_env`) that `environ` lacks or holds empty, named with the variable,
+    and the exact command that runs the other judges asked for (the same options) when there are any.
+
+    >>> from types import SimpleNamespace as Spec
+    >>> llm = Spec(name="llm", parameters={"api_key_env": "EMPEVAL_JUDGE_API_KEY"})
+    >>> length = Spec(name="length", parameters={})
+    >>> text = missing_keys([llm, length], {}, study="pilot", criteria="empathy")
+    >>> text.split(", which")[0]
+    "judge 'llm' reads its API key from the environment variable EMPEVAL_JUDGE_API_KEY"
+    >>> text.split(". ")[0].endswith("which is not set, so no judge was run")
+    True
+    >>> text.rsplit(": ", 1)[1]
+    'empeval judge pilot --judges length --criteria empathy'
+    >>> missing_keys([llm, length], {"EMPEVAL_JUDGE_API_KEY": "k"}, study="pilot") is None
+    True
+    """
+    import shlex
+
+    keyed = [(spec.name, str(spec.parameters["api_key_env"])) for spec in specs if spec.parameters.get("api_key_env")]
+    missing = [(name, variable) for name, variable in keyed if not environ.get(variable, "").strip()]
+    if not missing:
+        return None
+    variables = list(dict.fromkeys(variable for _, variable in missing))
+    if len(missing) == 1:
+        name, variable = missing[0]
+        text = (f"judge {name!r} reads its API key from the environment variable {variable}, which is not set, so no "
+                "judge was run. ")
+    else:
+        text = (f"judges {', '.join(repr(name) for name, _ in missing)} read their API keys from the environment "
+                f"variable(s) {', '.join(variables)}, which {'is' if len(variables) == 1 else 'are'} not set, so no "
+                "judge was run. ")
+    exports = "; ".join(f"export {variable}=..." for variable in variables)
+    text += f"Set {'it' if len(variables) == 1 else 'them'} ({exports}) and run again"
+    others = [spec.name for spec in specs if spec.name not in {name for name, _ in missing}]
+    if not others:
+        return text + "."
+    command = ["empeval", "judge", study, "--judges", ",".join(others)]
+    for option, value in (("--criteria", criteria), ("--config", config_path), ("--cache-dir", cache_dir)):
+        if value is not None:
+            command += [option, str(value)]
+    if batch_size != BATCH_SIZE:
+        command += ["--batch-size", str(batch_size)]
+    judges = "judge" if len(others) == 1 else "judges"
+    return text + f", or run only the other {judges}: {shlex.join(command)}"
 
 
 @click.command()
@@ -25,7 +79,7 @@ def _names(text: str, option: str) -> list[str]:
               help="Comma-separated judge names (the config's [judges.NAME]).")
 @click.option("--criteria", default=None,
               help="Comma-separated criterion keys (default: every criterion of the study).")
-@click.option("--batch-size", type=count(), default=32, show_default=True,
+@click.option("--batch-size", type=count(), default=BATCH_SIZE, show_default=True,
               help="Items per batch (one transaction each).")
 @config_option
 @cache_option
@@ -42,6 +96,8 @@ def judge(obj: CliContext, study: str, judge_names: str, criteria: str | None, b
     Scores land in the judge_score table with their provenance; the analysis uses them only through the
     prediction-powered correction with the human ratings.
     """
+    import os
+
     from empeval.analysis.stats.ppi.crossfit import cross_fit_difference_judge, cross_fit_judge
     from empeval.server.backend.judges.pair_run import judge_study_pairs
     from empeval.server.backend.judges.run import judge_study
@@ -57,6 +113,10 @@ def judge(obj: CliContext, study: str, judge_names: str, criteria: str | None, b
         fail(f"unknown judge(s) {', '.join(unknown)}; configured judges: {', '.join(specs) or 'none'} "
              f"(add one under [judges.NAME] in {config_path or 'the systems config'})", EXIT_BAD_INPUT)
     chosen = _names(criteria, "--criteria") if criteria is not None else None
+    refusal = missing_keys([specs[name] for name in names], os.environ, study=study, criteria=criteria,
+                           config_path=config_path, batch_size=batch_size, cache_dir=cache_dir)
+    if refusal:  # before the study is read or any judge is built: nothing half done
+        fail(refusal, EXIT_BAD_INPUT)
     engine = obj.engine()
     judged = load_judged_study(engine, study, criteria=chosen, cross_fit=cross_fit_judge,
                                cross_fit_differences=cross_fit_difference_judge)

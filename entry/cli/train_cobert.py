@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count, pass_cli, positive
+from empeval.cli.train import THREADS_HELP, training_threads
 
 
 @click.command("cobert")
@@ -31,14 +32,13 @@ from empeval.cli.common import ED_DATASET, SEED, CliContext, WritablePath, count
 @click.option("--eval-contexts", type=count(2), default=500, show_default=True,
               help="Seeded valid contexts of the P@1,100 model selection.")
 @click.option("--seed", type=SEED, default=0, show_default=True)
-@click.option("--threads", type=count(1, 1024), default=1, show_default=True,
-              help="Torch threads (one was faster than two on the shared 2-core machine).")
+@click.option("--threads", type=count(1, 1024), default=None, help=THREADS_HELP)
 @click.option("--cache-dir", type=WritablePath(file_okay=False, writable=True, path_type=Path), default=None,
               help="Cache directory holding trained/ (env EMPEVAL_CACHE_DIR; default ~/.cache/empeval).")
 @pass_cli
 def cobert(obj: CliContext, dataset: str, persona_corpus: Path | None, encoder: str | None,
            max_minutes: float | None, max_steps: int | None, epochs: int, batch_size: int, train_layers: int,
-           eval_every: int, eval_contexts: int, seed: int, threads: int, cache_dir: Path | None) -> None:
+           eval_every: int, eval_contexts: int, seed: int, threads: int | None, cache_dir: Path | None) -> None:
     """Train the CoBERT-style selector with in-batch negatives; resumable, a finished run is a no-op.
 
     The checkpoint goes to <cache>/trained/cobert-<key>/, the key a hash of the data, the starting encoder and
@@ -48,6 +48,9 @@ def cobert(obj: CliContext, dataset: str, persona_corpus: Path | None, encoder: 
 
     config = CoBERTTrainConfig(batch_size=batch_size, epochs=epochs, max_steps=max_steps, train_layers=train_layers,
                                eval_every=eval_every, eval_contexts=eval_contexts, seed=seed)
+    cache = cache_dir or default_cache_dir()
+    threads, why = training_threads(threads, cache)  # the same rule as `empeval train retrieval`
+    click.echo(f"cobert: {threads} torch thread(s) ({why})", err=True)
     if persona_corpus is not None:
         from empeval.server.datasets.persona_jsonl import load_persona_jsonl
 
@@ -56,7 +59,7 @@ def cobert(obj: CliContext, dataset: str, persona_corpus: Path | None, encoder: 
         data = store_data(obj.engine(), dataset=dataset, config=config)
     click.echo(f"cobert: {len(data.train):,} training pairs from {data.source}; model selection on "
                f"{min(eval_contexts, len(data.valid)):,} of {len(data.valid):,} from {data.valid_source}", err=True)
-    result = train_cobert(data, cache_dir=cache_dir or default_cache_dir(), encoder=encoder, config=config,
+    result = train_cobert(data, cache_dir=cache, encoder=encoder, config=config,
                           max_minutes=max_minutes, threads=threads, log=lambda line: click.echo(line))
     manifest = result.manifest or {}  # None only for an interrupted run, which the command never asks for
     click.echo(f"checkpoint {result.key}: valid P@1,{manifest['eval_candidates']} "

@@ -44,15 +44,23 @@ def page_bounds(total: int, page: int, per_page: int) -> int:
 
 
 def with_comments(session: Session, page: ItemPage) -> ItemPage:
-    """Each answer on the page with the comment of its assignment: one statement."""
+    """Each answer on the page with the comment of its assignment (``comment``) and the rater's comment on that very
+    item (``item_comment``, studies with design.item_comments: a Likert item, an A/B pair; None when she left none):
+    two statements."""
     assignment_ids = {rating["assignment_id"] for item in page.items for rating in item.ratings}
     comments: dict[int, Any] = dict(session.execute(
         select(Assignment.id, Assignment.comment)
         .where(Assignment.id.in_(assignment_ids), Assignment.comment.is_not(None), Assignment.comment != "")
     ).all()) if assignment_ids else {}
+    item_ids = {item.item_id for item in page.items if item.ratings}
+    # item_comment.item_id names the kind's unit (study_item or pair_item), as the page's items do.
+    on_item = {(a, i): text for a, i, text in session.execute(
+        select(ItemComment.assignment_id, ItemComment.item_id, ItemComment.comment)
+        .where(ItemComment.item_id.in_(item_ids), ItemComment.assignment_id.in_(assignment_ids)))} if item_ids else {}
     for item in page.items:
         for rating in item.ratings:
             rating["comment"] = comments.get(rating["assignment_id"])
+            rating["item_comment"] = on_item.get((rating["assignment_id"], item.item_id))
     return page
 
 
@@ -351,13 +359,6 @@ def likert_items(session: Session, item_ids: list[int]) -> list[BrowsedItem]:
         found[item_id].ratings.append({"annotator": pseudonym, "assignment_id": assignment_id, "scores": by_criterion})
     ordered = [found[i] for i in item_ids if i in found]
     with_comments(session, ItemPage(1, 1, len(ordered), ordered))
-    on_item = {(a, i): text for a, i, text in session.execute(
-        select(ItemComment.assignment_id, ItemComment.item_id, ItemComment.comment)
-        .where(ItemComment.item_id.in_(found), ItemComment.assignment_id.in_(
-            {r["assignment_id"] for item in ordered for r in item.ratings})))} if found else {}
-    for item in ordered:
-        for rating in item.ratings:
-            rating["item_comment"] = on_item.get((rating["assignment_id"], item.item_id))
     return ordered
 
 

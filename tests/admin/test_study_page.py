@@ -211,7 +211,7 @@ def test_each_rating_in_the_item_browser_carries_its_assignments_comment(store, 
                    for page in range(1, -(-items_of(store, "pilot") // 20) + 1))
     for article in body.split('<article class="item" id="item-')[1:]:
         item_id = int(article.split('"', 1)[0])
-        comments = re.findall(r'<td class="text item-comment">(.*?)</td>', article)
+        comments = re.findall(r'<td class="text assignment-comment">(.*?)</td>', article)
         if item_id in items:
             assert comments == ["Some replies were in Spanish."]
         else:

@@ -28,7 +28,7 @@ def test_the_section_shows_every_table_with_its_caption_and_figures():
     top = tables.ranking.iloc[0]
     assert f"| {top['criterion']} | 1 | {top['system']} | {top['strength']:.2f} [{top['ci_low']:.2f}, " in text
     kappa = tables.agreement.iloc[0]
-    assert f"| Fleiss' kappa | {kappa['estimate']:.2f} |" in text
+    assert f"| Fleiss' kappa | {kappa['estimate']:.2f} [{kappa['ci_low']:.2f}, {kappa['ci_high']:.2f}] |" in text
 
 
 def test_p_values_and_missing_figures_read_as_the_report_writes_them():

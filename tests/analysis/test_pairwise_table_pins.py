@@ -30,7 +30,8 @@ AB_COUNT_COLUMNS = ["criterion", "system_a", "system_b", "judgments", "wins", "l
 SIGN_TEST_COLUMNS = ["criterion", "system_a", "system_b", "contexts", "contexts_won", "contexts_lost",
                      "contexts_even", "p", "p_adj", "significant"]
 CONTROL_COLUMNS = ["annotator", "controls", "passed", "tied", "failed", "pass_rate"]
-AGREEMENT_COLUMNS = ["criterion", "coefficient", "estimate", "units", "ratings_per_unit", "judgments"]
+AGREEMENT_COLUMNS = ["criterion", "coefficient", "estimate", "ci_low", "ci_high", "units", "ratings_per_unit",
+                     "judgments"]
 LIKERT_COLUMNS = ["criterion", "system_a", "system_b", "likert_mean_a", "likert_mean_b", "likert_diff",
                   "likert_contexts", "win_pct", "lose_pct", "tie_pct", "same_direction"]
 

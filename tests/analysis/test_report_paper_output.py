@@ -189,8 +189,10 @@ def test_the_ab_methods_paragraph_gives_the_numbers_of_its_tables(ab):
            "differed significantly (p adj. < 0.05): relevance: Human over MoEL" in methods
     agreement = pd.read_csv(ab["table_choice_agreement"]).set_index(["criterion", "coefficient"])
     alphas = "; ".join(f"{c} {agreement.loc[(c, 'krippendorff_alpha'), 'estimate']:.2f} "
+                       f"[{agreement.loc[(c, 'krippendorff_alpha'), 'ci_low']:.2f}, "
+                       f"{agreement.loc[(c, 'krippendorff_alpha'), 'ci_high']:.2f}] "
                        f"({int(agreement.loc[(c, 'krippendorff_alpha'), 'units'])} units)" for c in CRITERIA)
-    assert f"Krippendorff's α (nominal) {alphas};" in methods
+    assert f"Krippendorff's α (nominal) {alphas} (95% percentile bootstrap intervals over units" in methods
     pooled = pd.read_csv(ab["table_position_bias"]).set_index("criterion").loc["all"]
     assert (f"a share of {pooled['share_left']:.2f} [{pooled['ci_low']:.2f}, {pooled['ci_high']:.2f}] of "
             f"{int(pooled['decisive'])} decisive shown pairs went to the left") in methods

@@ -29,10 +29,11 @@ from empeval.analysis.kinds.acute.schema import ACUTE_COLUMNS
 # The A/B kind's part, imported first so that it is registered before this one whatever imports what: an export is
 # recognised by the kind registered last first (analysis.report.study.export_kind), and this table holds the A/B one's
 # columns.
-from empeval.analysis.kinds.pairwise.part import common_system, pairwise_summary_lines
+from empeval.analysis.kinds.pairwise.part import common_system, pairwise_summary_lines, renamed_judgments
 from empeval.analysis.report.document import Block, BulletList, Heading, Paragraph, Table
 from empeval.analysis.report.qualification import qualification_sentence
 from empeval.analysis.report.sections import Report, Section
+from empeval.analysis.report.systems import display_names, renamed, shown
 
 N_BOOT = 1000
 MIN_CONTROL_PASS_RATE = 0.5
@@ -320,13 +321,16 @@ def acute_report(judgments: pd.DataFrame, *, name: str, chat: pd.DataFrame | Non
     from empeval.analysis.kinds.acute.schema import validate_acute
 
     meta = meta or {}
-    table = validate_acute(judgments)
+    names = display_names(meta)
+    # Every system under its display name (analysis.report.systems): tables, CSVs, LaTeX and sentences alike.
+    table = renamed_judgments(validate_acute(judgments), names)
+    chat = renamed(chat, names) if chat is not None else None
     late = int(table.loc[table["late"], "assignment_id"].nunique())
     if not include_late and len(table) and table["late"].all():
         raise ReportRefused(f"all {late} assignment(s) of {name!r} were submitted late: nothing to report without "
                             "them (leave out --without-late)")
     focus = common_system(table)
-    controls = set(meta["controls"]) if meta.get("controls") else None
+    controls = {shown(c, names) for c in meta["controls"]} if meta.get("controls") else None
     done = acute_tables(table, focus=focus, include_late=include_late, exclude_flagged=exclude_flagged,
                         control_systems=controls, n_boot=n_boot, seed=seed)
     csv = {stem: getattr(done.pairwise, attribute) for stem, attribute in ACUTE_TABLES.items()

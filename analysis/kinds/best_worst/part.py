@@ -116,6 +116,29 @@ def _likert_tidy(linked: LinkedStudy | None, *, include_late: bool,
     return exclude_annotators(ratings, flagged), flagged
 
 
+def renamed_choices(table: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    """The choice table with its systems under their display names (analysis.report.systems): ``best``, ``worst``,
+    ``control_system``, the systems of ``shown`` (in the order shown) and ``tuple`` rebuilt from them (sorted).
+
+    >>> from empeval.analysis.kinds.best_worst.schema import validate_choices
+    >>> row = {"study": "bws", "assignment_id": 1, "annotator": "a", "context_id": 7, "criterion": "empathy",
+    ...        "tuple": "gold|mime|moel", "shown": "moel|gold|mime", "best": "gold", "worst": "mime",
+    ...        "position": 0, "is_control": "false", "control_system": "", "control_target": "", "late": False}
+    >>> table = renamed_choices(validate_choices([row]), {"gold": "Human", "moel": "MoEL"})
+    >>> table[["tuple", "shown", "best"]].values.tolist()
+    [['Human|MoEL|mime', 'MoEL|Human|mime', 'Human']]
+    """
+    from empeval.analysis.kinds.best_worst.schema import SEPARATOR, tuple_name
+    from empeval.analysis.report.systems import renamed
+
+    if not names:
+        return table
+    table = renamed(table, names, ("best", "worst", "control_system"))
+    shown = [[names.get(system, system) for system in value.split(SEPARATOR)] for value in table["shown"]]
+    return table.assign(shown=[SEPARATOR.join(systems) for systems in shown],
+                        tuple=[tuple_name(systems) for systems in shown])
+
+
 def _blocks(tables: Any, figure: bytes | None) -> list[Block]:
     from empeval.analysis.kinds.best_worst.tables import RANKING_CAPTION, SCORES_CAPTION
 
@@ -186,13 +209,16 @@ def best_worst_report(choices: pd.DataFrame, *, name: str, likert: LinkedStudy |
     from empeval.analysis.kinds.best_worst.tables import best_worst_tables
     from empeval.analysis.report.latex import booktabs
     from empeval.analysis.report.plots import figure_png, system_means_plot
+    from empeval.analysis.report.systems import display_names, renamed
 
-    table = validate_choices(choices)
+    names = display_names(meta)
+    table = renamed_choices(validate_choices(choices), names)
     late = int(table.loc[table["late"], ["assignment_id"]].drop_duplicates().shape[0])
     if not include_late and late and table["late"].all():
         raise ReportRefused(f"all {late} assignment(s) of {name!r} were submitted late: nothing to report without "
                             "them (leave out --without-late)")
     ratings, excluded = _likert_tidy(likert, include_late=include_late, exclude_flagged=exclude_flagged)
+    ratings = renamed(ratings, names) if ratings is not None else None
     tables = best_worst_tables(table, include_late=include_late, likert=ratings, n_boot=n_boot, n_splits=n_splits,
                                seed=seed)
     figure = None

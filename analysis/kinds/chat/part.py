@@ -397,6 +397,7 @@ def chat_report(table: pd.DataFrame, *, name: str, tables: dict[str, pd.DataFram
              for key, frame in (tables or {}).items() if key in CHAT_SCHEMAS and key != "chat" and frame is not None}
     scale = chat_scale(meta)
     check_scores(ratings, scale, source=f"study {name!r}, chat table")
+    ratings, given = _with_display_names(ratings, given, meta)
     conversations = given.get("conversations")
     failed = 0 if conversations is None else int((conversations["state"] == "failed").sum())
     if ratings.empty and not failed:
@@ -422,6 +423,25 @@ def chat_report(table: pd.DataFrame, *, name: str, tables: dict[str, pd.DataFram
                    ratings, done, meta=meta, scale=scale, questions=questions, conversations=conversations,
                    exclude_flagged=exclude_flagged))]))
     return report
+
+
+def _with_display_names(ratings: pd.DataFrame, given: dict[str, pd.DataFrame],
+                        meta: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """The ratings and the further tables with every system under its display name (`meta` "display_names",
+    analysis.report.systems), so every table, figure, CSV and sentence of the report names a system the same way;
+    controls are told by ``is_control``, not by name, so renaming them changes nothing else.
+
+    >>> ratings = pd.DataFrame({"system": ["moel", "gold"], "score": [3, 4]})
+    >>> renamed, _ = _with_display_names(ratings, {}, {"display_names": {"moel": "MoEL"}})
+    >>> renamed["system"].tolist()
+    ['MoEL', 'gold']
+    """
+    from empeval.analysis.report.systems import display_names, renamed
+
+    names = display_names(meta)
+    if not names:
+        return ratings, given
+    return renamed(ratings, names), {key: renamed(frame, names) for key, frame in given.items()}
 
 
 def _means_figure(means: pd.DataFrame) -> bytes | None:

@@ -29,7 +29,7 @@ from empeval.analysis.kinds.likert.quality import (
     rater_quality,
 )
 from empeval.analysis.report import plots
-from empeval.analysis.report.comments import assignment_comments, with_export_comments
+from empeval.analysis.report.comments import comments_section, with_export_comments
 from empeval.analysis.report.document import (
     Block,
     BulletList,
@@ -431,15 +431,8 @@ def _side_by_side_section(done: LikertAnalysis) -> Section | None:
 
 
 def _comments_section(done: LikertAnalysis) -> Section | None:
-    comments = assignment_comments(done.ratings)
-    if comments.empty:
-        return None
-    return Section("comments", [
-        Heading("Comments"),
-        Paragraph(f"{_count(len(comments), 'comment')} left on assignments (annotator, assignment: comment), as "
-                  "written:"),
-        BulletList([f"{c.annotator}, assignment {c.assignment}: {c.comment}"
-                    for c in comments.itertuples(index=False)], literal=True)])
+    """Comments on assignments and on single items (analysis.report.comments), as written."""
+    return comments_section(done.ratings)
 
 
 def _judged_section(done: LikertAnalysis) -> Section | None:

@@ -7,6 +7,9 @@ document (``document.add(*pairwise_blocks(tables))``), which writes Markdown and
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -16,7 +19,8 @@ from empeval.analysis.report.document import Block, Heading, Paragraph, Table
 AGREEMENT_CAPTION = (
     "Agreement on the choices, per criterion, with each choice mapped to the system chosen (or tie), never to "
     "the screen side; a unit is one pair on one context. Fleiss' kappa uses the units with the most common "
-    "number of judgments; Krippendorff's alpha (nominal) every unit with two or more. Control pairs left out."
+    "number of judgments; Krippendorff's alpha (nominal) every unit with two or more. In brackets: 95% percentile "
+    "bootstrap interval over units. Control pairs left out."
 )
 
 CONTROLS_CAPTION = (
@@ -131,8 +135,9 @@ def _agreement_display(agreement: pd.DataFrame) -> pd.DataFrame:
     labels = {"fleiss_kappa": "Fleiss' kappa", "krippendorff_alpha": "Krippendorff's alpha (nominal)"}
     rows = []
     for row in agreement.itertuples(index=False):
+        interval = _interval(row.ci_low, row.ci_high) if hasattr(row, "ci_low") else ""
         rows.append({"Criterion": row.criterion, "Coefficient": labels.get(row.coefficient, row.coefficient),
-                     "estimate": _fmt(row.estimate), "units": str(int(row.units)),
+                     "estimate": _fmt(row.estimate) + interval, "units": str(int(row.units)),
                      "judgments": str(int(row.judgments))})
     return pd.DataFrame(rows)
 
@@ -153,6 +158,73 @@ def _controls_display(controls: pd.DataFrame) -> pd.DataFrame:
         rows.append({"Annotator": row.annotator, "controls": str(row.controls), "passed": str(row.passed),
                      "tied": str(row.tied), "control chosen": str(row.failed), "pass rate": _fmt(row.pass_rate)})
     return pd.DataFrame(rows)
+
+
+def side_by_side_blocks(ab: pd.DataFrame, agreement: pd.DataFrame, *, criteria: Sequence[str],
+                        systems: Sequence[str]) -> list[Block]:
+    """The A/B table and Krippendorff's alpha with all raters and without the flagged ones (``ab`` and ``agreement``
+    stacked with a first column ``raters``, ALL_RATERS then EXCLUDING_FLAGGED of analysis.stats.exclusions), one row
+    per criterion and pair in the report's order (``criteria``, then pairs by the places of their systems in
+    ``systems``).
+
+    Returns
+    -------
+    blocks : list of analysis.report.document blocks
+        A heading, the A/B table's shares, adjusted p and decision in both columns, and alpha with its interval
+        in both columns.
+
+    Examples
+    --------
+    >>> from empeval.analysis.stats.exclusions import ALL_RATERS, EXCLUDING_FLAGGED
+    >>> ab = pd.DataFrame([{"raters": who, "criterion": "empathy", "system_a": "moel", "system_b": "gold",
+    ...                     "win_pct": win, "lose_pct": 50.0, "tie_pct": 50.0 - win, "contexts_won": 3,
+    ...                     "contexts_lost": 1, "p_adj": p, "significant": p < 0.05}
+    ...                    for who, win, p in ((ALL_RATERS, 40.0, 0.2), (EXCLUDING_FLAGGED, 45.0, 0.01))])
+    >>> alpha = pd.DataFrame([{"raters": who, "criterion": "empathy", "coefficient": "krippendorff_alpha",
+    ...                        "estimate": a, "ci_low": a - 0.1, "ci_high": a + 0.1}
+    ...                       for who, a in ((ALL_RATERS, 0.3), (EXCLUDING_FLAGGED, 0.5))])
+    >>> blocks = side_by_side_blocks(ab, alpha, criteria=["empathy"], systems=["moel", "gold"])
+    >>> blocks[1].frame.iloc[0].tolist()
+    ['empathy', 'moel vs gold', '40.0 / 50.0 / 10.0', '0.200', '45.0 / 50.0 / 5.0', '0.010', 'no → yes']
+    >>> blocks[2].frame.iloc[0].tolist()
+    ['empathy', '0.30 [0.20, 0.40]', '0.50 [0.40, 0.60]']
+    """
+    from empeval.analysis.report.systems import in_system_order
+    from empeval.analysis.report.tables import in_criterion_order
+    from empeval.analysis.stats.exclusions import ALL_RATERS, EXCLUDING_FLAGGED
+
+    keys = ["criterion", "system_a", "system_b"]
+    everyone = ab.loc[ab["raters"] == ALL_RATERS].drop(columns="raters")
+    kept = ab.loc[ab["raters"] == EXCLUDING_FLAGGED].drop(columns="raters")
+    merged = everyone.merge(kept, on=keys, how="outer", suffixes=("_all", "_kept"))
+    merged = in_system_order(in_criterion_order(merged, list(criteria)), systems, tuple(keys))
+
+    def shares(row: Any, side: str) -> str:
+        return " / ".join(_fmt(getattr(row, f"{share}_{side}"), 1) for share in ("win_pct", "lose_pct", "tie_pct"))
+
+    def significant(value: Any) -> str:
+        return "n/a" if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)) else (
+            "yes" if value else "no")
+
+    rows = [{"Criterion": row.criterion, "Pair": f"{row.system_a} vs {row.system_b}",
+             "win / lose / tie %, all": shares(row, "all"), "p adj., all": _fmt_p(row.p_adj_all),
+             "win / lose / tie %, excluding flagged": shares(row, "kept"), "p adj., excluding flagged":
+             _fmt_p(row.p_adj_kept), "sig. (all → excluding)":
+             f"{significant(row.significant_all)} → {significant(row.significant_kept)}"}
+            for row in merged.itertuples(index=False)]
+    alphas = agreement.loc[agreement["coefficient"] == "krippendorff_alpha"]
+    alpha_rows = []
+    for criterion in [c for c in criteria if c in set(alphas["criterion"])]:
+        part = alphas.loc[alphas["criterion"] == criterion]
+        cells = {r.raters: _fmt(r.estimate) + _interval(r.ci_low, r.ci_high) for r in part.itertuples()}
+        alpha_rows.append({"Criterion": criterion, "alpha (nominal), all": cells.get(ALL_RATERS, "n/a"),
+                           "alpha (nominal), excluding flagged": cells.get(EXCLUDING_FLAGGED, "n/a")})
+    return [Heading("With and without the flagged annotators", level=3),
+            Table(pd.DataFrame(rows), caption=("The A/B table with all annotators and without the flagged ones: "
+                                               "win / lose / tie % of the judgments and the sign test's adjusted p.")),
+            Table(pd.DataFrame(alpha_rows), caption=("Krippendorff's alpha (nominal) on the choices with all "
+                                                     "annotators and without the flagged ones, 95% bootstrap "
+                                                     "intervals over units."))]
 
 
 def _fmt(value, digits: int = 2) -> str:

@@ -18,15 +18,17 @@ from empeval.analysis.report.recruitment import recruitment_sentence
 
 
 def methods_paragraph(table: pd.DataFrame, tables: PairwiseTables, meta: dict[str, Any], *, systems: Sequence[str],
-                      criteria: Sequence[str], n_boot: int, include_late: bool, alpha: float = 0.05) -> str:
+                      criteria: Sequence[str], n_boot: int, include_late: bool, alpha: float = 0.05,
+                      exclusion: dict[str, Any] | None = None) -> str:
     """The methods paragraph of an A/B report: ``table`` the validated judgments it read (late ones included, as
     given), ``tables`` the tables it shows, ``systems`` and ``criteria`` in the report's order, ``meta`` the study's
     (k, ties, items_per_assignment, recruitment and pay, qualification; each sentence left out when it says
-    nothing)."""
+    nothing); ``exclusion`` the rater quality checks' outcome ("quality": analysis.kinds.pairwise.quality's table,
+    "flagged", "exclude_flagged", "timed"), said with its numbers."""
     late = table["late"].astype(bool)
     used = table if include_late else table.loc[~late]
-    sentences = [_collected(used, meta, systems, criteria), _design(meta),
-                 _test(tables.ab, criteria, alpha), _agreement(tables.agreement, criteria),
+    sentences = [_collected(used, meta, systems, criteria), _design(meta), _exclusion(used, exclusion),
+                 _test(tables.ab, criteria, alpha), _agreement(tables.agreement, criteria, n_boot),
                  _position(tables.position), _controls(tables.controls, used), _late(table, include_late),
                  _ranking(tables, n_boot), recruitment_sentence(meta), qualification_sentence(meta)]
     return " ".join(sentence for sentence in sentences if sentence)
@@ -95,15 +97,42 @@ def _test(ab: pd.DataFrame, criteria: Sequence[str], alpha: float) -> str:
     return text + found + ": " + "; ".join(parts) + "."
 
 
-def _agreement(agreement: pd.DataFrame, criteria: Sequence[str]) -> str:
+def _exclusion(used: pd.DataFrame, exclusion: dict[str, Any] | None) -> str:
+    """The quality rules, how many raters each flagged and what was done with them, with the choices they gave."""
+    if exclusion is None:
+        return ""
+    from empeval.analysis.kinds.pairwise.quality import FLAG_RULES, rules_sentence
+
+    quality, flagged = exclusion["quality"], exclusion["flagged"]
+    text = rules_sentence(timed=exclusion["timed"])
+    if not flagged:
+        return text + f" None of the {_count(len(quality), 'annotator')} was flagged."
+    by_rule = [f"{int(quality[column].sum())} for {words}" for column, words in FLAG_RULES.items()
+               if quality[column].any()]
+    choices = int(used["annotator"].isin(flagged).sum())
+    verb = (f"{'was' if len(flagged) == 1 else 'were'} excluded with their {_count(choices, 'choice')}, leaving "
+            f"{_count(int(used['annotator'].nunique()) - len(flagged), 'annotator')} and "
+            f"{_count(len(used) - choices, 'choice')} in every analysis but the control pairs'"
+            if exclusion["exclude_flagged"] else f"{'was' if len(flagged) == 1 else 'were'} kept (on request)")
+    return (f"{text} {len(flagged)} of {len(quality)} annotators were flagged ({', '.join(by_rule)}) and {verb}; "
+            "the report shows the A/B table and the agreement with and without them.")
+
+
+def _agreement(agreement: pd.DataFrame, criteria: Sequence[str], n_boot: int) -> str:
     alphas = agreement.loc[(agreement["coefficient"] == "krippendorff_alpha") & agreement["estimate"].notna()]
     if alphas.empty:
         return ""
     by_criterion = {r.criterion: r for r in alphas.itertuples()}
-    parts = [f"{c} {by_criterion[c].estimate:.2f} ({_count(int(by_criterion[c].units), 'unit')})"
-             for c in criteria if c in by_criterion]
+
+    def interval(row: Any) -> str:
+        low, high = getattr(row, "ci_low", np.nan), getattr(row, "ci_high", np.nan)
+        return f" [{low:.2f}, {high:.2f}]" if np.isfinite(low) and np.isfinite(high) else ""
+
+    parts = [f"{c} {by_criterion[c].estimate:.2f}{interval(by_criterion[c])} "
+             f"({_count(int(by_criterion[c].units), 'unit')})" for c in criteria if c in by_criterion]
     return ("Agreement on the choices, each mapped to the system chosen or a tie (a unit: one pair on one context), "
-            f"was Krippendorff's α (nominal) {'; '.join(parts)}; Fleiss' κ is reported alongside.")
+            f"was Krippendorff's α (nominal) {'; '.join(parts)} (95% percentile bootstrap intervals over units, "
+            f"{n_boot} resamples); Fleiss' κ is reported alongside.")
 
 
 def _position(position: pd.DataFrame) -> str:

@@ -4,11 +4,15 @@ analysis.kinds.pairwise.tables) and a methods paragraph; what a Likert report sa
 
 The report reads the judgments with the anchor as "ours" (the study's, or for an export file the one system every
 real pair holds, when there is exactly one) and puts the Likert study the A/B study names in compare_with beside its
-table, without the raters that study's quality checks flag (as in its own report) unless asked to keep them.
+table, without the raters that study's quality checks flag (as in its own report) unless asked to keep them. The A/B
+study's own raters are checked by analysis.kinds.pairwise.quality (control pairs, one screen side, ties throughout,
+speed); the flagged ones are left out of every table but the control pairs' unless asked to keep them, and a section
+shows the A/B table and the agreement with and without them.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -66,7 +70,8 @@ def _likert_ratings(likert: pd.DataFrame | None, *, include_late: bool,
     return exclude_annotators(ratings, flagged), flagged
 
 
-def _summary(table: pd.DataFrame, focus: str | None, include_late: bool, late: int) -> str:
+def _summary(table: pd.DataFrame, focus: str | None, include_late: bool, late: int, flagged: list[str],
+             exclude_flagged: bool) -> str:
     real = table.loc[~table["is_control"]]
     shown = table.drop_duplicates(["assignment_id", "context_id", "pair"])
     text = (f"{len(table)} choices ({table['criterion'].nunique()} criteria) on {len(shown)} shown pairs "
@@ -79,12 +84,23 @@ def _summary(table: pd.DataFrame, focus: str | None, include_late: bool, late: i
     if late:
         text += (f" {late} assignment(s) were submitted after they had expired; "
                  + ("they are included." if include_late else "they are left out of every table."))
+    if flagged:
+        action = ("left out of every table but the control pairs' (see Rater quality)" if exclude_flagged
+                  else "kept in every table (--keep-flagged; see Rater quality)")
+        text += f" The quality checks flag {len(flagged)} of {table['annotator'].nunique()} annotators: {action}."
     return text
 
 
-def _renamed_judgments(table: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+def renamed_judgments(table: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
     """The judgment table with its systems under their display names (analysis.report.systems), each ``pair``
-    rebuilt from the renamed sides (the names of a pair are kept in sorted order)."""
+    rebuilt from the renamed sides (the names of a pair are kept in sorted order); the ACUTE report renames its
+    judgments with it too.
+
+    >>> from empeval.analysis.kinds.pairwise.schema import judgment_rows
+    >>> table = renamed_judgments(pd.DataFrame(judgment_rows([(1, "moel", "gold", "left")])), {"moel": "MoEL"})
+    >>> table[["pair", "system_left", "preferred"]].values.tolist()
+    [['MoEL|gold', 'MoEL', 'MoEL']]
+    """
     if not names:
         return table
     from empeval.analysis.kinds.pairwise.schema import TIE, pair_name
@@ -117,12 +133,17 @@ def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = N
     from empeval.analysis.report.tables import criteria_in_order
 
     names = display_names(meta)
-    table = _renamed_judgments(validate_judgments(judgments), names)
+    table = renamed_judgments(validate_judgments(judgments), names)
     focus = shown(focus, names) if focus is not None else None
     late = int(table.loc[table["late"], ["assignment_id"]].drop_duplicates().shape[0])
     if not include_late and late and table["late"].all():
         raise ReportRefused(f"all {late} assignment(s) of {name!r} were submitted late: nothing to report without them "
                          "(leave out --without-late)")
+    from empeval.analysis.kinds.pairwise.quality import flagged_annotators, rater_quality
+
+    quality = rater_quality(table if include_late else table.loc[~table["late"]])
+    flagged = flagged_annotators(quality)
+    analysed = table.loc[~table["annotator"].isin(flagged)] if exclude_flagged and flagged else table
     likert_tidy, excluded = _likert_ratings(likert, include_late=include_late, exclude_flagged=exclude_flagged)
     if likert_tidy is not None:
         from empeval.analysis.report.systems import renamed
@@ -131,29 +152,87 @@ def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = N
     real = table.loc[~table["is_control"]]
     systems = system_order(set(real["system_left"]) | set(real["system_right"]),
                            declared=[shown(s, names) for s in (meta or {}).get("systems") or ()])
-    computed = pairwise_tables(table, focus=focus, include_late=include_late, n_boot=n_boot, seed=seed,
+    computed = pairwise_tables(analysed, focus=focus, include_late=include_late, n_boot=n_boot, seed=seed,
                                likert=likert_tidy)
+    if analysed is not table:  # the control pairs' table lists every rater: it is where the flags come from
+        from empeval.analysis.kinds.pairwise.tables import control_scores
+
+        computed = replace(computed, controls=control_scores(table if include_late else table.loc[~table["late"]]))
     # The CSVs are the analysis's own frames; the document and LaTeX show them in the report's one order.
     tables = in_report_order(computed, criteria=(meta or {}).get("criteria"), systems=systems)
     csv = {stem: getattr(computed, attribute) for stem, attribute in PAIRWISE_TABLES.items()
            if getattr(computed, attribute) is not None}
     report = Report(title=f"Human evaluation report: {name} (pairwise A/B)", sections=[
-        Section("summary", [Paragraph(_summary(table, focus, include_late, late))])])
+        Section("summary", [Paragraph(_summary(table, focus, include_late, late, flagged, exclude_flagged))])])
     if likert_name is not None:
-        flagged = (f" (without the {len(excluded)} rater(s) its quality checks flag, as in its own report: "
+        without = (f" (without the {len(excluded)} rater(s) its quality checks flag, as in its own report: "
                    f"{', '.join(excluded)})" if excluded else "")
         report.add(Section("linked", [Paragraph(f"Linked Likert study: **{likert_name}** (compare_with). Its "
-                                                f"means{flagged} stand beside the A/B table below.")]))
+                                                f"means{without} stand beside the A/B table below.")]))
+    if tables.ab.empty and analysed is not table and not real.empty:
+        note = (note + " " if note else "") + (
+            "Every annotator who judged a real pair is flagged by the quality checks and left out, so the tables below "
+            "are empty (see Rater quality for why); run the report with --keep-flagged to see their results, or "
+            "collect judgments from more annotators.")
     if note:
         report.add(Section("note", [Paragraph(note)]))
     latex = ({} if tables.ab.empty else
              {"ab_table": booktabs(ab_display(tables.ab), caption=tables.ab_caption, label="tab:ab")})
+    criteria = criteria_in_order(table["criterion"].unique(), (meta or {}).get("criteria"))
+    both = (_with_and_without(table if include_late else table.loc[~table["late"]], flagged, focus=focus,
+                              n_boot=n_boot, seed=seed) if flagged else None)
+    exclusion = {"quality": quality, "flagged": flagged, "exclude_flagged": exclude_flagged,
+                 "timed": "seconds_on_item" in table.columns and bool(table["seconds_on_item"].notna().any())}
     report.add(Section("results", pairwise_blocks(tables, title="Results"), tables=csv, latex=latex),
+               _quality_section(exclusion, both, criteria=criteria, systems=systems),
                Section("methods", [Heading("Methods"), Paragraph(methods_paragraph(
                    table, tables, meta or {}, systems=systems, n_boot=n_boot, include_late=include_late,
-                   criteria=criteria_in_order(table["criterion"].unique(), (meta or {}).get("criteria")))
-               )]))
+                   criteria=criteria, exclusion=exclusion))]))
     return report
+
+
+def _with_and_without(everyone: pd.DataFrame, flagged: Sequence[str], *, focus: str | None, n_boot: int,
+                      seed: int) -> dict[str, pd.DataFrame]:
+    """The A/B table and the agreement of the judgments ``everyone`` (late ones already left out when they are)
+    with all raters and without ``flagged``, stacked with a first column ``raters`` (analysis.stats.exclusions
+    ALL_RATERS, EXCLUDING_FLAGGED) as the Likert report stacks its own."""
+    from empeval.analysis.kinds.pairwise.tables import ab_table, choice_agreement
+    from empeval.analysis.stats.exclusions import ALL_RATERS, EXCLUDING_FLAGGED
+
+    stacked: dict[str, list[pd.DataFrame]] = {"ab": [], "agreement": []}
+    kept = everyone.loc[~everyone["annotator"].isin(set(flagged))]
+    for label, part in ((ALL_RATERS, everyone), (EXCLUDING_FLAGGED, kept)):
+        stacked["ab"].append(ab_table(part, focus=focus).assign(raters=label))
+        stacked["agreement"].append(choice_agreement(part, n_boot=n_boot, seed=seed).assign(raters=label))
+    return {name: _raters_first(pd.concat(frames, ignore_index=True)) for name, frames in stacked.items()}
+
+
+def _raters_first(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[["raters", *[c for c in frame.columns if c != "raters"]]]
+
+
+def _quality_section(exclusion: dict[str, Any], both: dict[str, pd.DataFrame] | None, *, criteria: Sequence[str],
+                     systems: Sequence[str]) -> Section:
+    """Rater quality: the rules, who they flag and why, what was done with them, and (when any is flagged) the A/B
+    table and the agreement with and without them; the quality table as a CSV (rater_quality), the stacked ones
+    too (ab_side_by_side, agreement_side_by_side)."""
+    from empeval.analysis.kinds.pairwise.blocks import side_by_side_blocks
+    from empeval.analysis.kinds.pairwise.quality import rules_sentence
+    from empeval.analysis.report.document import BulletList
+
+    quality, flagged = exclusion["quality"], exclusion["flagged"]
+    action = ("excluded from the main results" if exclusion["exclude_flagged"]
+              else "kept in the main results (--keep-flagged)")
+    blocks: list[Any] = [Heading("Rater quality"), Paragraph(
+        f"{rules_sentence(timed=exclusion['timed'])} {len(flagged)} of {len(quality)} annotators flagged, {action}.")]
+    if flagged:
+        blocks.append(BulletList([f"{row.annotator}: {row.reasons}" for row in quality.loc[quality["flagged"]]
+                                  .itertuples()]))
+    tables = {"rater_quality": quality}
+    if both is not None:
+        blocks.extend(side_by_side_blocks(both["ab"], both["agreement"], criteria=criteria, systems=systems))
+        tables.update(ab_side_by_side=both["ab"], agreement_side_by_side=both["agreement"])
+    return Section("rater_quality", blocks, tables=tables)
 
 
 @register
@@ -194,8 +273,12 @@ class PairwiseAnalysisKind(AnalysisKind):
                 *pairwise_summary_lines(pd.read_csv(paths["table_ab_table"]))]
 
     def flagged_raters(self, table: pd.DataFrame, meta: dict) -> set[str] | None:
-        """No quality rules flag an A/B study's raters (its control pairs are reported per rater instead)."""
-        return None
+        """The raters analysis.kinds.pairwise.quality flags (the report's rules and thresholds)."""
+        from empeval.analysis.kinds.pairwise.quality import flagged_annotators, rater_quality
+
+        if table.empty:
+            return set()
+        return set(flagged_annotators(rater_quality(table)))
 
     def linked_section(self, request: ReportRequest, linked: list[LinkedStudy]) -> Section:
         """The A/B studies whose compare_with names the reported study, and their choices so far."""

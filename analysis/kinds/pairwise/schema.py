@@ -57,6 +57,11 @@ ITEM_COMMENT = JudgmentColumn("item_comment", "text", False,
                               "the rater's comment on the pair (studies with design.item_comments; empty when none)")
 EXPORT_SCHEMA: tuple[JudgmentColumn, ...] = (*JUDGMENT_SCHEMA, ITEM_COMMENT)
 EXPORT_COLUMNS: tuple[str, ...] = tuple(column.name for column in EXPORT_SCHEMA)
+#: Optional too: the seconds the rater spent on the pair, as the page measured them (the same on each criterion's
+#: row; missing when not measured). The speed rule of ``analysis.kinds.pairwise.quality`` reads it when given.
+SECONDS = JudgmentColumn("seconds_on_item", "number", False, "seconds the rater spent on the pair (empty when not "
+                         "measured)")
+OPTIONAL_COLUMNS: tuple[JudgmentColumn, ...] = (ITEM_COMMENT, SECONDS)
 
 CHOICES: tuple[str, ...] = ("left", "right", "tie")
 TIE = "tie"
@@ -91,7 +96,8 @@ def validate_judgments(judgments: Any, *, source: str = "judgments") -> pd.DataF
     ``choice`` is left, right or tie; the two sides differ and ``pair`` is their sorted names joined by ``|``;
     ``preferred`` is the system on the chosen side (``tie`` for a tie); no annotator judges the same pair on
     the same context and criterion twice. Rows are numbered from 1, as a spreadsheet shows them. Criterion
-    names are lower-cased; columns outside the contract are dropped, but for the optional ``item_comment``.
+    names are lower-cased; columns outside the contract are dropped, but for the optional ``item_comment`` and
+    ``seconds_on_item``.
 
     Returns
     -------
@@ -99,7 +105,8 @@ def validate_judgments(judgments: Any, *, source: str = "judgments") -> pd.DataF
         The columns ``JUDGMENT_COLUMNS`` in order: text as ``object``, ``assignment_id``, ``context_id`` and
         ``position`` as int64, ``is_control`` and ``late`` as bool, ``control_target`` missing (None) for
         non-controls; then ``item_comment`` when the table has it, as the A/B export does (``EXPORT_COLUMNS``):
-        the comment on the pair, missing when none.
+        the comment on the pair, missing when none; then ``seconds_on_item`` (float, NaN when not measured) when
+        the table has it.
 
     Examples
     --------
@@ -123,7 +130,7 @@ def validate_judgments(judgments: Any, *, source: str = "judgments") -> pd.DataF
     if missing:
         raise JudgmentError(f"{source} is missing column(s) {', '.join(repr(c) for c in missing)}; "
                             f"the judgment contract has: {', '.join(JUDGMENT_COLUMNS)}")
-    schema = EXPORT_SCHEMA if ITEM_COMMENT.name in table.columns else JUDGMENT_SCHEMA
+    schema = (*JUDGMENT_SCHEMA, *(column for column in OPTIONAL_COLUMNS if column.name in table.columns))
     table = table.loc[:, [column.name for column in schema]].reset_index(drop=True)
     clean = pd.DataFrame(index=table.index)
     for column in schema:
@@ -134,6 +141,8 @@ def validate_judgments(judgments: Any, *, source: str = "judgments") -> pd.DataF
             clean[column.name] = integers(values, column.name, source, JudgmentError)
         elif column.kind == "boolean":
             clean[column.name] = booleans(values, column.name, source, JudgmentError)
+        elif column.kind == "number":
+            clean[column.name] = _seconds(values, column.name, source)
         else:
             clean[column.name] = optional_text(values)
     clean["criterion"] = clean["criterion"].str.lower()
@@ -175,6 +184,22 @@ def validate_judgments(judgments: Any, *, source: str = "judgments") -> pd.DataF
                             f"{first['context_id']} for {first['criterion']!r} more than once (rows "
                             f"{', '.join(map(str, rows))}); re-export from the store, whose ingestion is idempotent")
     return clean
+
+
+def _seconds(values: Any, column: str, source: str) -> Any:
+    """An optional column of non-negative seconds as floats (NaN where empty); JudgmentError naming the first row
+    that is not a number of seconds."""
+    import numpy as np
+    import pandas as pd
+
+    text = values.astype(object).where(values.notna(), "").astype(str).str.strip()
+    numbers = pd.to_numeric(text.where(text != "", None), errors="coerce").astype(float)
+    bad = (text != "") & (numbers.isna() | ~np.isfinite(numbers.fillna(0)) | (numbers < 0))
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise JudgmentError(f"{source}: row {row + 1}, column {column!r} is {values.iloc[row]!r}; expected a number "
+                            "of seconds (0 or more), or an empty cell when not measured")
+    return numbers
 
 
 def judgment_rows(specs: Any, *, annotator: str = "ann-1", study: str = "ab", criteria: tuple[str, ...] = ("empathy",),

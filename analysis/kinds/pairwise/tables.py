@@ -228,10 +228,13 @@ def ab_table(judgments: pd.DataFrame, *, focus: str | None = None, correction: s
     return counts.merge(tests.drop(columns="contexts"), on=keys, how="left")
 
 
-def choice_agreement(judgments: pd.DataFrame) -> pd.DataFrame:
+def choice_agreement(judgments: pd.DataFrame, *, n_boot: int = 1000, ci_level: float = 0.95,
+                     seed: int = 0) -> pd.DataFrame:
     """Agreement of the annotators on the choices, per criterion, with the choices mapped to systems (first
     system of the pair, second system, tie; never screen sides): Fleiss' kappa (Fleiss 1971; statsmodels'
-    ``fleiss_kappa``) and Krippendorff's alpha, nominal (Krippendorff 2011; the ``krippendorff`` package).
+    ``fleiss_kappa``) and Krippendorff's alpha, nominal (Krippendorff 2011; the ``krippendorff`` package), each
+    with a percentile bootstrap CI over units (``n_boot`` resamples of the units, seeded), computed as the Likert
+    report computes its agreement CIs (``analysis.stats.coefficients`` over ``analysis.stats.bootstrap`` weights).
 
     The unit is one pair on one context. Fleiss' kappa needs the same number of ratings per unit: it uses the
     units with the most common number of ratings (at least two) and says how many; alpha uses every unit
@@ -241,8 +244,9 @@ def choice_agreement(judgments: pd.DataFrame) -> pd.DataFrame:
     -------
     agreement : pandas.DataFrame
         One row per criterion and coefficient (``fleiss_kappa``, ``krippendorff_alpha``): ``criterion``,
-        ``coefficient``, ``estimate`` (NaN when undefined), ``units`` (units used), ``ratings_per_unit``
-        (Fleiss only), ``judgments`` (judgments used).
+        ``coefficient``, ``estimate`` (NaN when undefined), ``ci_low``, ``ci_high`` (the percentile interval at
+        ``ci_level``; NaN when undefined), ``units`` (units used), ``ratings_per_unit`` (Fleiss only),
+        ``judgments`` (judgments used).
 
     Examples
     --------
@@ -256,14 +260,16 @@ def choice_agreement(judgments: pd.DataFrame) -> pd.DataFrame:
     >>> side = {"gold": "left", "moel": "right", "tie": "tie"}
     >>> rows = [row for unit, picks in enumerate(choices) for rater, pick in enumerate(picks)
     ...         for row in judgment_rows([(unit, "gold", "moel", side[pick])], annotator=f"r{rater}")]
-    >>> agreement = choice_agreement(pd.DataFrame(rows))
+    >>> agreement = choice_agreement(pd.DataFrame(rows), n_boot=200)
     >>> print(agreement[["coefficient", "estimate", "units"]].round(4).to_string(index=False))
            coefficient  estimate  units
           fleiss_kappa    0.6087      3
     krippendorff_alpha    0.6522      3
+    >>> bool((agreement["ci_low"] <= agreement["estimate"]).all() and (agreement["ci_high"] <= 1).all())
+    True
     """
-    import krippendorff
-    from statsmodels.stats.inter_rater import fleiss_kappa
+    from empeval.analysis.stats import coefficients
+    from empeval.analysis.stats.bootstrap import percentile_interval, resample_weights
 
     table = validate_judgments(judgments)
     table = table.loc[~table["is_control"]].copy()
@@ -271,34 +277,45 @@ def choice_agreement(judgments: pd.DataFrame) -> pd.DataFrame:
     # Categories by system, not side: 0 = the first system of the pair, 1 = the second, 2 = tie.
     table["category"] = np.where(table["preferred"] == TIE, 2, np.where(table["preferred"] == first, 0, 1))
     table["unit"] = table["pair"] + "@" + table["context_id"].astype(str)
+    categories = np.array([0.0, 1.0, 2.0])
+
+    def interval(statistic, counts: np.ndarray) -> tuple[float, float]:
+        boot = statistic(counts, resample_weights(counts.shape[0], n_boot=n_boot, seed=seed))
+        low, high, _ = percentile_interval(boot, level=ci_level)
+        return low, high
+
     rows = []
     for criterion, part in table.groupby("criterion", sort=True):
         counts = pd.crosstab(part["unit"], part["category"]).reindex(columns=[0, 1, 2], fill_value=0)
         per_unit = counts.sum(axis=1)
         shared = per_unit[per_unit >= 2]
+        kappa = low = high = np.nan
         if shared.empty:
-            kappa, units, raters = np.nan, 0, np.nan
+            units, raters = 0, np.nan
         else:
             raters = int(shared.value_counts().sort_index(ascending=False).idxmax())
-            complete = counts.loc[per_unit == raters].to_numpy()
+            complete = counts.loc[per_unit == raters].to_numpy(dtype=float)
             units = len(complete)
             # One category throughout: chance agreement is 1 and kappa undefined (0/0); say NaN, not a warning.
             varied = np.count_nonzero(complete.sum(axis=0)) > 1
-            kappa = float(fleiss_kappa(complete, method="fleiss")) if units >= 2 and varied else np.nan
-        rows.append({"criterion": criterion, "coefficient": "fleiss_kappa", "estimate": kappa, "units": units,
-                     "ratings_per_unit": raters, "judgments": int(units * raters) if units else 0})
-        pairable = part[part["unit"].isin(per_unit[per_unit >= 2].index)]
-        matrix = pairable.pivot(index="annotator", columns="unit", values="category").to_numpy(dtype=float)
-        alpha = np.nan
-        if matrix.size and np.unique(matrix[~np.isnan(matrix)]).size > 1:
-            alpha = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"))
-        elif matrix.size:
-            alpha = np.nan  # every pairable judgment the same: no variation to agree on, alpha is undefined
-        rows.append({"criterion": criterion, "coefficient": "krippendorff_alpha", "estimate": alpha,
-                     "units": int(pairable["unit"].nunique()), "ratings_per_unit": np.nan,
-                     "judgments": int(len(pairable))})
-    return pd.DataFrame(rows, columns=["criterion", "coefficient", "estimate", "units", "ratings_per_unit",
-                                       "judgments"])
+            if units >= 2 and varied:
+                kappa = float(coefficients.fleiss_kappa(complete))
+                low, high = interval(lambda c, w: coefficients.fleiss_kappa(c, unit_weights=w), complete)
+        rows.append({"criterion": criterion, "coefficient": "fleiss_kappa", "estimate": kappa, "ci_low": low,
+                     "ci_high": high, "units": units, "ratings_per_unit": raters,
+                     "judgments": int(units * raters) if units else 0})
+        pairable = counts.loc[per_unit >= 2].to_numpy(dtype=float)
+        alpha = low = high = np.nan
+        # Every pairable judgment the same: no variation to agree on, alpha is undefined (NaN).
+        if pairable.size and np.count_nonzero(pairable.sum(axis=0)) > 1:
+            alpha = float(coefficients.krippendorff_alpha(pairable, categories, level="nominal"))
+            low, high = interval(lambda c, w: coefficients.krippendorff_alpha(c, categories, level="nominal",
+                                                                              unit_weights=w), pairable)
+        rows.append({"criterion": criterion, "coefficient": "krippendorff_alpha", "estimate": alpha, "ci_low": low,
+                     "ci_high": high, "units": int(pairable.shape[0]), "ratings_per_unit": np.nan,
+                     "judgments": int(pairable.sum())})
+    return pd.DataFrame(rows, columns=["criterion", "coefficient", "estimate", "ci_low", "ci_high", "units",
+                                       "ratings_per_unit", "judgments"])
 
 
 def position_bias(judgments: pd.DataFrame, *, ci_level: float = 0.95) -> pd.DataFrame:
@@ -565,7 +582,7 @@ def pairwise_tables(judgments: pd.DataFrame, *, focus: str | None = None, includ
     ranked = (ranking(table, n_boot=n_boot, ci_level=ci_level, seed=seed) if len(systems) > 2 else None)
     return PairwiseTables(
         ab=ab_table(table, focus=focus, correction=correction, alpha=alpha),
-        agreement=choice_agreement(table),
+        agreement=choice_agreement(table, n_boot=n_boot, ci_level=ci_level, seed=seed),
         position=position_bias(table, ci_level=ci_level),
         controls=control_scores(table, control_systems=control_systems),
         ranking=ranked,
