@@ -35,7 +35,23 @@ the inverse-probability weights of active inference, Zrnic and Candès 2024):
   slope x uncertainty: the people's own noise is in the residual too, which the judges' uncertainty does not see),
   mixed 20% with uniform; not what empeval draws today, the size of what a residual model would add;
 - ``PPI active, raw uncertainty``: the square root of the raw uncertainty mixed only 20% with uniform, to show why
-  the mixing matters.
+  the mixing matters;
+- ``PPI active, residual burn-in`` (``RESIDUAL_BURN_IN``, not in ``STRATEGIES``: the benchmark asks for it): the
+  two-phase design ``empeval study sample`` draws (``analysis.stats.ppi.active_phases``), on the pool itself rather
+  than as a stream: a uniform Poisson burn-in of ``burn_in`` x the planner's n, a fold-wise residual model of
+  |d - lam g| on the features every context has (the judges' uncertainty, the judge's mean |g| over the pairs, the
+  responses' length), the rest drawn by its probabilities mixed with uniform as the rule chooses, and
+  ``analysis.stats.ppi.active.ipw_ppi_mean_interval`` per pair with each context's overall probability. The
+  planner's n comes from the mean squared standard error of a few pilot studies at uniform PPI's n. Beside it, drawn
+  and estimated the same way, its like-for-like references ``PPI uniform, Poisson`` and ``PPI active, oracle
+  residual`` (probabilities proportional to the true sqrt E[(d - lam g)^2 | w_c], ``DecisionDesign.
+  residual_variance``: the ceiling of any residual model on this generator).
+
+The generator's assumption about what features show (stated, not measured): the judge's error variance w_c is
+partly visible in the judges' disagreement (w_c times log-normal noise, above), in the size of the judge's own
+differences (|g| grows with the error), and in the responses' length, ``length_signal`` being the correlation of
+the length feature with the standardised log w_c (0.3 by default: longer responses are somewhat harder to judge).
+The people's noise is homoscedastic: nothing predicts it, so a residual model can only learn the judge's part.
 """
 
 from __future__ import annotations
@@ -48,11 +64,26 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from empeval.analysis.stats.ppi.active import sampling_probabilities
+from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval, sampling_probabilities
+from empeval.analysis.stats.ppi.active_phases import (
+    DEFAULT_BURN_IN,
+    DEFAULT_FOLDS,
+    assign_folds,
+    burn_in_probability,
+    two_phase_probabilities,
+)
 from empeval.analysis.stats.sequential import normal_mixture_boundary, normal_mixture_rho
 
 STRATEGIES = ("human fixed", "human sequential", "PPI uniform", "PPI active", "PPI active sequential",
               "PPI active, calibrated", "PPI active, raw uncertainty")
+#: The two-phase design with a residual model (module docstring); run by the benchmark beside ``STRATEGIES``.
+RESIDUAL_BURN_IN = "PPI active, residual burn-in"
+#: Its like-for-like references, drawn the same way (Poisson sampling on the pool, the same estimator): uniform
+#: probabilities, and the oracle that knows each context's residual variance E[(d - lam g)^2 | w_c] (probabilities
+#: proportional to its square root, unmixed: the most any residual model could give on this generator).
+POISSON_UNIFORM = "PPI uniform, Poisson"
+ORACLE_RESIDUAL = "PPI active, oracle residual"
+POISSON_STRATEGIES = (RESIDUAL_BURN_IN, POISSON_UNIFORM, ORACLE_RESIDUAL)
 UNDECIDED, A_BETTER, B_BETTER, EQUIVALENT = 0, 1, 2, 3
 #: The share of the active probabilities mixed with uniform (robustness when the uncertainty misleads).
 DEFAULT_UNIFORM_MIX = 0.2
@@ -79,6 +110,8 @@ class DecisionDesign:
     max_factor: float = 3.0
     uniform_mix: float = DEFAULT_UNIFORM_MIX
     error_shape: float = 1.0
+    length_signal: float = 0.3
+    burn_in: float = DEFAULT_BURN_IN
 
     @property
     def pairs(self) -> list[tuple[int, int]]:
@@ -107,15 +140,31 @@ class DecisionDesign:
                              f"(the labels' own reliability), got {rho}")
         return math.sqrt((2 * v) ** 2 / (rho**2 * (2 * v + 2 * n)) / 2 - v)
 
+    def residual_variance(self, w: np.ndarray) -> np.ndarray:
+        """E[(d - lam g)^2 | w] of a pair's difference at the population's lam = 2 v / (2 v + 2 s^2):
+        (1 - lam)^2 2 v + 2 n + lam^2 2 s^2 w (v the response variance, n the label noise, s the judge's error SD).
+        Only the last term varies by context: the ceiling on what active sampling can gain here."""
+        v, n, s2 = self.response_sd**2, self.label_noise_variance(), self.judge_error_sd() ** 2
+        lam = 2 * v / (2 * v + 2 * s2)
+        return (1 - lam) ** 2 * 2 * v + 2 * n + lam**2 * 2 * s2 * np.asarray(w, dtype=float)
+
 
 @dataclass
 class SimulatedPool:
     """One study's pool: per context and pair, the human difference d (as a draw of k raters would give it), the
-    judge's difference g, and the judges' uncertainty per context."""
+    judge's difference g, the judges' uncertainty per context, and the responses' length feature (standardised)."""
 
     d: np.ndarray  # (pool, pairs)
     g: np.ndarray  # (pool, pairs)
     uncertainty: np.ndarray  # (pool,)
+    length: np.ndarray | None = None  # (pool,)
+    error_variance: np.ndarray | None = None  # (pool,): w, the oracle's knowledge
+
+    def features(self) -> np.ndarray:
+        """What a residual model may use for every context: sqrt(uncertainty), the judge's mean |g| over the
+        pairs, and the length feature."""
+        length = np.zeros(self.d.shape[0]) if self.length is None else self.length
+        return np.c_[np.sqrt(self.uncertainty), np.abs(self.g).mean(axis=1), length]
 
 
 def simulate_pool(design: DecisionDesign, rng: np.random.Generator) -> SimulatedPool:
@@ -132,7 +181,12 @@ def simulate_pool(design: DecisionDesign, rng: np.random.Generator) -> Simulated
     judged = expected + rng.normal(0.0, 1.0, (n, s)) * design.judge_error_sd() * np.sqrt(w)[:, None]
     a, b = (np.array(side) for side in zip(*design.pairs, strict=True))
     uncertainty = w * np.exp(rng.normal(0.0, design.uncertainty_noise_sd, n))
-    return SimulatedPool(d=labels[:, a] - labels[:, b], g=judged[:, a] - judged[:, b], uncertainty=uncertainty)
+    log_w = np.log(w)
+    signal = (log_w - log_w.mean()) / log_w.std() if log_w.std() > 0 else np.zeros(n)
+    rho = design.length_signal
+    length = rho * signal + math.sqrt(1 - rho**2) * rng.normal(0.0, 1.0, n)
+    return SimulatedPool(d=labels[:, a] - labels[:, b], g=judged[:, a] - judged[:, b], uncertainty=uncertainty,
+                         length=length, error_variance=w)
 
 
 def active_probabilities(uncertainty: np.ndarray, uniform_mix: float = DEFAULT_UNIFORM_MIX) -> np.ndarray:
@@ -216,18 +270,64 @@ class Pilot:
         return pi / pi.sum()
 
 
-def pilot(design: DecisionDesign, rng: np.random.Generator, size: int = 200_000) -> Pilot:
-    """Estimate the planner's inputs from one large simulated pool (`Pilot`)."""
+def residual_burn_in_study(design: DecisionDesign, pool: SimulatedPool, rng: np.random.Generator,
+                           budget: float, rule: str = RESIDUAL_BURN_IN) -> tuple[np.ndarray, np.ndarray, int]:
+    """One study drawn by Poisson sampling on the pool with `budget` contexts expected in all, under `rule` (one of
+    ``POISSON_STRATEGIES``: the two-phase design of the module docstring, uniform, or the oracle): per pair the
+    estimate and its standard error (analysis.stats.ppi.active.ipw_ppi_mean_interval), and the contexts rated."""
+    n = pool.d.shape[0]
+    budget = min(float(budget), 0.9 * n)
+    if rule == RESIDUAL_BURN_IN:
+        p1 = burn_in_probability(budget, n, design.burn_in)
+        folds = assign_folds(n, DEFAULT_FOLDS, rng)
+        burnt = np.asarray(rng.random(n) < p1)
+        two_phase = two_phase_probabilities(pool.features(), np.where(burnt[:, None], pool.d, np.nan), pool.g, folds,
+                                            burn_in_probability=p1, budget=budget)
+        probability = two_phase.probability
+        rated = burnt | (rng.random(n) < two_phase.phase_two)
+    elif rule == POISSON_UNIFORM:
+        probability = np.full(n, budget / n)
+        rated = rng.random(n) < probability
+    elif rule == ORACLE_RESIDUAL:
+        if pool.error_variance is None:
+            raise ValueError("the oracle needs the pool's error variances (simulate_pool keeps them)")
+        probability = sampling_probabilities(design.residual_variance(pool.error_variance), budget, tau=0.0)
+        rated = rng.random(n) < probability
+    else:
+        raise ValueError(f"rule must be one of {POISSON_STRATEGIES}, got {rule!r}")
+    estimates, errors = np.empty(pool.d.shape[1]), np.empty(pool.d.shape[1])
+    for pair in range(pool.d.shape[1]):
+        result = ipw_ppi_mean_interval(np.where(rated, pool.d[:, pair], np.nan), pool.g[:, pair], probability)
+        estimates[pair] = result["ppi_mean"]
+        errors[pair] = (result["ppi_ci_high"] - result["ppi_mean"]) / stats.norm.ppf(0.975)
+    return estimates, errors, int(rated.sum())
+
+
+def pilot(design: DecisionDesign, rng: np.random.Generator, size: int = 200_000, *, residual: bool = False,
+          residual_studies: int = 30) -> Pilot:
+    """Estimate the planner's inputs from one large simulated pool (`Pilot`); with `residual`, the SD per labelled
+    context of the Poisson designs too (``POISSON_STRATEGIES``: the two-phase design and its references):
+    sqrt(budget x mean squared standard error) over `residual_studies` studies of the design's pool size at uniform
+    PPI's planned n (so that the residual model learns from a burn-in of a real study's size)."""
     big = simulate_pool(DecisionDesign(**{**design.__dict__, "pool": size}), rng)
     centred = big.g - big.g.mean(axis=0)
     lam = np.clip(((big.d - big.d.mean(axis=0)) * centred).mean(axis=0) / centred.var(axis=0), 0.0, 1.0)
-    residual = ((big.d - lam * big.g) ** 2).mean(axis=1)
-    intercept, slope = np.linalg.lstsq(np.c_[np.ones(size), big.uncertainty], residual, rcond=None)[0]
+    squared_residual = ((big.d - lam * big.g) ** 2).mean(axis=1)
+    intercept, slope = np.linalg.lstsq(np.c_[np.ones(size), big.uncertainty], squared_residual, rcond=None)[0]
     model = Pilot(sd={}, residual_model=(float(intercept), float(slope)))
     for strategy in (s for s in STRATEGIES if "sequential" not in s):
         index, weight = _draw(big, model.probabilities(strategy, big.uncertainty, design.uniform_mix), size, rng)
         _, sd = _running_estimates(big, index, weight, use_judge=strategy != "human fixed")
         model.sd[strategy] = sd[-1]
+    if residual:
+        budget = planned_contexts(design, model.sd["PPI uniform"])
+        squared: dict[str, list[np.ndarray]] = {rule: [] for rule in POISSON_STRATEGIES}
+        for _ in range(residual_studies):
+            pool = simulate_pool(design, rng)
+            for rule in POISSON_STRATEGIES:
+                squared[rule].append(residual_burn_in_study(design, pool, rng, budget, rule)[1] ** 2)
+        for rule in POISSON_STRATEGIES:
+            model.sd[rule] = np.sqrt(np.mean(squared[rule], axis=0) * budget)
     return model
 
 
@@ -292,6 +392,12 @@ def run_strategy(design: DecisionDesign, strategy: str, pool: SimulatedPool, rng
     `human_planned` the human planner's n (the sequential cap and the confidence sequence's tuning point), and
     `sequence_half_width(sd, t, alpha, t_opt)` the confidence sequence's half-width."""
     truth = design.true_differences
+    if strategy in POISSON_STRATEGIES:
+        estimate, error, rated = residual_burn_in_study(design, pool, rng, planned, strategy)
+        half = stats.norm.ppf(1 - design.alpha / (2 * len(design.pairs))) * error
+        states = decide(estimate - half, estimate + half, design.margin)
+        return Outcome(contexts=rated, decided=bool((states != UNDECIDED).all()), states=states,
+                       covered=(estimate - half <= truth) & (truth <= estimate + half))
     q = plan.probabilities(strategy, pool.uncertainty, design.uniform_mix)
     use_judge = not strategy.startswith("human")
     if strategy.endswith("sequential"):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from empeval.cli.common import SEED, CliContext, pass_cli
+from empeval.cli.common import SEED, CliContext, pass_cli, share
 
 # The store and the study kinds are imported by the commands that use them, not to read a command line
 # (tests/test_cli_startup.py).
@@ -132,21 +132,28 @@ def close(obj: CliContext, name: str) -> None:
               help="Comma-separated judges whose scores guide the draw (default: every judge that scored the study).")
 @click.option("--seed", type=SEED, default=None,
               help="The draw's seed (default: design.human_share_seed, else the study's seed).")
+@click.option("--burn-in", "burn_in", type=share(open_ends=True), default=None,
+              help="Draw in two phases: first this share of the expected contexts uniformly; once people have rated "
+                   "them, run the command again and a model of the judges' errors fitted on their ratings draws the "
+                   "rest. Default: one draw on the judges' disagreement.")
 @pass_cli
-def sample(obj: CliContext, name: str, judge_names: str | None, seed: int | None) -> None:
+def sample(obj: CliContext, name: str, judge_names: str | None, seed: int | None, burn_in: float | None) -> None:
     """Draw the contexts people rate in actively sampled study NAME and write their assignments.
 
     Each context is drawn with a probability that follows the judges' uncertainty about it (their disagreement,
     or a learned judge's predictive variance), mixed with uniform, design.human_share x contexts expected
     (analysis/stats/ppi/active.py); the probabilities are stored per context for the estimates. One transaction;
     a study drawn before is left as it is. Refused until every judge named has scored every item.
+
+    With --burn-in the first run draws a uniform burn-in and the second (after its ratings) the rest, guided by a
+    residual model fitted on the burn-in (analysis/stats/ppi/active_phases.py); the option matters on the first run.
     """
     from empeval.sampling import sample_study
 
     judges = [n.strip() for n in judge_names.split(",") if n.strip()] if judge_names is not None else None
     if judges is not None and not judges:
         raise click.BadParameter("name at least one, comma-separated", param_hint="--judges")
-    draw = sample_study(obj.engine(), name, judges=judges, seed=seed)
+    draw = sample_study(obj.engine(), name, judges=judges, seed=seed, burn_in=burn_in)
     click.echo(draw.describe())
     if draw.new:
         click.echo(f"next: `empeval annotators invite NAME --study {name}`, then `empeval serve` (the drawn contexts)")

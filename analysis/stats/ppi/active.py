@@ -50,6 +50,9 @@ Var(w (Y - theta)) / (N mean(w)^2). Paired differences a - b use the same estima
 Shared raters add the two-way cluster-robust term of ``estimates.shared_rater_variance`` with each rating
 weighted by its context's 1 / pi.
 
+Two phases (``active_phases``): a uniform burn-in, then a draw on a residual model fitted on the burn-in's labels;
+each context's probability is then its overall one, p1 + (1 - p1) q, and the estimators below take it unchanged.
+
 A sampled context whose ratings have not come in counts as not drawn: the estimates assume its ratings are missing
 at random given pi (as the uniform design's estimates assume of its own sample). The number of contexts drawn is
 random (Poisson sampling); only its expectation is the budget.
@@ -221,6 +224,8 @@ def sampling_probabilities(uncertainty, budget: float, *, tau: float = DEFAULT_T
         for _ in range(200):
             middle = (low + high) / 2
             low, high = (middle, high) if total(middle) < budget else (low, middle)
+            if high - low <= 1e-12 * high:
+                break
         active = np.clip(high * root, pi_min, 1.0)
         active *= budget / active.sum()  # the bisection's last rounding
         active = np.minimum(active, 1.0)
