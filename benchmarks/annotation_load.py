@@ -785,16 +785,18 @@ def _think_study(url: str, args: argparse.Namespace, raters: int) -> list[str]:
 
 
 # `empeval ...` (argv[2:]) whose processes time SQLite's writer gate (server.store.engine._WriterGate, where every
-# write transaction of every process takes its turn): writes, seconds waiting for the gate, seconds holding it, kept
-# per process and written every second to argv[1]/gate-PID.json (the processes are forks: each starts its own).
+# write transaction of every process takes its turn): writes, seconds waiting for the gate, seconds holding it, and
+# the write units their group commits ran (server.store.group_commit: a batch of units is one write), kept per
+# process and written every second to argv[1]/gate-PID.json (the processes are forks: each starts its own).
 SERVE_WITH_GATE_PROBE = """
 import json, os, sys, threading, time
 import empeval.server.store.engine as engine
+import empeval.server.store.group_commit as group_commit
 folder = sys.argv.pop(1)
 sys.argv[0] = "empeval"
 gate, mine = engine._WriterGate, threading.local()
 enter, leave = gate.__enter__, gate.__exit__
-totals = {"writes": 0, "wait": 0.0, "hold": 0.0}
+totals = {"writes": 0, "wait": 0.0, "hold": 0.0, "units": 0, "batches": 0}
 def timed_enter(self):
     began = time.perf_counter()
     enter(self)
@@ -807,15 +809,19 @@ def timed_exit(self, *exc):
         totals["hold"] += time.perf_counter() - mine.acquired
     leave(self, *exc)
 gate.__enter__, gate.__exit__ = timed_enter, timed_exit
+if os.environ.get("EMPEVAL_BENCH_GROUP_COMMIT_UNITS"):  # --group-commit-units: 1 writes as before group commit
+    group_commit.MAX_UNITS = int(os.environ["EMPEVAL_BENCH_GROUP_COMMIT_UNITS"])
 def dump():
     while True:
         time.sleep(1)
+        groups = list(group_commit._groups.values())
+        totals.update(units=sum(g.units for g in groups), batches=sum(g.batches for g in groups))
         path = os.path.join(folder, f"gate-{os.getpid()}.json")
         with open(path + ".new", "w") as file:
             json.dump(totals, file)
         os.replace(path + ".new", path)
 def start():
-    totals.update(writes=0, wait=0.0, hold=0.0)
+    totals.update(writes=0, wait=0.0, hold=0.0, units=0, batches=0)
     threading.Thread(target=dump, daemon=True).start()
 os.register_at_fork(after_in_child=start)
 from empeval.cli import main
@@ -825,7 +831,7 @@ main()
 
 def _gate_totals(folder: Path) -> dict[str, float]:
     """The writer-gate probe's totals so far, summed over the server's processes."""
-    totals = {"writes": 0.0, "wait": 0.0, "hold": 0.0}
+    totals = {"writes": 0.0, "wait": 0.0, "hold": 0.0, "units": 0.0, "batches": 0.0}
     for path in folder.glob("gate-*.json"):
         try:
             for key, value in json.loads(path.read_text()).items():
@@ -836,11 +842,14 @@ def _gate_totals(folder: Path) -> dict[str, float]:
 
 
 @contextmanager
-def served(url: str, servers: int, workers: int, threads: int,
-           probe: Path | None = None) -> Iterator[tuple[list[int], list[int]]]:
+def served(url: str, servers: int, workers: int, threads: int, probe: Path | None = None,
+           group_commit_units: int | None = None) -> Iterator[tuple[list[int], list[int]]]:
     """`servers` `empeval serve` commands (each `workers` processes x `threads` threads) on one store, each on its
-    own port and in its own process group, with the writer-gate probe writing into `probe` if given: (ports,
-    process group ids); every one stopped at the end."""
+    own port and in its own process group, with the writer-gate probe writing into `probe` if given (and with it,
+    `group_commit_units` as server.store.group_commit.MAX_UNITS, if given): (ports, process group ids); every one
+    stopped at the end."""
+    group_commit_env = ({"EMPEVAL_BENCH_GROUP_COMMIT_UNITS": str(group_commit_units)}
+                        if probe and group_commit_units else {})
     started: list[subprocess.Popen] = []
     ports = []
     empeval = ([sys.executable, "-c", SERVE_WITH_GATE_PROBE, str(probe)] if probe
@@ -851,8 +860,8 @@ def served(url: str, servers: int, workers: int, threads: int,
             started.append(subprocess.Popen(
                 [*empeval, "serve", "--host", "127.0.0.1", "--port", str(ports[-1]),
                  "--workers", str(workers), "--threads", str(threads)],
-                env={**os.environ, "EMPEVAL_DATABASE_URL": url}, cwd=REPO, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True))
+                env={**os.environ, "EMPEVAL_DATABASE_URL": url, **group_commit_env}, cwd=REPO,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         for port in ports:
             _wait_for(port)
         yield ports, [server.pid for server in started]
@@ -893,7 +902,7 @@ def think(databases: Stores, store: str, args: argparse.Namespace) -> list[dict]
         print("  (the writer gate is timed: writes/s, the share of the time one writer holds it, ms waited and held "
               "per write, after each row)", flush=True)
     curve = []
-    with served(url, servers, workers, args.threads, probe) as (ports, pgids):
+    with served(url, servers, workers, args.threads, probe, args.group_commit_units) as (ports, pgids):
         for n, raters in enumerate(levels):
             gate_before = _gate_totals(probe) if probe else None
             level = think_level(ports, pgids, list(enumerate(tokens[:raters])), args, seed=n + 1)
@@ -915,7 +924,8 @@ def think(databases: Stores, store: str, args: argparse.Namespace) -> list[dict]
                 held, writes = level["gate"], max(level["gate"]["writes"], 1)
                 print(f"         writer gate: {held['writes'] / level['elapsed']:.1f} writes/s, held "
                       f"{held['hold'] / level['elapsed']:.0%} of the time, {held['wait'] * 1000 / writes:.1f} ms "
-                      f"waited and {held['hold'] * 1000 / writes:.1f} ms held per write", flush=True)
+                      f"waited and {held['hold'] * 1000 / writes:.1f} ms held per write; group commit: "
+                      f"{held['units']:.0f} units in {held['batches']:.0f} batches", flush=True)
     engine = make_engine(url)
     with Session(engine) as session:
         stored = session.scalar(select(func.count(Rating.id))) or 0
@@ -1046,6 +1056,9 @@ def main() -> None:
     parser.add_argument("--probe-writer", action="store_true",
                         help="time SQLite's writer gate in the server's processes (part think): how busy the one "
                              "writer is, and how long a write waits for it")
+    parser.add_argument("--group-commit-units", type=int, default=None,
+                        help="with --probe-writer: the most write units a group commit batches in the server "
+                             "(server.store.group_commit.MAX_UNITS; 1: a commit per write, as before group commit)")
     parser.add_argument("--nice", type=int, default=0,
                         help="add this to the niceness of the benchmark and of all it starts (a negative value "
                              "needs privilege): on a machine shared with other work, -10 measures the server rather "

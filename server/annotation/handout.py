@@ -33,10 +33,14 @@ Cost, whatever the size of the study or of an assignment (tests/annotation/test_
 is two statements (who she is and where she stands in one, the items with their turns in the other), claiming
 six on PostgreSQL and five on SQLite (no turn-taking UPDATE there, see _take_turn); every read goes by index
 (migration 0004) and stops at the first fitting candidate. The claim's transaction holds the write lock (SQLite:
-BEGIN IMMEDIATE, see store.engine) only for its three or four statements; the
-items are read after it commits. The statements of `next` are prepared once (server.annotation.hot_sql) and run on
-a Core connection: no ORM object is loaded and no statement built per call, so the write lock is held for little
-more than SQLite's own work.
+BEGIN IMMEDIATE, see store.engine) only for its three or four statements; the items are read after it commits. The
+statements of `next` are prepared once (server.annotation.hot_sql) and run on a Core connection: no ORM object is
+loaded and no statement built per call, so the write lock is held for little more than SQLite's own work.
+
+On SQLite a claim is a unit of a group commit (store.group_commit): claims and submissions of a process's threads
+that meet at the write lock run one after another in one transaction, each under its own savepoint and seeing the
+effects of those before it, and share one commit (one fsync); each is answered only once that commit is done. So
+the rules above hold across a batch exactly as across transactions.
 """
 from __future__ import annotations
 
@@ -70,7 +74,8 @@ from empeval.server.annotation import hot_sql
 from empeval.server.annotation.hot_sql import Executor, StudyView
 from empeval.server.annotation.kinds import AnnotationKind, annotation_kind, annotation_kinds
 from empeval.server.errors import Conflict, Forbidden, NotFound
-from empeval.server.store.engine import unit_of_work, write_transaction
+from empeval.server.store.engine import unit_of_work
+from empeval.server.store.group_commit import run_write_unit
 from empeval.server.store.models import Annotator, Assignment, SeenContext, Study, StudyRevocation
 from empeval.server.store.queries import assignment_counts, now_utc, study_by_name
 from empeval.server.store.statuses import AssignmentStatus, QualificationStatus, StudyStatus
@@ -333,17 +338,20 @@ def _hand_out(connection: Connection, study_name: str, annotator_id: int, now: d
         raise QualificationRequired(study_name, failed=row.qualification == QualificationStatus.FAILED)
     if row.claims_closed_at is not None:  # the claim's own statement refuses it too (hot_sql.CLAIMS_OPEN)
         raise NoNewWork(study_name)
-    minutes = study.config.design.assignment_minutes
+    minutes, limit = study.config.design.assignment_minutes, kind.claims_per_annotator(study.config)
+
+    def claim_unit(writer: Connection) -> Handed | None:
+        # Expiry, the active check and the claim in one turn: another tab cannot be expiring her assignment (and
+        # claiming the next) while this one reads it as still hers. Run as a unit of a group commit: it may share
+        # its transaction (after the claims before it, whose effects it sees) and its commit with other requests'.
+        _take_turn(writer, annotator_id)
+        return (_active_after_expiry(writer, kind, study.id, annotator_id, now)
+                or _claim_first_fitting(writer, kind, study.id, annotator_id, now=now, minutes=minutes, limit=limit))
+
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:
-            with write_transaction(connection):
-                _take_turn(connection, annotator_id)
-                # Expiry, the active check and the claim in one turn: another tab cannot be expiring her
-                # assignment (and claiming the next) while this one reads it as still hers.
-                handed = (_active_after_expiry(connection, kind, study.id, annotator_id, now)
-                          or _claim_first_fitting(connection, kind, study.id, annotator_id, now=now,
-                                                  minutes=minutes, limit=kind.claims_per_annotator(study.config)))
-                return None if handed is None else (study, kind, handed)
+            handed = run_write_unit(connection, claim_unit)
+            return None if handed is None else (study, kind, handed)
         except IntegrityError:
             # This annotator's concurrent claim committed first (one active assignment per study, one seen row
             # per context): the next attempt reads it back.

@@ -17,7 +17,9 @@ server/annotation/item_comments.py). Of two submissions at once the database let
 one write transaction at a time (BEGIN IMMEDIATE), PostgreSQL makes the second wait for the first's row lock and then
 re-checks its WHERE. The statements are prepared once (server.annotation.hot_sql) and run on a Core connection,
 the times and the answers each as one statement for all the rows (hot_sql.run_rows): no ORM object loaded, no
-statement built per call.
+statement built per call. On SQLite the write transaction is a unit of a group commit (store.group_commit):
+submissions and claims of a process's threads that meet at the write lock share one transaction, each under its own
+savepoint and seeing those before it, and one commit; a receipt is answered only once that commit is done.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from empeval.server.annotation.kinds import AnnotationKind, annotation_kind, ann
 from empeval.server.annotation.prolific import completion_after_submit
 from empeval.server.annotation.submission_schema import validate_envelope
 from empeval.server.errors import BadInput, Conflict, NotFound
-from empeval.server.store.engine import write_transaction
+from empeval.server.store.group_commit import run_write_unit
 from empeval.server.store.kinds import setup_class
 from empeval.server.store.models import Assignment
 from empeval.server.store.queries import as_utc, now_utc
@@ -172,15 +174,20 @@ def submit_assignment(engine: Engine, assignment_id: int, annotator_id: int, pay
         refuse_another_kinds_body(payload, kind, assignment_id, row.name)
         submission = validate_submission(payload, kind, kind.expected(connection, assignment_id, config))
         item_comments = _item_comments(config, kind, submission)
+
+        def store_unit(writer: Connection) -> dict[str, Any]:
+            # A unit of a group commit (store.group_commit): it may share its transaction (after the writes before
+            # it, whose effects it sees) and its commit with other requests'; its receipt is answered once committed.
+            late = _mark_or_answer(writer, kind, assignment_id, annotator_id, submission, study, now)
+            if isinstance(late, dict):  # the receipt of this submission, stored already
+                return {**late, **completion}
+            stored = kind.store(writer, assignment_id, annotator_id, submission.submission_id, submission.answers,
+                                now)
+            store_comments(writer, assignment_id, item_comments, now)  # nothing when there are none
+            return {**_receipt(kind, assignment_id, submission.submission_id, late, now, stored), **completion}
+
         try:
-            with write_transaction(connection):  # the same connection: one taken from the pool per submit
-                late = _mark_or_answer(connection, kind, assignment_id, annotator_id, submission, study, now)
-                if isinstance(late, dict):  # the receipt of this submission, stored already
-                    return {**late, **completion}
-                stored = kind.store(connection, assignment_id, annotator_id, submission.submission_id,
-                                    submission.answers, now)
-                store_comments(connection, assignment_id, item_comments, now)  # nothing when there are none
-                return {**_receipt(kind, assignment_id, submission.submission_id, late, now, stored), **completion}
+            return run_write_unit(connection, store_unit)  # the same connection: one taken from the pool per submit
         except IntegrityError:
             # A concurrent identical submission won the race: answer as for a retry (the write transaction was
             # rolled back; what follows reads on the same connection). Otherwise a submission id is unique across

@@ -15,7 +15,9 @@ SQLite has one writer at a time. A unit of work (`unit_of_work`) on SQLite is a 
 start (BEGIN IMMEDIATE): it waits for the lock once, up front, instead of reading first and failing (or
 retrying) when it turns into a writer. Before that, writers queue without polling: the threads of a process on
 a lock, the processes (gunicorn workers, commands) on a flock of `<database>-writer.lock`; SQLite's busy handler
-(which polls, sleeping up to 100 ms between tries) is left for writers that do not queue there.
+(which polls, sleeping up to 100 ms between tries) is left for writers that do not queue there. The annotation API's
+writes (a claim, a submission) go further: a process's threads that would queue there hand their write to the one
+inside, which runs them in its transaction and commits them with one fsync (store.group_commit).
 
 A SQLite file holds every rating and annotator, so it is created readable by its owner only (0600), and
 an existing one (with its -wal, -shm and -journal files) that others could read loses their rights when it
@@ -121,12 +123,14 @@ class _WriterGate:
 
     def __init__(self, path: Path | None):
         self.path, self.lock, self.depth, self.fd = path, threading.RLock(), 0, -1
+        self.owner: int | None = None  # the thread inside, if any
 
     def __enter__(self) -> None:
         if not self.lock.acquire(timeout=BUSY_TIMEOUT_S):
             raise OperationalError("BEGIN IMMEDIATE", None, TimeoutError(
                 f"{self.path}: another write transaction of this process held the database for more than "
                 f"{BUSY_TIMEOUT_S} s"))
+        self.owner = threading.get_ident()
         if self.depth == 0 and self.path is not None:
             try:
                 self.fd = os.open(self.path.with_name(self.path.name + WRITER_LOCK_SUFFIX), os.O_RDWR | os.O_CREAT,
@@ -140,6 +144,7 @@ class _WriterGate:
         self.depth -= 1
         if self.depth == 0:
             self._close()
+            self.owner = None
         self.lock.release()
 
     def _close(self) -> None:
@@ -159,6 +164,11 @@ def _writer_gate(engine: Engine) -> _WriterGate:
         if url not in _writer_gates:
             _writer_gates[url] = _WriterGate(sqlite_file(url))
         return _writer_gates[url]
+
+
+def writer_gate_held_here(engine: Engine) -> bool:
+    """Whether the calling thread is inside the writer gate of the engine's database (always False but on SQLite)."""
+    return engine.dialect.name == "sqlite" and _writer_gate(engine).owner == threading.get_ident()
 
 
 @contextmanager
