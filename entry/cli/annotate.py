@@ -112,7 +112,7 @@ def export(obj: CliContext, study: str, fmt: str, out: Path | None, table: str |
 @click.option("--workers", type=count(1, 256), default=None,
               help="Server processes. Default: one per CPU core serve may use.")
 @click.option("--threads", default=None, type=count(1, 1024),
-              help="Threads per process. Default: 4. A thread takes a request "
+              help="Threads per process. Default: 8. A thread takes a request "
                    "only once it has arrived whole, so slow clients hold none.")
 @click.option("--request-timeout", type=FiniteRange(0, 3600), default=None, metavar="SECONDS",
               help="A request's headers and body must arrive within this many seconds of its first byte, or the "
