@@ -28,7 +28,7 @@ from tests.annotation.pairwise_fixtures import AB_CRITERIA, assignment_ids, give
 @pytest.fixture
 def judged(sample_engine):
     """A pairwise study whose first assignment rita judged: its first pair shown the stored way round (a on the
-    left), its second swapped (b on the left), the second pair made a control built to lose on relevance.
+    left, 7.5 s on it), its second swapped (b on the left), the second pair made a control built to lose on relevance.
     Choices: first pair left, right, tie; second pair right, right, left; the others left.
     (engine, assignment id, placements)."""
     make_ab_study(sample_engine, control_rate=0.0)
@@ -39,7 +39,7 @@ def judged(sample_engine):
         for placement, side in ((first, "a"), (second, "b")):
             session.execute(update(AssignmentPair).where(AssignmentPair.assignment_id == assignment_id,
                                                          AssignmentPair.pair_item_id == placement.pair_item_id)
-                            .values(shown_left=side))
+                            .values(shown_left=side, seconds_on_item=7.5 if side == "a" else None))
         session.execute(update(PairItem).where(PairItem.id == second.pair_item_id)
                         .values(is_control=True, control_target="relevance", control_side="a"))
     give(sample_engine, assignment_id, rita.id)
@@ -69,7 +69,7 @@ def test_rows_name_the_sides_as_shown_and_the_system_preferred(judged):
                 if placement is first else "|".join(sorted((a2, b2))), "system_left": left, "system_right": right,
                 "choice": choice, "preferred": preferred, "position": placement.position,
                 "is_control": control_target is not None, "control_target": control_target, "late": False,
-                "item_comment": None}
+                "item_comment": None, "seconds_on_item": 7.5 if placement is first else None}
 
     by_key = {(r["position"], r["criterion"]): r for r in rows}
     assert [by_key[(first.position, c)] for c in ("empathy", "fluency", "relevance")] == [

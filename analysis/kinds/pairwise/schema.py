@@ -55,12 +55,12 @@ JUDGMENT_COLUMNS: tuple[str, ...] = tuple(column.name for column in JUDGMENT_SCH
 #: keeps it when given).
 ITEM_COMMENT = JudgmentColumn("item_comment", "text", False,
                               "the rater's comment on the pair (studies with design.item_comments; empty when none)")
-EXPORT_SCHEMA: tuple[JudgmentColumn, ...] = (*JUDGMENT_SCHEMA, ITEM_COMMENT)
-EXPORT_COLUMNS: tuple[str, ...] = tuple(column.name for column in EXPORT_SCHEMA)
 #: Optional too: the seconds the rater spent on the pair, as the page measured them (the same on each criterion's
 #: row; missing when not measured). The speed rule of ``analysis.kinds.pairwise.quality`` reads it when given.
 SECONDS = JudgmentColumn("seconds_on_item", "number", False, "seconds the rater spent on the pair (empty when not "
                          "measured)")
+EXPORT_SCHEMA: tuple[JudgmentColumn, ...] = (*JUDGMENT_SCHEMA, ITEM_COMMENT, SECONDS)
+EXPORT_COLUMNS: tuple[str, ...] = tuple(column.name for column in EXPORT_SCHEMA)
 OPTIONAL_COLUMNS: tuple[JudgmentColumn, ...] = (ITEM_COMMENT, SECONDS)
 
 CHOICES: tuple[str, ...] = ("left", "right", "tie")

@@ -206,14 +206,15 @@ class PairwiseAnnotation(AnnotationKind):
 
     def export_rows(self, engine: Engine, study: str) -> list[dict[str, Any]]:
         """Every choice of the study as a judgment-table row, ordered by assignment, position and criterion, with the
-        comment the rater left on the pair (design.item_comments) on each of its rows."""
+        comment the rater left on the pair (design.item_comments) and the seconds the page measured on it (for the
+        report's speed rule) on each of its rows."""
         with Session(engine) as session:
             study_row = study_by_name(session, study)
             rows = session.execute(
                 select(Choice.assignment_id, Annotator.pseudonym, PairItem.context_id, Choice.criterion,
                        Choice.choice, AssignmentPair.shown_left, _SYSTEM_A.name, _SYSTEM_B.name,
                        AssignmentPair.position, PairItem.is_control, PairItem.control_target, Assignment.late,
-                       Choice.pair_item_id)
+                       Choice.pair_item_id, AssignmentPair.seconds_on_item)
                 .join(AssignmentPair, (AssignmentPair.assignment_id == Choice.assignment_id)
                       & (AssignmentPair.pair_item_id == Choice.pair_item_id))
                 .join(PairItem, PairItem.id == Choice.pair_item_id)
@@ -229,7 +230,7 @@ class PairwiseAnnotation(AnnotationKind):
             on_pairs = comments_by_unit(session, {row[0] for row in rows})
             table = []
             for (assignment_id, pseudonym, context_id, criterion, side, shown_left, system_a, system_b, position,
-                 is_control, control_target, late, pair_item_id) in rows:
+                 is_control, control_target, late, pair_item_id, seconds) in rows:
                 left, right = (system_a, system_b) if shown_left == "a" else (system_b, system_a)
                 preferred = {"left": left, "right": right}.get(side, "tie")
                 table.append({
@@ -240,6 +241,7 @@ class PairwiseAnnotation(AnnotationKind):
                     "position": position, "is_control": bool(is_control),
                     "control_target": control_target if is_control else None, "late": bool(late),
                     "item_comment": on_pairs.get((assignment_id, pair_item_id)),
+                    "seconds_on_item": seconds,
                 })
             return table
 
