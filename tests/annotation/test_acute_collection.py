@@ -293,7 +293,7 @@ def test_validator_and_generated_schema_agree_on_generated_bodies():
     assert jsonschema_rs.meta.is_valid(schema) and jsonschema_rs.meta.is_valid(generic)
 
     @given(body=st.one_of(bodies(schema), bodies(schema, fitting=False), bodies(generic)))
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def agree(body):
         try:
             validate_submission(body, KIND, expected)

@@ -144,7 +144,7 @@ def test_validator_and_generated_schema_agree_on_generated_bodies():
     schema, generic = best_worst_schema(EXPECTED), best_worst_schema()
 
     @given(body=st.one_of(bodies(schema), bodies(schema, fitting=False), bodies(generic)))
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def agree(body):
         refusal = verdict(body, EXPECTED)
         if fits(schema, body):

@@ -60,7 +60,7 @@ def _plan(d):
     return items, plan, rate
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(designs)
 def test_every_item_appears_in_exactly_k_assignments_once_per_round(d):
     items, plan, _ = _plan(d)
@@ -70,7 +70,7 @@ def test_every_item_appears_in_exactly_k_assignments_once_per_round(d):
     assert set(per_round.values()) == {1}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(designs)
 def test_an_assignment_never_holds_a_context_twice_and_respects_its_size(d):
     _, plan, rate = _plan(d)
@@ -81,7 +81,7 @@ def test_an_assignment_never_holds_a_context_twice_and_respects_its_size(d):
     assert [a.index for a in plan] == list(range(len(plan)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(designs)
 def test_systems_are_balanced_within_every_assignment(d):
     _, plan, _ = _plan(d)
@@ -93,7 +93,7 @@ def test_systems_are_balanced_within_every_assignment(d):
             assert max(counts.values()) - min(counts.values()) <= 1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(designs)
 def test_controls_come_at_the_configured_rate_with_kinds_rotated(d):
     _, plan, rate = _plan(d)

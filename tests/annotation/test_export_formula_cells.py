@@ -103,7 +103,7 @@ def test_a_text_not_starting_like_a_formula_is_written_as_it_is():
 
 
 @given(texts=st.lists(SOME_TEXT, min_size=1, max_size=6))
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_text_round_trips_through_the_csv_writer_and_reader(tmp_path, texts):
     assert [restore(neutralise(text)) for text in texts] == texts
     path = tmp_path / "cells.csv"

@@ -159,7 +159,7 @@ def test_validator_and_generated_schema_agree_on_generated_bodies(ties):
     schema, generic = pairwise_submission_schema(expected), pairwise_submission_schema()
 
     @given(body=st.one_of(bodies(schema), bodies(schema, fitting=False), bodies(generic)))
-    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def agree(body):
         refusal = verdict(body, expected)
         if fits(schema, body):

@@ -84,7 +84,7 @@ def test_validator_and_schema_agree_on_generated_bodies(name):
     schema, generic = submission_schema(expected), submission_schema()
 
     @given(body=st.one_of(bodies(schema), bodies(schema, fitting=False), bodies(generic)))
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def agree(body):
         refusal = verdict(body, expected)
         if fits(schema, body):

@@ -59,7 +59,7 @@ def test_parser_and_schema_agree_on_generated_bodies(route):
     schema = make_schema()
 
     @given(body=st.one_of(bodies(schema), bodies(schema, fitting=False)))
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def agree(body):
         refusal = verdict(parse, body)
         if fits(schema, body):

@@ -58,7 +58,7 @@ def _strategy(kind: typing.Any) -> st.SearchStrategy:
             float: st.floats(allow_nan=False, allow_infinity=False, width=32), bool: st.booleans()}[kind]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(_strategy(StudyConfig))
 def test_every_field_survives_the_round_trip_through_the_stored_json(config):
     # A field added to StudyConfig that from_json does not read (or reads into the wrong place) fails here.
