@@ -47,6 +47,12 @@ CROSS_PPI = "crossppi"
 PAIR_PPI = "pairppi"  # paired differences by PPI++ with a judge of differences as the predictor
 ESTIMATOR_NAMES = {PPI: "PPI++", CROSS_PPI: "cross-PPI", PAIR_PPI: "PPI++",
                    ACTIVE_PPI: "active PPI++ (inverse-probability weighted)"}
+#: Why a cross-fitted (learned) judge gets no model-assisted estimates in an actively sampled study.
+ACTIVE_CROSS_FIT_REFUSED = (
+    "this study's contexts were drawn by active sampling, with unequal probabilities, and the cross-fitted "
+    "estimator of a learned judge (cross-PPI) does not weight by them, so its estimates would be biased; report "
+    "with a judge that does not learn from the ratings (e.g. --judge length or an http-judge), whose estimates are "
+    "inverse-probability weighted")
 
 #: Failures listed in the document; the CSV holds them all.
 FAILURES_SHOWN = 30
@@ -225,6 +231,10 @@ def judged_tables(
     tables.agreement = judge_agreement(human, plain, n_boot=n_boot, ci_level=ci_level, seed=seed)
     tables.calibration = calibration_table(human, plain, ci_level=ci_level)
     try:
+        if cross_fitted and design_sample is not None and is_actively_sampled(design_sample):
+            # Cross-PPI weighs every rated context alike; under active sampling the contexts were drawn with
+            # unequal recorded probabilities, so its estimates would be biased towards the contexts drawn most.
+            raise ValueError(ACTIVE_CROSS_FIT_REFUSED)
         if cross_fitted:
             cross, tables.n_folds, tables.n_refitted = _cross_fit_table(usable, human)
             tables.means = crossppi_system_means(cross, human_ratings=human, cluster_by=cluster_by, ci_level=ci_level)

@@ -9,7 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from empeval.analysis.report.judged import CROSS_PPI, JudgeCoverageError, calibration_plot, judged_blocks, judged_tables
+from empeval.analysis.report.judged import (
+    ACTIVE_CROSS_FIT_REFUSED,
+    CROSS_PPI,
+    JudgeCoverageError,
+    calibration_plot,
+    judged_blocks,
+    judged_tables,
+)
 from empeval.analysis.simulate.judges import GOOD_JUDGE, simulate_judged_study
 from empeval.analysis.stats.ppi.crossfit import cross_fit_judge
 from empeval.analysis.stats.ppi.estimates import ppi_paired_differences, ppi_system_means
@@ -69,6 +76,27 @@ def test_a_learned_judges_folds_meet_ratings_changed_since_it_was_fitted(study):
     assert tables.means is not None and tables.means["crossppi_ci_low"].notna().all()
     assert (tables.means["n_human"] == len(study.rated_contexts)).all()
     assert "n_folds" in tables.means and "judge_diff_biased" in tables.pairs
+
+
+def test_a_learned_judge_gets_no_unweighted_estimates_in_an_actively_sampled_study(study):
+    """Cross-PPI weighs rated contexts alike; contexts drawn with unequal probabilities would bias it: refused,
+    saying why and what to use, while the same judge's estimates of a uniformly sampled study are computed."""
+    items = study.judge_scores[["context_id", "system"]].reset_index(drop=True)
+    features = np.column_stack([study.judge_scores["judge_score"], items["system"] == "gold"]).astype(float)
+    scores = cross_fit_judge(items, features, study.human_ratings, n_folds=3, seed=1).drop(columns="label")
+    contexts = sorted(set(study.judge_scores["context_id"].astype(str)))
+    rated = set(map(str, study.rated_contexts))
+    drawn = pd.DataFrame({"context_id": contexts, "sampled": [c in rated for c in contexts],
+                          "inclusion_probability": [0.4 if i % 2 else 0.15 for i in range(len(contexts))]})
+    drawn.attrs.update(human_share=0.25, human_share_seed=4)
+    refused = judged_tables(study.human_ratings, scores, judge="learned", cross_fitted=True, n_boot=50,
+                            design_sample=drawn)
+    assert refused.means is None and refused.pairs is None
+    assert refused.why_not_estimated == ACTIVE_CROSS_FIT_REFUSED and "inverse-probability" in ACTIVE_CROSS_FIT_REFUSED
+    assert ACTIVE_CROSS_FIT_REFUSED in " ".join(_section_text(refused).split())
+    uniform = judged_tables(study.human_ratings, scores, judge="learned", cross_fitted=True, n_boot=50,
+                            design_sample=drawn.drop(columns="inclusion_probability"))
+    assert uniform.means is not None and uniform.estimator == CROSS_PPI
 
 
 def test_the_calibration_figure_draws_the_identity_line(study):
