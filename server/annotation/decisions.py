@@ -8,9 +8,10 @@ rating came in; each look's label is the mean of the item's ratings so far. Each
 alpha / m (Bonferroni over the m comparisons). The state a study stops on is the model-assisted interval's when a
 judge's scores were given, else the human-only one's: one interval per comparison, so the split of alpha holds.
 
-When claims close (``close_claims_if_decided``): whenever the decisions are computed, i.e. on `empeval study
-status`, on the researcher's study page, and by whoever calls it (a periodic job; after a submission). Not inside
-every submission: reading every rating of the study is not cheap, and the claim path pays one column test
+When claims close (``close_claims_if_decided``): after submissions, in a look taken in the background at a
+bounded cost (server/web/decisions_watch.py: at most one look per study every few seconds per process), on
+`empeval study status`, and by whoever calls it. The study page only shows the decisions. Not inside each
+submission's transaction: reading every rating of the study is not cheap, and the claim path pays one column test
 (hot_sql: the claim UPDATE refuses a study whose claims_closed_at is set), nothing more. What is claimed between
 the decisive rating and the next look is finished and stored (started work is never cut off).
 

@@ -15,7 +15,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, Forbidden, NotFound, TooManyRequests
 
-from empeval.server.annotation.decisions import close_claims_if_decided, decision_status
 from empeval.server.annotation.export import export_text
 from empeval.server.annotation.item_browser import BrowserQuery, browse, browsed_systems, parse_query, view_csv
 from empeval.server.annotation.kinds import annotation_kind
@@ -23,7 +22,6 @@ from empeval.server.annotation.kinds.rater_flags import flagged_pseudonyms
 from empeval.server.annotation.preview import preview_payload
 from empeval.server.annotation.rater_table import rater_table, study_comments
 from empeval.server.annotation.study_log import EXPORT, record_release, study_log
-from empeval.server.backend.judges.scores import judge_scores, latest_judge
 from empeval.server.store.kinds.likert import LikertSetup
 from empeval.server.store.models import Study
 from empeval.server.store.queries import assignment_counts, study_by_name
@@ -39,6 +37,7 @@ from empeval.server.web.auth import (
     require_admin,
     set_admin_cookie,
 )
+from empeval.server.web.decisions_watch import look
 
 blueprint = Blueprint("admin", __name__, template_folder="templates")
 
@@ -117,18 +116,9 @@ def items_csv(name: str):
 
 def _decisions(name: str) -> dict | None:
     """The study's pre-registered decisions now (server/annotation/decisions.py), model-assisted with the judge that
-    scored it most recently, if any; a look that finds everything decided (or the budget spent) closes the study's
-    claims when its [decisions] say stop_when_decided. None for a study without [decisions]."""
-    engine = _engine()
-    with Session(engine) as session:
-        study = study_by_name(session, name)
-        if study.config.decisions is None or not isinstance(study.config.setup, LikertSetup):
-            return None
-    judge = latest_judge(engine, name)
-    scores = judge_scores(engine, name, judge) if judge is not None else None
-    status = decision_status(engine, name, judge_scores=scores, judge=judge)
-    if status is not None and close_claims_if_decided(engine, status):
-        status = decision_status(engine, name, judge_scores=scores, judge=judge)
+    scored it most recently, if any; None for a study without [decisions]. Shown only: claims close after
+    submissions (server/web/decisions_watch.py) or on `empeval study status`, never on a GET."""
+    status = look(_engine(), name, close=False)
     return None if status is None else status.as_dict()
 
 

@@ -114,7 +114,10 @@ def submit(assignment_id: int):
     payload = request.get_json(silent=True)
     if payload is None:
         raise BadRequest("the body is not valid JSON")
-    return submit_assignment(_engine(), assignment_id, annotator_id, payload, study=study)
+    receipt = submit_assignment(_engine(), assignment_id, annotator_id, payload, study=study)
+    # Stored: a look at the study's decisions may close its claims (in the background, at a bounded cost).
+    current_app.extensions["empeval.decisions_watch"].after_submission(_engine(), study)
+    return receipt
 
 
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}

@@ -14,6 +14,7 @@ from empeval.server.errors import EmpevalError
 from empeval.server.store import ensure_schema, make_engine
 from empeval.server.web import admin, annotate_api, openapi
 from empeval.server.web.auth import FailureLimiter, served_over_https
+from empeval.server.web.decisions_watch import DecisionWatch
 from empeval.server.web.input_guards import install_input_guards
 
 # Our pages load scripts, styles and data from this origin only, run no inline script or style, and may
@@ -53,6 +54,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     engine = make_engine(app.config.get("DATABASE_URL"))
     ensure_schema(engine)
     app.extensions["empeval.engine"] = engine
+    app.extensions["empeval.decisions_watch"] = DecisionWatch()
     secret = SigningSecret(engine, app.config.get("SECRET_FILE"))
     secret.value()  # read (or create) it now: a missing or mismatched secret stops the app with a reason
     app.extensions["empeval.secret"] = secret

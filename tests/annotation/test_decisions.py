@@ -3,6 +3,8 @@ every comparison is decided, server/annotation/decisions.py): new claims are ref
 assignment already started is resumed, submitted and stored. On a real SQLite file and a real PostgreSQL database."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import func, select
 
@@ -108,21 +110,42 @@ def test_study_status_prints_the_decisions_and_closes_a_spent_study_and_the_alia
         next_assignment(sample_engine, "decided", _rater(sample_engine, "bob"))
 
 
-def test_the_study_page_shows_each_comparisons_interval_and_state_and_the_closing(sample_engine):
+def test_the_study_page_shows_the_decisions_and_a_submission_closes_the_claims(sample_engine):
+    """The page only shows (a GET changes nothing); a submission stored through the API starts a look in the
+    background (server/web/decisions_watch.py) that closes the claims of a study whose budget is spent, and a
+    submission soon after starts none."""
     from empeval.server.annotation.secrets import admin_token, secret_key
     from empeval.server.web import create_app
 
     _study(sample_engine, budget=6)
-    rater = _rater(sample_engine, "ann")
-    _submit(sample_engine, rater, next_assignment_payload(sample_engine, "decided", rater))
+    first = _rater(sample_engine, "ann")
+    bob, bob_token = invite(sample_engine, "bob", "decided")
+    cat, cat_token = invite(sample_engine, "cat", "decided")
     app = create_app({"DATABASE_URL": sample_engine.url.render_as_string(hide_password=False), "TESTING": True})
+    held = {rater.id: next_assignment_payload(sample_engine, "decided", rater.id) for rater in (bob, cat)}
+    _submit(sample_engine, first, next_assignment_payload(sample_engine, "decided", first))  # the budget is spent
     headers = {"Authorization": f"Bearer {admin_token(secret_key(sample_engine))}"}
     page = app.test_client().get("/admin/studies/decided", headers=headers).get_data(as_text=True)
     table = page.split('id="decision-table"', 1)[1].split("</table>", 1)[0]
     assert "sys-a vs sys-b on empathy" in table and str(Decision.UNDECIDED) in table
-    assert "of a budget of 6" in page and 'id="claims-closed"' in page and REASON_BUDGET in page
-    with pytest.raises(NoNewWork):  # the look closed it
-        next_assignment(sample_engine, "decided", _rater(sample_engine, "bob"))
+    assert "of a budget of 6" in page and 'id="claims-closed"' not in page  # shown, not closed by a GET
+    assert next_assignment(sample_engine, "decided", _rater(sample_engine, "dan")) is not None
+
+    watch = app.extensions["empeval.decisions_watch"]
+    for rater, token in ((bob, bob_token), (cat, cat_token)):  # started work, submitted through the API
+        payload = held[rater.id]
+        ratings = [{"item_id": item["item_id"], "scores": {"empathy": 4, "relevance": 3, "fluency": 3}}
+                   for item in payload["items"]]
+        answer = app.test_client().post(f"/api/assignments/{payload['assignment_id']}/submit", headers={
+            "Authorization": f"Bearer {token}"}, json={"submission_id": new_submission_id(), "ratings": ratings})
+        assert answer.status_code == 200 and answer.get_json()["status"] == "stored", answer.get_data(as_text=True)
+        for thread in [t for t in threading.enumerate() if t.name == "decisions-decided"]:
+            thread.join(30)
+    assert watch.looks == 1  # the second submission came within the interval: no second look
+    with pytest.raises(NoNewWork):  # the look closed the claims
+        next_assignment(sample_engine, "decided", _rater(sample_engine, "eve"))
+    page = app.test_client().get("/admin/studies/decided", headers=headers).get_data(as_text=True)
+    assert 'id="claims-closed"' in page and REASON_BUDGET in page
 
 
 def test_with_a_judges_scores_the_status_adds_model_assisted_intervals(sample_engine):
