@@ -339,7 +339,7 @@ def test_the_report_is_written_from_the_store_with_the_further_tables(chat_app, 
     report = written["markdown"].read_text(encoding="utf-8")
     assert "6 conversations were claimed: 6 ended" in report and "Per-turn annotations" in report
     rates = written["table_chat_turn_annotation_rates"].read_text(encoding="utf-8")
-    assert "control-generic" in rates and "made_sense" in rates
+    assert "Control: generic" in rates and "made_sense" in rates  # by its display name
 
 
 def test_simulated_speakers_talk_live_and_their_sessions_are_accepted(sample_engine):

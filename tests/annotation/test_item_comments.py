@@ -172,7 +172,7 @@ def test_the_ab_export_carries_each_comment_on_every_judgment_of_its_pair(sample
     submit_assignment(engine, assignment_id, rita.id, body)  # a retry
     assert len(stored_comments(engine)) == 1
     rows = export_rows(engine, "ab")
-    assert list(rows[0]) == list(AB_EXPORT_COLUMNS) and AB_EXPORT_COLUMNS[-1] == "item_comment"
+    assert list(rows[0]) == list(AB_EXPORT_COLUMNS) and AB_EXPORT_COLUMNS[-2:] == ("item_comment", "seconds_on_item")
     with_comment = [r for r in rows if r["item_comment"] is not None]
     assert len(with_comment) == 3 and {r["item_comment"] for r in with_comment} == {"B repeats itself"}
     assert {r["position"] for r in with_comment} == {0}
