@@ -125,6 +125,7 @@ class JudgedTables:
     pairs_estimator: str = ""  # how ``pairs`` was made (default: ``estimator``); PAIR_PPI with a judge of differences
     pair_judge: str | None = None  # the judge of differences whose verdicts made ``pairs``
     pairs_note: str = ""  # why the judge of differences' verdicts were not used, when they were given
+    target_note: str = ""  # what the model-assisted intervals generalise to, when narrower than --generalize asks
     #: Judge-human correlation per criterion: of scores (items), of the item scores differenced, and of the judge
     #: of differences' verdicts, with the contexts each rests on.
     correlations: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -270,7 +271,22 @@ def judged_tables(
         if pairs_of_judge is not None and tables.means is not None:
             tables.pairs, tables.pairs_estimator, tables.pair_judge = pairs_of_judge, PAIR_PPI, pair_judge
     tables.correlations = judge_correlations(human, plain, in_study if pair_scores is not None else None)
+    tables.target_note = _target_note(tables, generalize)
     return tables
+
+
+def _target_note(tables: JudgedTables, generalize: str) -> str:
+    """What the model-assisted intervals generalise to when --generalize asks for raters but an estimator made
+    them that treats the raters as fixed (cross-PPI, active PPI++, a judge of differences' PPI++); empty when they
+    are what was asked for."""
+    if generalize == "items" or tables.means is None:
+        return ""
+    fixed = sorted({ESTIMATOR_NAMES[e] for e in (tables.estimator, tables.pairs_estimator) if e != PPI})
+    if not fixed:
+        return ""
+    return (f"the model-assisted intervals of {' and '.join(fixed)} treat this study's raters as fixed: they "
+            f"generalise to new contexts, not to new raters, although --generalize {generalize} was asked for (it "
+            "applies to the human-only intervals and to PPI++ with a judge's item scores)")
 
 
 def judge_correlations(human: pd.DataFrame, judge_scores: pd.DataFrame,
@@ -410,6 +426,8 @@ def judged_blocks(tables: JudgedTables, *, figure_png: bytes | None, figure_path
                 f"{alpha:g}; a note says why a figure is n/a.")))
         if tables.pairs_note:
             blocks.append(Paragraph(tables.pairs_note[0].upper() + tables.pairs_note[1:] + "."))
+        if tables.target_note:
+            blocks.append(Paragraph(tables.target_note[0].upper() + tables.target_note[1:] + "."))
         if wider := wider_than_human_only(tables):
             blocks.append(Paragraph(wider))
     blocks.append(Heading("How far to trust the judge", level=3))

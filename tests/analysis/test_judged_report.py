@@ -99,6 +99,21 @@ def test_a_learned_judge_gets_no_unweighted_estimates_in_an_actively_sampled_stu
     assert uniform.means is not None and uniform.estimator == CROSS_PPI
 
 
+def test_the_section_says_when_its_intervals_do_not_reach_new_raters(study):
+    """--generalize raters: PPI++ on a judge's item scores gives intervals for new raters; cross-PPI treats the raters
+    as fixed, and the section says so instead of letting the methods' target stand for it."""
+    plain = tables_of(study, generalize="raters")
+    assert plain.target_note == "" and "treat this study's raters as fixed" not in _section_text(plain)
+    items = study.judge_scores[["context_id", "system"]].reset_index(drop=True)
+    features = np.column_stack([study.judge_scores["judge_score"], items["system"] == "gold"]).astype(float)
+    scores = cross_fit_judge(items, features, study.human_ratings, n_folds=3, seed=1).drop(columns="label")
+    learned = judged_tables(study.human_ratings, scores, judge="learned", cross_fitted=True, n_boot=50,
+                            generalize="raters")
+    assert learned.means is not None and "cross-PPI treat this study's raters as fixed" in learned.target_note
+    assert "--generalize raters was asked for" in " ".join(_section_text(learned).split())
+    assert judged_tables(study.human_ratings, scores, judge="learned", cross_fitted=True, n_boot=50).target_note == ""
+
+
 def test_the_calibration_figure_draws_the_identity_line(study):
     tables = tables_of(study)
     figure = calibration_plot(tables.calibration, criteria=["empathy"])
