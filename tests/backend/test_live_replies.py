@@ -214,8 +214,9 @@ def test_a_model_slower_than_the_timeout_fails_after_its_retries_in_bounded_time
     assert reply.provenance["system"] == "stuck" and reply.provenance["attempts"] == 3
     assert reply.provenance["latency_ms"] is None
     assert 0.6 <= elapsed < 0.6 + 1.0
-    # Two batch threads took the first two attempts and hung; the third waited for one and was never run.
-    assert model.calls == 2 and stats["timeouts"] == 3 and stats["failures"] == 1
+    # Two batch threads took the first two attempts and hung (on a loaded machine the second thread may not have
+    # reached the model within its 0.2 s); the third waited for a thread and was never run: never more than two.
+    assert 1 <= model.calls <= 2 and stats["timeouts"] == 3 and stats["failures"] == 1
 
 
 def test_an_error_outcome_fails_at_once_with_the_systems_message():
