@@ -64,8 +64,7 @@ def test_item_comments_reach_the_comments_section_with_their_item_and_a_csv(comm
 
     # The Likert report itself carries the section and the table, from the store as from the export.
     reported = CliRunner().invoke(cli, ["--database-url", engine.url.render_as_string(hide_password=False), "report",
-                                        "notes", "--out", str(tmp_path / "likert"), "--keep-flagged"],
-                                  env={"EMPEVAL_N_BOOT": "50"})
+                                        "notes", "--out", str(tmp_path / "likert"), "--keep-flagged"])
     assert reported.exit_code == 0, reported.output
     assert "3 comments on 3 items by 2 annotators" in (tmp_path / "likert" / "report.md").read_text(encoding="utf-8")
     from_store = pd.read_csv(tmp_path / "likert" / "tables" / "item_comments.csv", dtype=str)
