@@ -183,27 +183,34 @@ def test_the_draw_writes_probabilities_assignments_and_the_log_in_one_go_and_onl
     assert assignment_count(active) == draw.assignments and len(study_log(active, "active")) == 1
 
 
-def test_two_draws_at_once_make_exactly_one(active):
-    judge_both(active)
-    url = active.url.render_as_string(hide_password=False)
+def draws_at_once(engine, study: str, timeout: float = 120) -> list:
+    """`sample_study` of `study` run twice at the same moment, each with its own engine and connections (as two
+    processes would have); the draws made, after checking that neither raised."""
+    url = engine.url.render_as_string(hide_password=False)
     barrier, draws, errors = threading.Barrier(2), [], []
 
     def run() -> None:
-        engine = make_engine(url)  # each its own engine and connections, as two processes would have
+        own = make_engine(url)
         try:
             barrier.wait()
-            draws.append(sample_study(engine, "active"))
+            draws.append(sample_study(own, study))
         except Exception as error:  # noqa: BLE001 - reported below
             errors.append(error)
         finally:
-            engine.dispose()
+            own.dispose()
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(60)
+        thread.join(timeout)
     assert errors == []
+    return draws
+
+
+def test_two_draws_at_once_make_exactly_one(active):
+    judge_both(active)
+    draws = draws_at_once(active, "active")
     assert sorted(draw.new for draw in draws) == [False, True]
     assert draws[0].n_drawn == draws[1].n_drawn
     made = next(draw for draw in draws if draw.new)

@@ -8,7 +8,6 @@ small for a burn-in is drawn in one go and says why."""
 from __future__ import annotations
 
 import math
-import threading
 
 import pytest
 from click.testing import CliRunner
@@ -19,7 +18,7 @@ from empeval.sampling import MIN_BURN_IN_CONTEXTS, sample_study
 from empeval.server.annotation.study_log import study_log
 from empeval.server.backend.judges.scores import human_sample
 from empeval.server.errors import BadInput
-from empeval.server.store import make_engine, unit_of_work
+from empeval.server.store import unit_of_work
 from empeval.server.store.kinds.likert import AssignmentItem, Rating, StudyContext, StudyItem
 from empeval.server.store.models import Annotator, Assignment, Context, Dialogue, JudgeScore, Response, Study
 from empeval.server.store.statuses import AssignmentStatus
@@ -27,6 +26,7 @@ from empeval.tasks.kinds.likert_active import BURN_IN, SECOND_PHASE, draw_poisso
 from empeval.tasks.study_create import create_study
 from empeval.tasks.study_file import parse_study
 from tests.annotation.conftest import CONTROLS, SYSTEMS, add_responses
+from tests.tasks.test_active_sampling import draws_at_once
 
 COUNT, SHARE, BURN = 160, 0.5, 0.5  # 80 contexts expected in all, 40 in the burn-in
 CRITERIA = ("empathy", "relevance", "fluency")
@@ -192,25 +192,7 @@ def test_burn_in_then_the_residual_draw_then_nothing(phased):
 def test_two_second_phases_at_once_make_exactly_one(phased):
     sample_study(phased, "phased", burn_in=BURN)
     rate_burn_in(phased, "phased")
-    url = phased.url.render_as_string(hide_password=False)
-    barrier, draws, errors = threading.Barrier(2), [], []
-
-    def run() -> None:
-        engine = make_engine(url)
-        try:
-            barrier.wait()
-            draws.append(sample_study(engine, "phased"))
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-        finally:
-            engine.dispose()
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert errors == []
+    draws = draws_at_once(phased, "phased")
     assert sorted(draw.new for draw in draws) == [False, True]
     made = next(draw for draw in draws if draw.new)
     assert [entry.detail["phase"] for entry in study_log(phased, "phased")] == [BURN_IN, SECOND_PHASE]

@@ -53,3 +53,14 @@ def test_a_wrong_value_is_refused_naming_the_field(decisions, field, says):
         _parse(decisions)
     assert refused.value.field_path == field and says in refused.value.reason
     assert str(refused.value).startswith(f"s.toml: {field}: ")
+
+
+@pytest.mark.parametrize("kind", ["pairwise", "best_worst"])
+def test_a_study_of_another_kind_is_refused_the_table_naming_its_kind(kind):
+    """Their monitoring reads Likert ratings: the table would never close the study nor show a state."""
+    names = ["gold", "moel", "mime"][: 2 if kind == "pairwise" else 3]
+    with pytest.raises(StudyFileError) as refused:
+        parse_study({**BASE, "kind": kind, "systems": {"names": names}, "decisions": {"stop_when_decided": True}},
+                    "s.toml")
+    assert refused.value.field_path == "decisions"
+    assert f"is for Likert studies only (this study's kind is {kind!r})" in refused.value.reason
