@@ -48,10 +48,10 @@ def _print_status(obj: CliContext, name: str, judge: str | None) -> None:
     stop_when_decided and everything is decided or the budget is spent."""
     from sqlalchemy.orm import Session
 
-    from empeval.server.annotation.decisions import close_claims_if_decided, decision_status
     from empeval.server.errors import BadInput
     from empeval.server.store.queries import study_by_name
     from empeval.server.store.statuses import AssignmentStatus
+    from empeval.server.web.decisions_watch import look
     from empeval.tasks.study_create import study_progress
 
     engine = obj.engine()
@@ -65,28 +65,12 @@ def _print_status(obj: CliContext, name: str, judge: str | None) -> None:
     if not has_decisions:
         return
     try:
-        scores, judge = _judge_scores(engine, name, judge)
-        status = decision_status(engine, name, judge_scores=scores, judge=judge)
+        status = look(engine, name, close=True, judge=judge)
     except BadInput as problem:  # a study of another kind (decisions are computed for Likert studies)
         click.echo(f"decisions: {problem}")
         return
-    if status is None:
-        return
-    if close_claims_if_decided(engine, status):
-        status = decision_status(engine, name, judge_scores=scores, judge=judge)
     for line in status.lines() if status is not None else ():
         click.echo(line)
-
-
-def _judge_scores(engine, name: str, judge: str | None):
-    """The scores of `judge` (default: the judge that scored the study's items most recently) and its name, or
-    (None, None) when no judge scored the study."""
-    from empeval.server.backend.judges.scores import judge_scores, latest_judge
-
-    judge = judge or latest_judge(engine, name)
-    if judge is None:
-        return None, None
-    return judge_scores(engine, name, judge), judge
 
 
 @study.command("status")

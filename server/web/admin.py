@@ -22,6 +22,7 @@ from empeval.server.annotation.kinds.rater_flags import flagged_pseudonyms
 from empeval.server.annotation.preview import preview_payload
 from empeval.server.annotation.rater_table import rater_table, study_comments
 from empeval.server.annotation.study_log import EXPORT, record_release, study_log
+from empeval.server.errors import BadInput
 from empeval.server.store.kinds.likert import LikertSetup
 from empeval.server.store.models import Study
 from empeval.server.store.queries import assignment_counts, study_by_name
@@ -118,7 +119,10 @@ def _decisions(name: str) -> dict | None:
     """The study's pre-registered decisions now (server/annotation/decisions.py), model-assisted with the judge that
     scored it most recently, if any; None for a study without [decisions]. Shown only: claims close after
     submissions (server/web/decisions_watch.py) or on `empeval study status`, never on a GET."""
-    status = look(_engine(), name, close=False)
+    try:
+        status = look(_engine(), name, close=False)
+    except BadInput:  # a study of another kind (decisions are computed for Likert studies)
+        return None
     return None if status is None else status.as_dict()
 
 

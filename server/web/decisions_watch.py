@@ -34,15 +34,12 @@ MIN_INTERVAL_S = 5.0
 COST_FACTOR = 20.0
 
 
-def look(engine: Engine, name: str, *, close: bool) -> DecisionStatus | None:
-    """Study `name`'s decisions now, model-assisted with its most recent judge if any (None without [decisions]
-    or for a kind other than Likert); with `close`, a look that finds everything decided (or the budget spent)
-    closes the study's claims when its [decisions] say stop_when_decided, and the status returned says so."""
-    with unit_of_work(engine) as session:
-        config = study_by_name(session, name).config
-        if config.decisions is None or not isinstance(config.setup, LikertSetup):
-            return None
-    judge = latest_judge(engine, name)
+def look(engine: Engine, name: str, *, close: bool, judge: str | None = None) -> DecisionStatus | None:
+    """Study `name`'s decisions now, model-assisted with `judge`'s scores (default: the judge that scored the study
+    most recently, if any), None without [decisions]; with `close`, a look that finds everything decided (or the
+    budget spent) closes the study's claims when its [decisions] say stop_when_decided, and the status returned
+    says so. BadInput for a study of another kind than Likert (server/annotation/decisions.py)."""
+    judge = judge or latest_judge(engine, name)
     scores = judge_scores(engine, name, judge) if judge is not None else None
     status = decision_status(engine, name, judge_scores=scores, judge=judge)
     if close and status is not None and close_claims_if_decided(engine, status):
