@@ -41,7 +41,8 @@ venv: $(LINKED)
 
 # Re-installs only when the project's requirements change; a second run costs a stat().
 $(STAMP): pyproject.toml setup.py Makefile
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# pip is the last thing venv writes: a creation killed half-way (python there, pip not) is made again.
+	@test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/pip install $(PIP_FLAGS) --upgrade pip setuptools wheel
 	$(BIN)/pip install $(PIP_FLAGS) "$(TORCH_SPEC)"
 	$(BIN)/pip install $(PIP_FLAGS) -e ".[backend,dev]" "$(TORCH_SPEC)" $(EDITABLE)
@@ -89,7 +90,7 @@ $(CROWD_STAMP): tasks/crowd-requirements.txt Makefile
 	  exit 1; \
 	fi; \
 	echo "crowd environment: $(CROWD_VENV) with $$py"; \
-	test -x $(CROWD_VENV)/bin/python || "$$py" -m venv $(CROWD_VENV)
+	test -x $(CROWD_VENV)/bin/pip || "$$py" -m venv --clear $(CROWD_VENV)
 	$(CROWD_VENV)/bin/pip install $(PIP_FLAGS) -r tasks/crowd-requirements.txt
 	$(CROWD_VENV)/bin/pip install $(PIP_FLAGS) --no-deps mephisto==1.1.1
 	@touch $(CROWD_STAMP)

@@ -119,11 +119,11 @@ def with_fine_tuned_retrieval(spec, cache_dir: Path, echo=click.echo):
 def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, bad_raters: int = 4,
              contexts: int | None = None, time_scale: float = 0.0, seed: int = 7, cache_dir: Path | None = None,
              linked_files: list[Path] | None = None, linked_raters: int = LINKED_RATERS,
-             linked_bad_raters: int = LINKED_BAD_RATERS, echo=click.echo) -> DemoResult:
+             linked_bad_raters: int = LINKED_BAD_RATERS, n_boot: int | None = None, echo=click.echo) -> DemoResult:
     """Run the whole demo in `workdir` (its database is recreated); see the module docstring. `contexts` overrides
     every study's count (they keep the same contexts); `linked_files` the studies linked to the Likert one (default:
     linked_demo_studies; [] for none). Every crowd judges each response by the latent quality the Likert raters saw
-    (same `seed`)."""
+    (same `seed`). `n_boot`: the reports' bootstrap resamples (None: each kind's default)."""
     workdir.mkdir(parents=True, exist_ok=True)
     db_file = workdir / "demo.db"
     for suffix in ("", "-wal", "-shm"):
@@ -197,7 +197,7 @@ def run_demo(workdir: Path, *, study_file: Path = DEMO_STUDY, raters: int = 45, 
         progress.add_task(f"6/{STEPS} analysis reports", total=None)
         for number, (s, (submissions, answers, counted)) in enumerate(zip(specs, results, strict=True)):
             folder = workdir / ("report" if number == 0 else f"report-{s.name.removeprefix(main.name + '-')}")
-            paths = write_study_report(engine, s.name, folder, seed=seed)
+            paths = write_study_report(engine, s.name, folder, seed=seed, n_boot=n_boot)
             studies.append(DemoStudy(s.name, s.kind, paths, submissions, answers, counted, len(crowds[number]),
                                      {r.name: r.behaviour for r in crowds[number] if r.careless},
                                      _raters_who_submitted(engine, s.name)))

@@ -25,7 +25,7 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
                        exclude_flagged: bool = True, seed: int = 0, latex: bool = False, judge: str | None = None,
                        judge_version: str | None = None, allow_missing: bool = False,
                        systems_config: Path | None = None, system_order: str = "study",
-                       generalize: str = "items") -> dict[str, Path]:
+                       generalize: str = "items", n_boot: int | None = None) -> dict[str, Path]:
     """Write the report of the study `name` into out_dir (see analysis.report.study); returns the written paths.
     Late answers are left out when include_late is False, and the report says how many. With latex, booktabs
     tables go to out_dir/latex/.
@@ -39,7 +39,8 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
     the study file's order, or by mean with system_order "mean" (analysis.report.systems).
 
     `generalize` ("items", "raters" or "both"; analysis.stats.generalize) says what the intervals and p-values of the
-    system means and differences generalise to; the report's captions and methods say it."""
+    system means and differences generalise to; the report's captions and methods say it. `n_boot`: bootstrap
+    resamples (None: the kind's default, ReportRequest.n_boot)."""
     inputs = report_inputs(engine, name)
     meta = {**inputs.meta, "display_names": display_names(systems_config), "system_order": system_order,
             "generalize": generalize}
@@ -52,7 +53,7 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
         name=name, kind=inputs.kind, table=pd.DataFrame(inputs.rows), meta=meta,
         linked=[LinkedStudy(linked.name, linked.kind, linked.names_this,
                             pd.DataFrame(linked.rows) if linked.rows else None) for linked in inputs.linked],
-        judge=judged, include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex,
+        judge=judged, include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex, n_boot=n_boot,
         tables={table: pd.DataFrame(rows, columns=list(columns)) for table, (columns, rows) in inputs.tables.items()})
     written = _report(request, out_dir)
     # Logged once written, with whose answers it holds: a later withdrawal names this folder (study_log).
@@ -62,11 +63,11 @@ def write_study_report(engine: Engine, name: str, out_dir: Path, *, include_late
 
 def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: bool = True,
                         exclude_flagged: bool = True, seed: int = 0, likert_export: Path | None = None,
-                        latex: bool = False, generalize: str = "items") -> dict[str, Path]:
+                        latex: bool = False, generalize: str = "items", n_boot: int | None = None) -> dict[str, Path]:
     """The report of an export file (CSV or JSONL; no store needed): a collaborator's export, or a test fixture.
     The file's kind is recognised by its columns; `likert_export` (a linked Likert study's export) goes beside the
     report of a study of another kind. An export's criteria are shown in the default study order
-    (EXPORT_CRITERIA_ORDER). `generalize` as for write_study_report."""
+    (EXPORT_CRITERIA_ORDER). `generalize` and `n_boot` as for write_study_report."""
     kind = export_kind(path)
     table = _read(kind, path)
     if table.empty:
@@ -81,7 +82,8 @@ def write_export_report(path: Path, name: str, out_dir: Path, *, include_late: b
         linked.append(LinkedStudy(likert_export.name, likert.name, False, None if likert_table.empty else likert_table))
     request = ReportRequest(name=name, kind=kind.name, table=table,
                             meta={"criteria": list(EXPORT_CRITERIA_ORDER), "generalize": generalize}, linked=linked,
-                            include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex)
+                            include_late=include_late, exclude_flagged=exclude_flagged, seed=seed, latex=latex,
+                            n_boot=n_boot)
     return _report(request, out_dir)
 
 

@@ -241,9 +241,15 @@ def full_ed() -> Path:
 
 
 @pytest.fixture(scope="session")
-def embedding_cache_dir(tmp_path_factory) -> Path:
-    """One embedding cache per test session, so MiniLM encodes the sample's candidates once."""
-    return tmp_path_factory.mktemp("embedding-cache")
+def embedding_cache_dir(tmp_path_factory, worker_id) -> Path:
+    """One embedding cache per test run, shared by the xdist workers (their base folders are siblings under one
+    run folder), so MiniLM encodes the sample's candidates once a run, not once a worker: the encoder's lock file
+    makes a worker that wants them while another encodes them wait and load its file (encoder.encode_cached)."""
+    if worker_id == "master":
+        return tmp_path_factory.mktemp("embedding-cache")
+    shared = tmp_path_factory.getbasetemp().parent / "embedding-cache"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 # The files whose tests hold the crowd virtualenv (tests/crowd/conftest.py, fixture crowd_python): its runs take

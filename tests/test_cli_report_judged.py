@@ -150,7 +150,7 @@ def stored_scores(url: str, judge: str = "length") -> pd.DataFrame:
 @pytest.mark.slow  # writes a whole report: 7-13 s
 def test_the_section_shows_analysis_judged_estimates_figures(store, tmp_path):
     out = tmp_path / "report"
-    result = run(store, "report", "pilot", "--out", str(out), "--judge", "length", "--latex")
+    result = run(store, "report", "pilot", "--out", str(out), "--judge", "length", "--latex", "--n-boot", "100")
     assert result.exit_code == 0, result.output
     tex = (out / "latex" / "judge_means.tex").read_text()
     assert r"\label{tab:judge-means}" in tex and "judge-only mean (biased)" in tex and r"$\lambda$" in tex
@@ -219,7 +219,8 @@ def test_a_judge_failure_stops_the_report_naming_the_count_and_the_flag(store, t
     assert "judge answered 'maybe'" in message
     assert not out.exists(), "nothing is written when the report refuses"
 
-    allowed = run(store, "report", "pilot", "--out", str(out), "--judge", "length", "--allow-missing")
+    allowed = run(store, "report", "pilot", "--out", str(out), "--judge", "length", "--allow-missing",
+                  "--n-boot", "100")
     assert allowed.exit_code == 0, allowed.output
     text = section((out / "report.md").read_text())
     assert "**2 item(s) the judge failed on were dropped**" in text
@@ -254,7 +255,7 @@ def test_a_learned_judge_is_estimated_by_cross_ppi(store, tmp_path):
             score.raw_output = json.dumps({"fold": fold, "fold_scores": fold_scores})
     engine.dispose()
     out = tmp_path / "learned"
-    result = run(store, "report", "pilot", "--out", str(out), "--judge", "length")
+    result = run(store, "report", "pilot", "--out", str(out), "--judge", "length", "--n-boot", "100")
     assert result.exit_code == 0, result.output
     text = section((out / "report.md").read_text())
     assert "cross-PPI mean [CI]" in table_rows(text, "Mean label per system")[0]
@@ -269,7 +270,7 @@ def test_a_learned_judge_is_estimated_by_cross_ppi(store, tmp_path):
 @pytest.mark.slow  # writes a whole report: 7-13 s
 def test_without_judge_the_report_has_no_model_assisted_section(store, tmp_path):
     out = tmp_path / "plain"
-    result = run(store, "report", "pilot", "--out", str(out))
+    result = run(store, "report", "pilot", "--out", str(out), "--n-boot", "100")
     assert result.exit_code == 0, result.output
     markdown = (out / "report.md").read_text()
     assert "Model-assisted" not in markdown and not (out / "figures" / "judge_calibration.png").exists()

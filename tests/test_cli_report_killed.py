@@ -72,7 +72,7 @@ def _previous_report(folder: Path) -> None:
 def _report(parent: Path, export: Path, point: str = "none", nth: int = 0) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", KILLER, point, str(nth), "--database-url",
                            f"sqlite:///{parent.parent / 'unused.db'}", "report", "demo", "--export", str(export),
-                           "--out", str(parent / "report")],
+                           "--out", str(parent / "report"), "--n-boot", "100"],
                           env={**os.environ, "WATCHED_FOLDER": str(parent)}, capture_output=True, text=True,
                           timeout=300)
 

@@ -81,6 +81,13 @@ class ReportRequest:
     exclude_flagged: bool = True
     seed: int = 0
     latex: bool = False
+    #: Bootstrap resamples for the intervals, agreement and rankings; None: the kind's own default (Likert 2,000,
+    #: the kinds that rank 1,000). The methods paragraph prints the number used.
+    n_boot: int | None = None
+
+    def resamples(self, default: int) -> int:
+        """The bootstrap resamples to use: `n_boot`, or the kind's `default` when none was asked for."""
+        return self.n_boot if self.n_boot is not None else default
 
 
 class AnalysisKind:

@@ -21,6 +21,11 @@ from empeval.cli.common import SEED, CliContext, WritablePath, pass_cli
                    "Likert study, whose means go beside the A/B table).")
 @click.option("--without-late", is_flag=True, help="Leave out assignments submitted after they had expired.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the bootstrap resampling.")
+@click.option("--n-boot", type=click.IntRange(100, 1_000_000), default=None, envvar="EMPEVAL_N_BOOT",
+              help="Bootstrap resamples for the intervals, agreement and rankings (default: $EMPEVAL_N_BOOT, which "
+                   "the walkthrough notebook reads too, else 2000 for a Likert study and 1000 for the kinds that rank "
+                   "systems). More steadies the interval ends (10000 for a paper's final tables); fewer gives a "
+                   "quicker look. The methods paragraph says how many.")
 @click.option("--export", "export_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Report on this export file (CSV/JSONL from `empeval export`, ratings or a pairwise study's "
                    "judgments) instead of the store.")
@@ -49,7 +54,7 @@ from empeval.cli.common import SEED, CliContext, WritablePath, pass_cli
                                  "the built-in systems.toml).")
 @pass_cli
 def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool, without_late: bool, seed: int,
-           export_file: Path | None, likert_export: Path | None, latex: bool, judge: str | None,
+           n_boot: int | None, export_file: Path | None, likert_export: Path | None, latex: bool, judge: str | None,
            judge_version: str | None, allow_missing: bool, system_order: str, generalize: str,
            systems_config: Path | None) -> None:
     """Write the analysis report of STUDY: for a Likert study the paper-style table, agreement, significance,
@@ -72,13 +77,13 @@ def report(obj: CliContext, study: str, out_dir: Path | None, keep_flagged: bool
     if export_file is not None:
         paths = write_export_report(export_file, study, out_dir, include_late=not without_late,
                                     exclude_flagged=not keep_flagged, seed=seed, likert_export=likert_export,
-                                    latex=latex, generalize=generalize)
+                                    latex=latex, generalize=generalize, n_boot=n_boot)
     else:
         paths = write_study_report(obj.engine(), study, out_dir, include_late=not without_late,
                                    exclude_flagged=not keep_flagged, seed=seed, latex=latex, judge=judge,
                                    judge_version=judge_version, allow_missing=allow_missing,
                                    systems_config=systems_config, system_order=system_order,
-                                   generalize=generalize)
+                                   generalize=generalize, n_boot=n_boot)
     for line in report_summary(paths):
         click.echo(line)
     click.echo(f"report: {paths['html']}")

@@ -362,17 +362,27 @@ class SentenceEncoder:
 
     def encode_cached(self, texts: Sequence[str], *, label: str, description: str | None = None) -> np.ndarray:
         """Like `encode`, but stored under the cache folder, keyed by weights, precision and a hash
-        of the texts: a second call with the same texts loads the file instead of running the model."""
+        of the texts: a second call with the same texts loads the file instead of running the model.
+
+        Processes that want the same file at once (the worker processes of one `serve` on a cold cache, `generate`
+        beside it) take turns through a lock file beside it: one encodes, the others wait and load its file, so a
+        cold start costs one encoding, not one per process. The lock is advisory (filelock, flock on POSIX): a
+        killed holder releases it with its process."""
+        from filelock import FileLock
+
         path = self.cache_path(texts, label=label)
         if path.exists():
             return np.load(path)
-        embeddings = self.encode(texts, description=description or f"encoding {label}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Write then rename, so a crash or a concurrent reader never sees half a file.
-        scratch = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(scratch, "wb") as handle:
-            np.save(handle, embeddings)
-        scratch.replace(path)
+        with FileLock(f"{path}.lock"):
+            if path.exists():  # another process encoded these texts while this one waited
+                return np.load(path)
+            embeddings = self.encode(texts, description=description or f"encoding {label}")
+            # Write then rename, so a crash or a reader that takes no lock never sees half a file.
+            scratch = path.with_suffix(f".{os.getpid()}.tmp")
+            with open(scratch, "wb") as handle:
+                np.save(handle, embeddings)
+            scratch.replace(path)
         return embeddings
 
     def cache_path(self, texts: Sequence[str], *, label: str) -> Path:

@@ -77,7 +77,8 @@ def judged_ab(sample_engine):
 
 
 def _report(url: str, out, *options: str) -> str:
-    result = CliRunner().invoke(cli, ["--database-url", url, "report", "ab", "--out", str(out), *options])
+    result = CliRunner().invoke(cli, ["--database-url", url, "report", "ab", "--out", str(out), "--n-boot", "100",
+                                      *options])
     assert result.exit_code == 0, result.output
     return (out / "report.md").read_text(encoding="utf-8")
 

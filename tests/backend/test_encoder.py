@@ -195,3 +195,38 @@ def test_the_encoder_settings_are_documented():
         assert variable in (encoder_module.__doc__ or ""), f"encoder.py's docstring does not document {variable}"
     measurements = (REPO / "docs" / "measurements.md").read_text()
     assert "benchmarks/backend.py" in measurements and "benchmarks/backend.py" in metrics
+
+
+@pytest.mark.slow
+def test_processes_on_a_cold_cache_encode_the_same_texts_once_and_load_each_others_file(tmp_path, sample_texts):
+    """Two `serve` workers starting on a cold cache both want the candidates' embeddings: one encodes, the other
+    waits on the lock beside the file and loads it. Two separate processes, each counting its own model runs."""
+    import subprocess
+    import sys
+    import textwrap
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(sample_texts[1][:24]), encoding="utf-8")
+    script = textwrap.dedent(f"""
+        import sys
+        import time
+        from pathlib import Path
+        from empeval.server.backend.encoder import EncoderSettings, SentenceEncoder
+        encoder = SentenceEncoder(cache_dir=Path(sys.argv[1]), show_progress=False,
+                                  settings=EncoderSettings(precision="fp32", threads=1, batch_size=8))
+        runs = []
+        real = encoder.encode
+        # a slow model: without the lock both processes would find no file and both encode
+        encoder.encode = lambda *a, **k: runs.append(1) or time.sleep(2) or real(*a, **k)
+        lines = Path({str(texts)!r}).read_text(encoding="utf-8").splitlines()
+        array = encoder.encode_cached(lines, label="candidates")
+        print(len(runs), array.shape[0], float(array.sum()))
+    """)
+    started = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "cache")], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=300) for process in started]
+    assert all(process.returncode == 0 for process in started), [err[-1500:] for _, err in outputs]
+    runs, rows, sums = zip(*(out.split() for out, _ in outputs), strict=True)
+    assert sorted(runs) == ["0", "1"]  # one process ran the model, the other loaded its file
+    assert rows == ("24", "24") and sums[0] == sums[1]
+    assert len(list((tmp_path / "cache" / "embeddings").glob("candidates-*.npy"))) == 1

@@ -30,6 +30,7 @@ def test_report_ranks_the_systems_and_names_the_correction(sample_engine, tmp_pa
     markdown = (tmp_path / "r" / "report.md").read_text()
     html = (tmp_path / "r" / "report.html").read_text()
     assert "Holm" in markdown and "Gold" in markdown and "MoEL" in markdown  # display names of systems.toml
+    assert "B = 2000" in markdown and "B = 200)" not in markdown  # the Likert default number of resamples
     assert "<img" in html and "data:image/png;base64," in html  # self-contained figures
     empty = CliRunner().invoke(cli, ["--database-url", url, "report", "nope"])
     assert empty.exit_code == 2 and "no study named 'nope'" in empty.output
@@ -40,8 +41,10 @@ def test_report_ranks_the_systems_and_names_the_correction(sample_engine, tmp_pa
                       '[systems.moel]\nkind = "replay"\nsource = "moel"\ndisplay_name = "MoEL & co"\n',
                       encoding="utf-8")
     named = CliRunner().invoke(cli, ["--database-url", url, "report", "pilot", "--out", str(tmp_path / "named"),
-                                     "--latex", "--order", "mean", "--config", str(config)])
+                                     "--latex", "--order", "mean", "--config", str(config), "--n-boot", "200"])
     assert named.exit_code == 0, named.output
+    resampled = (tmp_path / "named" / "report.md").read_text()
+    assert "B = 200" in resampled and "B = 2000" not in resampled  # --n-boot reaches every interval it names
     tex = (tmp_path / "named" / "latex" / "main_results.tex").read_text(encoding="utf-8")
     means = pd.read_csv(tmp_path / "named" / "tables" / "system_means.csv")
     by_mean = means.groupby("system")["mean"].mean().sort_values(ascending=False).index.tolist()
@@ -51,3 +54,5 @@ def test_report_ranks_the_systems_and_names_the_correction(sample_engine, tmp_pa
     assert "moel" not in tex.replace("MoEL", "")  # no system key left beside its display name
     refused = CliRunner().invoke(cli, ["--database-url", url, "report", "pilot", "--order", "best"])
     assert refused.exit_code == 2 and "'best' is not one of 'study', 'mean'" in refused.output
+    too_few = CliRunner().invoke(cli, ["--database-url", url, "report", "pilot", "--n-boot", "20"])
+    assert too_few.exit_code == 2 and "--n-boot" in too_few.output and "100" in too_few.output

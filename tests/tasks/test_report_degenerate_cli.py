@@ -47,7 +47,8 @@ def _rate_all(engine, study: str, names: list[str], *, seconds: float, score=lam
 
 def _report(engine, study: str, out, *extra: str):
     url = engine.url.render_as_string(hide_password=False)
-    return CliRunner().invoke(cli, ["--database-url", url, "report", study, "--out", str(out), *extra])
+    return CliRunner().invoke(cli, ["--database-url", url, "report", study, "--out", str(out), "--n-boot", "100",
+                                    *extra])
 
 
 def _section(markdown: str, heading: str) -> str:

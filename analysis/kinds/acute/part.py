@@ -374,7 +374,8 @@ class AcuteAnalysisKind(AnalysisKind):
         return acute_report(request.table, name=request.name, chat=chat.table if chat is not None else None,
                             chat_name=chat.name if chat is not None else request.meta.get("chat_study"),
                             meta=request.meta, include_late=request.include_late,
-                            exclude_flagged=request.exclude_flagged, seed=request.seed, latex=request.latex)
+                            exclude_flagged=request.exclude_flagged, seed=request.seed, latex=request.latex,
+                            n_boot=request.resamples(N_BOOT))
 
     def summary_lines(self, paths: dict[str, Path], criteria: Sequence[str]) -> list[str]:
         if "table_acute_ab_table" not in paths:

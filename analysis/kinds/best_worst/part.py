@@ -274,7 +274,7 @@ class BestWorstAnalysisKind(AnalysisKind):
                     "the best-worst scores.")
         return best_worst_report(request.table, name=request.name, likert=likert, note=note, meta=request.meta,
                                  include_late=request.include_late, exclude_flagged=request.exclude_flagged,
-                                 seed=request.seed)
+                                 seed=request.seed, n_boot=request.resamples(N_BOOT))
 
     def summary_lines(self, paths: dict[str, Path], criteria: Sequence[str]) -> list[str]:
         if "table_bws_scores" not in paths:

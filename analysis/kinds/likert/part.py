@@ -83,13 +83,15 @@ class LikertAnalysisKind(AnalysisKind):
         return with_export_comments(tidy, raw)
 
     def report(self, request: ReportRequest) -> Report:
+        from empeval.analysis.kinds.likert.report import N_BOOT as LIKERT_N_BOOT
         from empeval.analysis.kinds.likert.report import likert_report
         from empeval.analysis.stats.threads import single_threaded_blas
 
         with single_threaded_blas():
             report = likert_report(request.table, study_meta={"name": request.name, **request.meta},
                                    scale=_scale(request.meta), include_late=request.include_late,
-                                   exclude_flagged=request.exclude_flagged, seed=request.seed, judge=request.judge)
+                                   exclude_flagged=request.exclude_flagged, seed=request.seed, judge=request.judge,
+                                   n_boot=request.resamples(LIKERT_N_BOOT))
         by_kind: dict[str, list[LinkedStudy]] = {}
         for linked in request.linked:
             if linked.names_this:

@@ -79,6 +79,9 @@ from empeval.analysis.stats.threads import single_threaded_blas
 if TYPE_CHECKING:  # the model-assisted section imports ppi_py (and numba): only when a judge is asked for
     from empeval.analysis.kinds import JudgeRequest
 
+# Bootstrap resamples of the report's intervals and agreement unless asked otherwise (`report --n-boot`).
+N_BOOT = 2000
+
 CORRECTION_NAMES = {
     "holm": "Holm-Bonferroni",
     "bonferroni": "Bonferroni",
@@ -103,7 +106,7 @@ def write_report(
     correction: str = "holm",
     family: str = "criterion",
     alpha: float = 0.05,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     ci_level: float = 0.95,
     scale: tuple[int, int] = DEFAULT_SCALE,
     quality_thresholds: dict | None = None,
@@ -294,7 +297,7 @@ def analyse(ratings: pd.DataFrame, *, study_meta, exclude_flagged, correction, f
 
 
 def likert_report(ratings: pd.DataFrame, *, study_meta: dict | None = None, exclude_flagged: bool = True,
-                  correction: str = "holm", family: str = "criterion", alpha: float = 0.05, n_boot: int = 2000,
+                  correction: str = "holm", family: str = "criterion", alpha: float = 0.05, n_boot: int = N_BOOT,
                   ci_level: float = 0.95, scale: tuple[int, int] = DEFAULT_SCALE,
                   quality_thresholds: dict | None = None,
                   random_effects: tuple[str, ...] = ("annotator", "item"), seed: int = 0, include_late: bool = True,

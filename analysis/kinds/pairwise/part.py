@@ -264,7 +264,8 @@ class PairwiseAnalysisKind(AnalysisKind):
         return pairwise_report(request.table, name=request.name, focus=focus or None, likert=likert,
                                likert_name=likert_study.name if likert is not None and likert_study else None,
                                note=note, meta=meta, include_late=request.include_late,
-                               exclude_flagged=request.exclude_flagged, seed=request.seed)
+                               exclude_flagged=request.exclude_flagged, seed=request.seed,
+                               n_boot=request.resamples(N_BOOT))
 
     def summary_lines(self, paths: dict[str, Path], criteria: Sequence[str]) -> list[str]:
         if "table_ab_table" not in paths:
