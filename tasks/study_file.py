@@ -170,12 +170,13 @@ def parse_study(data: dict[str, Any], source: str = "<study>") -> StudyConfig:
     criteria = _criteria(r, data) if "criteria" in data else kind.criteria_asked(setup)
     recruitment = _recruitment(r, data)
     qualification = parse_qualification(r, data, kind, setup, criteria, controls, recruitment)
-    if "decisions" in data and kind.name != "likert":
-        # Their monitoring (server/annotation/decisions.py) reads Likert ratings: a table another kind accepted
-        # would never close the study nor show a state.
-        raise r.error("decisions", f"is for Likert studies only (this study's kind is {kind.name!r}): remove the "
-                                   "[decisions] table")
-    decisions = parse_decisions(r, data, systems=systems, criteria=tuple(c.key for c in criteria))
+    terms = kind.decision_terms(setup, systems)
+    if "decisions" in data and terms is None:
+        # Their monitoring (server/annotation/decisions.py) reads Likert ratings and A/B judgments: a table another
+        # kind accepted would never close the study nor show a state.
+        raise r.error("decisions", f"is for Likert and pairwise (A/B) studies only (this study's kind is "
+                                   f"{kind.name!r}): remove the [decisions] table")
+    decisions = parse_decisions(r, data, systems=systems, criteria=tuple(c.key for c in criteria), terms=terms)
     return StudyConfig(name=name, seed=seed, contexts=contexts, systems=systems, controls=controls, design=design,
                        criteria=criteria, setup=setup, pay=pay, qualification=qualification,
                        title=data.get("title", "") if isinstance(data.get("title", ""), str) else "",

@@ -66,7 +66,7 @@ def _print_status(obj: CliContext, name: str, judge: str | None) -> None:
         return
     try:
         status = look(engine, name, close=True, judge=judge)
-    except BadInput as problem:  # a study of another kind (decisions are computed for Likert studies)
+    except BadInput as problem:  # a study of another kind (decisions are computed for Likert and pairwise studies)
         click.echo(f"decisions: {problem}")
         return
     for line in status.lines() if status is not None else ():

@@ -15,7 +15,18 @@ submission's transaction: reading every rating of the study is not cheap, and th
 (hot_sql: the claim UPDATE refuses a study whose claims_closed_at is set), nothing more. What is claimed between
 the decisive rating and the next look is finished and stored (started work is never cut off).
 
-Likert studies only: the labels are the items' mean ratings on the study's scale.
+Per kind, a look reads the study's labels its own way: the kind's annotation part names its look
+(``AnnotationKind.decision_look``; server/annotation/decision_state.py); a kind without one is refused (BadInput).
+Likert (server/annotation/kinds/likert_decisions.py): the labels are the items' mean ratings on the study's scale,
+per system, and the sequence is the paired one over a - b (prior variance: the scale's span squared, the largest
+variance of a difference), model-assisted with a judge's scores. Pairwise (A/B,
+server/annotation/kinds/pairwise_decisions.py): a context's label is its net preference for A over B, the mean over
+its judgments of +1 (A chosen), -1 (B chosen) and 0 (a tie), whichever side each system was shown on, and the
+sequence is the one-sample one over those labels (``confidence_sequence``: their mean is A's net preference over B;
+prior variance 1, the largest variance of a label in [-1, 1]); its `margin` is in net-preference units (0.1: ten
+points of wins minus losses), its looks are tuned at the contexts the design has the pair judged on, and its paid
+ratings are the stored judgments. A pairwise study has no model-assisted interval: a judge scores responses one at a
+time, not a choice between two (the status says so when a judge is asked for).
 """
 from __future__ import annotations
 
@@ -24,46 +35,23 @@ from datetime import datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
-from empeval.analysis.stats.sequential import (
-    Decision,
-    decide,
-    paired_confidence_sequence,
-    ppi_paired_confidence_sequence,
-)
+from empeval.analysis.stats.sequential import Decision
+from empeval.server.annotation.decision_state import ComparisonState, DecisionLook
+from empeval.server.annotation.kinds import annotation_kind, annotation_kinds
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.kinds.likert import LikertSetup, Rating, StudyContext, StudyItem
-from empeval.server.store.models import Response, System
 from empeval.server.store.queries import now_utc, study_by_name
-from empeval.server.store.study_decisions import Comparison, Decisions
+from empeval.server.store.study_config import StudyConfig
+from empeval.server.store.study_decisions import Decisions
+
+__all__ = ["REASON_BUDGET", "REASON_DECIDED", "ComparisonState", "DecisionStatus", "close_claims_if_decided",
+           "decision_status", "model_assisted", "monitored"]
 
 # What claims_closed_reason says.
 REASON_DECIDED = "every pre-registered comparison is decided"
 REASON_BUDGET = "the budget of paid ratings is spent"
-
-
-@dataclass(frozen=True)
-class ComparisonState:
-    """One comparison now: `n` contexts people rated for both systems, the human-only interval and state, and the
-    model-assisted ones (None without judge scores, or too few contexts for them)."""
-
-    comparison: Comparison
-    n: int
-    human_estimate: float
-    human_low: float
-    human_high: float
-    human_state: Decision
-    ppi_estimate: float | None = None
-    ppi_low: float | None = None
-    ppi_high: float | None = None
-    ppi_state: Decision | None = None
-
-    @property
-    def state(self) -> Decision:
-        """The state the study stops on: the model-assisted one when there is one, else the human-only one."""
-        return self.ppi_state if self.ppi_state is not None else self.human_state
 
 
 @dataclass(frozen=True)
@@ -127,83 +115,40 @@ def decision_status(engine: Engine, name: str, *, judge_scores: pd.DataFrame | N
                     judge: str | None = None) -> DecisionStatus | None:
     """Study `name`'s decisions now (module docstring), or None when it has no [decisions] table. `judge_scores`
     (``server.backend.judges.scores.judge_scores``'s table: context_id, system, criterion, judge_score) adds the
-    model-assisted intervals. BadInput for a study of another kind than Likert."""
+    model-assisted intervals of a kind that has them; `judge` names the judge (a kind without them notes that it
+    has none when one is named). BadInput for a study of a kind without a look (``AnnotationKind.decision_look``)."""
     with unit_of_work(engine) as session:
         study = study_by_name(session, name)
         config = study.config
         decisions = config.decisions
         if decisions is None:
             return None
-        setup = config.setup
-        if not isinstance(setup, LikertSetup):
-            raise BadInput(f"study {name!r} is a {setup.label} study; decisions are computed for Likert studies")
-        rows = session.execute(
-            select(Response.context_id, System.name, Rating.criterion, Rating.score, Rating.submitted_at)
-            .join(StudyItem, StudyItem.id == Rating.item_id).join(Response, Response.id == StudyItem.response_id)
-            .join(System, System.id == Response.system_id)
-            .where(StudyItem.study_id == study.id, StudyItem.is_control.is_(False))).all()
-        paid = session.scalar(select(func.count(Rating.id)).join(StudyItem, StudyItem.id == Rating.item_id)
-                              .where(StudyItem.study_id == study.id)) or 0
-        sampled = dict(session.execute(select(StudyContext.context_id, StudyContext.human_rated)
-                                       .where(StudyContext.study_id == study.id)).all())
+        kind = _decision_look(name, config)
+        found = kind.look(session, study, decisions, judge_scores if kind.model_assisted else None, judge)
         closed_at, reason = study.claims_closed_at, study.claims_closed_reason
-    ratings = pd.DataFrame([tuple(r) for r in rows], columns=["context_id", "system", "criterion", "score", "at"])
-    planned = sum(sampled.values()) if sampled else len(set(ratings["context_id"])) or 1
-    spread = float(setup.scale.max - setup.scale.min)
-    states: list[ComparisonState] = []
-    notes: list[str] = []
-    for comparison in decisions.comparisons:
-        states.append(_comparison_state(comparison, ratings, judge_scores, sampled, decisions,
-                                        planned_n=max(planned, 1), prior_variance=max(spread**2, 1.0), notes=notes))
-    return DecisionStatus(study=name, decisions=decisions, comparisons=tuple(states), paid_ratings=int(paid),
-                          judge=judge if judge_scores is not None else None, claims_closed_at=closed_at,
-                          claims_closed_reason=reason, notes=tuple(notes))
+    return DecisionStatus(study=name, decisions=decisions, comparisons=found.comparisons, paid_ratings=found.paid,
+                          judge=judge if judge_scores is not None and kind.model_assisted else None,
+                          claims_closed_at=closed_at, claims_closed_reason=reason, notes=found.notes)
 
 
-def _comparison_state(comparison: Comparison, ratings: pd.DataFrame, judge_scores: pd.DataFrame | None,
-                      sampled: dict[int, bool], decisions: Decisions, *, planned_n: int, prior_variance: float,
-                      notes: list[str]) -> ComparisonState:
-    a, b, criterion = comparison.system_a, comparison.system_b, comparison.criterion
-    of = ratings[(ratings["criterion"] == criterion) & ratings["system"].isin([a, b])]
-    items = of.groupby(["context_id", "system"]).agg(label=("score", "mean"), at=("at", "max")).reset_index()
-    wide = items.pivot(index="context_id", columns="system", values=["label", "at"])
-    both = wide.dropna() if {a, b} <= set(items["system"]) else wide.iloc[0:0]
-    if len(both):
-        order = pd.concat([both["at"][a], both["at"][b]], axis=1).max(axis=1).sort_values(kind="stable").index
-        both = both.loc[order]
-    labels_a = both["label"][a].to_numpy(dtype=float) if len(both) else []
-    labels_b = both["label"][b].to_numpy(dtype=float) if len(both) else []
-    alpha, margin = decisions.alpha_each, decisions.margin
-    human = paired_confidence_sequence(labels_a, labels_b, planned_n=planned_n, alpha=alpha,
-                                       prior_variance=prior_variance)
-    if len(human):
-        last = human.iloc[-1]
-        estimate, low, high = float(last["estimate"]), float(last["low"]), float(last["high"])
-    else:
-        estimate, low, high = float("nan"), float("-inf"), float("inf")
-    state = ComparisonState(comparison, len(both), estimate, low, high, decide(low, high, margin=margin))
-    if judge_scores is None or not len(both):
-        return state
-    scores = judge_scores[judge_scores["criterion"] == criterion].pivot_table(
-        index="context_id", columns="system", values="judge_score", aggfunc="first")
-    if not {a, b} <= set(scores.columns):
-        notes.append(f"{comparison.describe()}: the judge scored no response of {a if a not in scores else b}")
-        return state
-    differences = (scores[a] - scores[b]).dropna()
-    rated = [c for c in both.index if c in differences.index]
-    unrated = [c for c in differences.index if not sampled.get(c, True)]
-    if len(rated) < len(both) or not unrated:
-        notes.append(f"{comparison.describe()}: no model-assisted interval ("
-                     + ("the judge did not score every rated context" if len(rated) < len(both)
-                        else "no context only the judge scored") + ")")
-        return state
-    ppi = ppi_paired_confidence_sequence(
-        labels_a, labels_b, scores.loc[rated, a].to_numpy(), scores.loc[rated, b].to_numpy(),
-        scores.loc[unrated, a].to_numpy(), scores.loc[unrated, b].to_numpy(), planned_n=planned_n, alpha=alpha,
-        prior_variance=prior_variance).iloc[-1]
-    p_low, p_high = float(ppi["low"]), float(ppi["high"])
-    return ComparisonState(comparison, len(both), estimate, low, high, state.human_state, float(ppi["estimate"]),
-                           p_low, p_high, decide(p_low, p_high, margin=margin))
+def monitored(config: StudyConfig) -> bool:
+    """Whether the decisions of a study with this configuration are computed (its kind names a look)."""
+    return annotation_kind(config.kind).decision_look() is not None
+
+
+def model_assisted(config: StudyConfig) -> bool:
+    """Whether a judge's scores give the decisions of a study with this configuration model-assisted intervals."""
+    look = annotation_kind(config.kind).decision_look()
+    return look is not None and look.model_assisted
+
+
+def _decision_look(name: str, config: StudyConfig) -> DecisionLook:
+    look = annotation_kind(config.kind).decision_look()
+    if look is None:
+        kinds = " and ".join(k.name for k in annotation_kinds() if k.decision_look() is not None)
+        raise BadInput(f"study {name!r} is a {config.setup.label} study; decisions are computed for {kinds} "
+                       "studies")
+    return look
 
 
 def close_claims_if_decided(engine: Engine, status: DecisionStatus, *, now: datetime | None = None) -> bool:
@@ -222,3 +167,4 @@ def close_claims_if_decided(engine: Engine, status: DecisionStatus, *, now: date
         study.claims_closed_at = now or now_utc()
         study.claims_closed_reason = reason
     return True
+

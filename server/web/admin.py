@@ -121,7 +121,7 @@ def _decisions(name: str) -> dict | None:
     submissions (server/web/decisions_watch.py) or on `empeval study status`, never on a GET."""
     try:
         status = look(_engine(), name, close=False)
-    except BadInput:  # a study of another kind (decisions are computed for Likert studies)
+    except BadInput:  # a study of another kind (decisions are computed for Likert and pairwise studies)
         return None
     return None if status is None else status.as_dict()
 

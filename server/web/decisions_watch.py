@@ -1,7 +1,8 @@
 """A study's pre-registered decisions looked at after submissions, off the request path, at a bounded cost.
 
 `look` is one look at a study's [decisions] (server/annotation/decisions.py), model-assisted with the judge that
-scored the study most recently when one has: what `empeval study status` prints and the study page shows.
+scored the study most recently when one has (Likert; a pairwise study's are human-only): what `empeval study status`
+prints and the study page shows.
 
 `DecisionWatch.after_submission` is what the submit route calls once a submission is stored: when the study's
 [decisions] say stop_when_decided, a look is taken in a background thread and closes the study's claims if everything
@@ -22,10 +23,15 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from empeval.server.annotation.decisions import DecisionStatus, close_claims_if_decided, decision_status
+from empeval.server.annotation.decisions import (
+    DecisionStatus,
+    close_claims_if_decided,
+    decision_status,
+    model_assisted,
+    monitored,
+)
 from empeval.server.backend.judges.scores import judge_scores, latest_judge
 from empeval.server.store import unit_of_work
-from empeval.server.store.kinds.likert import LikertSetup
 from empeval.server.store.queries import study_by_name
 
 log = logging.getLogger(__name__)
@@ -38,9 +44,13 @@ def look(engine: Engine, name: str, *, close: bool, judge: str | None = None) ->
     """Study `name`'s decisions now, model-assisted with `judge`'s scores (default: the judge that scored the study
     most recently, if any), None without [decisions]; with `close`, a look that finds everything decided (or the
     budget spent) closes the study's claims when its [decisions] say stop_when_decided, and the status returned
-    says so. BadInput for a study of another kind than Likert (server/annotation/decisions.py)."""
-    judge = judge or latest_judge(engine, name)
-    scores = judge_scores(engine, name, judge) if judge is not None else None
+    says so. A kind without model-assisted intervals (pairwise) reads no judge's scores: the status notes it when
+    `judge` is given. BadInput for a study of a kind whose decisions are not computed
+    (server/annotation/decisions.py)."""
+    with unit_of_work(engine) as session:
+        assisted = model_assisted(study_by_name(session, name).config)
+    judge = judge or (latest_judge(engine, name) if assisted else None)
+    scores = judge_scores(engine, name, judge) if judge is not None and assisted else None
     status = decision_status(engine, name, judge_scores=scores, judge=judge)
     if close and status is not None and close_claims_if_decided(engine, status):
         status = decision_status(engine, name, judge_scores=scores, judge=judge)
@@ -48,13 +58,14 @@ def look(engine: Engine, name: str, *, close: bool, judge: str | None = None) ->
 
 
 def _may_close(engine: Engine, name: str) -> bool:
-    """Whether a look could close the study's claims: a Likert study whose [decisions] say stop_when_decided and
-    whose claims are still open (one query; the look itself reads every rating)."""
+    """Whether a look could close the study's claims: a study of a kind whose decisions are computed (Likert,
+    pairwise), whose [decisions] say stop_when_decided and whose claims are still open (one query; the look itself
+    reads every rating)."""
     with unit_of_work(engine) as session:
         study = study_by_name(session, name)
         decisions = study.config.decisions
         return (decisions is not None and decisions.stop_when_decided and study.claims_closed_at is None
-                and isinstance(study.config.setup, LikertSetup))
+                and monitored(study.config))
 
 
 @dataclass

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from empeval.server.store.study_config import StudyConfig
     from empeval.server.store.study_parts import Criterion, Design
     from empeval.tasks.crowd.contract import Control
+    from empeval.tasks.decisions_file import DecisionTerms
     from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySummary
     from empeval.tasks.simulate import CrowdModel, Rater
 
@@ -64,7 +65,7 @@ class TaskKind:
     # The hooks below with a default most kinds keep (tests/test_kinds_complete.py does not ask for them).
     optional_parts: ClassVar[frozenset[str]] = frozenset({"check_live_systems", "criteria_asked", "linked_study",
                                                           "study_contexts", "qualification_items",
-                                                          "qualification_rows"})
+                                                          "qualification_rows", "decision_terms"})
 
     # --- the study file ---------------------------------------------------------------------------------------
     def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[StudySetup,
@@ -83,6 +84,12 @@ class TaskKind:
         """The study a study of this kind is linked to by its nature when its file names none in compare_with (an
         ACUTE study's chat study), or ""."""
         return ""
+
+    def decision_terms(self, setup: StudySetup, systems: tuple[str, ...]) -> DecisionTerms | None:
+        """What a study file's [decisions] table (tasks/decisions_file.py) may compare in a study of this kind, whose
+        monitoring (server/annotation/decisions.py) reads its answers: the system pairs it judges and the unit of the
+        margin; None for a kind whose answers no monitoring reads (its study file is refused the table)."""
+        return None
 
     def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
                             criteria: tuple[Criterion, ...], controls: tuple[str, ...]) -> tuple[GoldItem, ...]:

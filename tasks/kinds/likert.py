@@ -56,6 +56,7 @@ from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Pane
 from empeval.server.store.study_config import StudyConfig
 from empeval.server.store.study_parts import Criterion, Design
 from empeval.tasks.crowd.contract import DEFAULT_DESCRIPTION, DEFAULT_TAGS, Control
+from empeval.tasks.decisions_file import DecisionTerms
 from empeval.tasks.design import Candidate, plan_assignments
 from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
@@ -250,6 +251,10 @@ class LikertTasks(TaskKind):
             raise reader.error("design.human_share", problem)
         sample_seed = reader.integer(d, "human_share_seed", "design.human_share_seed", seed, minimum=0)
         return replace(setup, human_share=float(share), human_share_seed=sample_seed, sampling=sampling)
+
+    def decision_terms(self, setup: StudySetup, systems: tuple[str, ...]) -> DecisionTerms:
+        """Any two of the study's systems, the margin in points of its scale (their mean ratings' difference)."""
+        return DecisionTerms()
 
     def system_role(self, spec: StudyConfig, system: str) -> str:
         return ""

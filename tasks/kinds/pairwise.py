@@ -55,6 +55,7 @@ from empeval.server.store.queries import study_by_name
 from empeval.server.store.study_config import StudyConfig
 from empeval.server.store.study_parts import Criterion, Design
 from empeval.tasks.crowd.contract import Control
+from empeval.tasks.decisions_file import DecisionTerms
 from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
@@ -278,6 +279,15 @@ class PairwiseTasks(TaskKind):
         if unpaired:
             raise r.error("systems.names", f"{unpaired[0]!r} is in no pair of systems.pairs; pair it or remove it")
         return tuple(pairs)
+
+    def decision_terms(self, setup: StudySetup, systems: tuple[str, ...]) -> DecisionTerms:
+        """The pairs the design judges (an anchored design: the anchor against each other system), each with its
+        first system (the anchor, or the first of a listed pair) as A; the margin in net preference, the share of
+        judgments A wins minus the share B wins (between -1 and 1), so below 1."""
+        assert isinstance(setup, PairwiseSetup)
+        return DecisionTerms(pairs=tuple((p.first, p.second) for p in setup.pairs),
+                             margin_unit="net preference: A's share of wins minus B's, between -1 and 1",
+                             margin_below=1.0)
 
     def system_role(self, spec: StudyConfig, system: str) -> str:
         setup = spec.setup

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -25,6 +25,9 @@ from empeval.server.errors import BadInput
 from empeval.server.store.kinds import UnknownStudyKind
 from empeval.server.store.models import Study
 from empeval.server.store.study_config import StudyConfig
+
+if TYPE_CHECKING:
+    from empeval.server.annotation.decision_state import DecisionLook
 
 
 @dataclass
@@ -92,7 +95,8 @@ class AnnotationKind:
     export_columns: ClassVar[tuple[str, ...]]
     # The hooks with a default most kinds keep (tests/test_kinds_complete.py does not ask for them).
     optional_parts: ClassVar[frozenset[str]] = frozenset({"claims_per_annotator", "forget_unsubmitted",
-                                                          "extra_exports", "qualification_choices"})
+                                                          "extra_exports", "qualification_choices",
+                                                          "decision_look"})
 
     # --- what a claim hands out -------------------------------------------------------------------------------
     def payload(self, executor: Any, study: Any, assignment_id: int, status: str,
@@ -167,6 +171,12 @@ class AnnotationKind:
     def item_page(self, session: Session, study: Study, page: int, per_page: int, rated_only: bool) -> ItemPage:
         """A page of the study's units for the item browser (`rated_only`: those answered at least once)."""
         raise self._missing("item_page")
+
+    def decision_look(self) -> DecisionLook | None:
+        """How a look at a study's pre-registered [decisions] reads this kind's answers
+        (server/annotation/decisions.py); None for a kind whose decisions are not computed (its study file is
+        refused the table: tasks/decisions_file.py)."""
+        return None
 
     def _missing(self, part: str) -> NotImplementedError:
         return NotImplementedError(f"study kind {self.name!r} supplies no {part!r} in the annotation room")

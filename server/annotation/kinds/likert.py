@@ -27,9 +27,11 @@ from empeval.analysis.kinds.likert.schema import EXPORT_COLUMNS  # the export's 
 from empeval.analysis.stats.agreement import reliability_counts
 from empeval.analysis.stats.coefficients import krippendorff_alpha
 from empeval.server.annotation import hot_sql
+from empeval.server.annotation.decision_state import DecisionLook
 from empeval.server.annotation.item_browser import page_bounds, turns_of, with_comments
 from empeval.server.annotation.item_comments import COMMENT_SCHEMA, comments_by_unit, entry_comment
 from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
+from empeval.server.annotation.kinds.likert_decisions import LIKERT_LOOK
 from empeval.server.annotation.submission_schema import (
     entries_schema,
     entry_item,
@@ -150,6 +152,10 @@ class LikertAnnotation(AnnotationKind):
                      "JOIN response ON response.id = study_item.response_id")
     contexts_assignment, context_column = "assignment_item.assignment_id", "response.context_id"
     export_columns = EXPORT_COLUMNS
+
+    def decision_look(self) -> DecisionLook:
+        """Its [decisions] are looked at by server/annotation/kinds/likert_decisions.py."""
+        return LIKERT_LOOK
 
     def payload(self, executor: Any, study: Any, assignment_id: int, status: str,
                 expires_at: datetime | None) -> dict[str, Any]:

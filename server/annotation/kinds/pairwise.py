@@ -30,9 +30,11 @@ from sqlalchemy.orm import Session, aliased
 
 from empeval.analysis.kinds.pairwise.schema import EXPORT_COLUMNS
 from empeval.server.annotation import hot_sql
+from empeval.server.annotation.decision_state import DecisionLook
 from empeval.server.annotation.item_browser import page_bounds, turns_of, with_comments
 from empeval.server.annotation.item_comments import COMMENT_SCHEMA, comments_by_unit, entry_comment
 from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
+from empeval.server.annotation.kinds.pairwise_decisions import PAIRWISE_LOOK
 from empeval.server.annotation.submission_schema import entries_schema, entry_item, entry_seconds, refuse_missing_units
 from empeval.server.errors import BadInput
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem, PairwiseSetup
@@ -138,6 +140,10 @@ class PairwiseAnnotation(AnnotationKind):
     contexts_from = "assignment_pair JOIN pair_item ON pair_item.id = assignment_pair.pair_item_id"
     contexts_assignment, context_column = "assignment_pair.assignment_id", "pair_item.context_id"
     export_columns = EXPORT_COLUMNS  # the judgment contract and the comment on the pair
+
+    def decision_look(self) -> DecisionLook:
+        """Its [decisions] are looked at by server/annotation/kinds/pairwise_decisions.py."""
+        return PAIRWISE_LOOK
 
     def payload(self, executor: Any, study: Any, assignment_id: int, status: str,
                 expires_at: datetime | None) -> dict[str, Any]:

@@ -1,0 +1,89 @@
+"""The Likert kind's part in a look at a study's pre-registered decisions (server/annotation/decisions.py): each
+comparison's paired sequence over the items' mean ratings, a - b, on the study's scale (prior variance: the scale's
+span squared, the largest variance of a difference), model-assisted with a judge's scores (PPI++ with a predictable
+lambda) when a judge scored every rated context and some contexts only the judge scored."""
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from empeval.analysis.stats.sequential import decide, paired_confidence_sequence, ppi_paired_confidence_sequence
+from empeval.server.annotation.decision_state import ComparisonState, DecisionLook, KindLook, last_interval
+from empeval.server.store.kinds.likert import LikertSetup, Rating, StudyContext, StudyItem
+from empeval.server.store.models import Response, Study, System
+from empeval.server.store.study_decisions import Comparison, Decisions
+
+
+def likert_look(session: Session, study: Study, decisions: Decisions, judge_scores: pd.DataFrame | None,
+                 judge: str | None) -> KindLook:
+    """A Likert study's comparisons: paired sequences over the items' mean ratings (server/annotation/decisions.py)."""
+    setup = study.config.setup
+    assert isinstance(setup, LikertSetup)
+    rows = session.execute(
+        select(Response.context_id, System.name, Rating.criterion, Rating.score, Rating.submitted_at)
+        .join(StudyItem, StudyItem.id == Rating.item_id).join(Response, Response.id == StudyItem.response_id)
+        .join(System, System.id == Response.system_id)
+        .where(StudyItem.study_id == study.id, StudyItem.is_control.is_(False))).all()
+    paid = session.scalar(select(func.count(Rating.id)).join(StudyItem, StudyItem.id == Rating.item_id)
+                          .where(StudyItem.study_id == study.id)) or 0
+    sampled = dict(session.execute(select(StudyContext.context_id, StudyContext.human_rated)
+                                   .where(StudyContext.study_id == study.id)).all())
+    ratings = pd.DataFrame([tuple(r) for r in rows], columns=["context_id", "system", "criterion", "score", "at"])
+    planned = sum(sampled.values()) if sampled else len(set(ratings["context_id"])) or 1
+    spread = float(setup.scale.max - setup.scale.min)
+    states: list[ComparisonState] = []
+    notes: list[str] = []
+    for comparison in decisions.comparisons:
+        states.append(comparison_state(comparison, ratings, judge_scores, sampled, decisions,
+                                        planned_n=max(planned, 1), prior_variance=max(spread**2, 1.0), notes=notes))
+    return KindLook(tuple(states), int(paid), tuple(notes))
+
+
+def comparison_state(comparison: Comparison, ratings: pd.DataFrame, judge_scores: pd.DataFrame | None,
+                      sampled: dict[int, bool], decisions: Decisions, *, planned_n: int, prior_variance: float,
+                      notes: list[str]) -> ComparisonState:
+    """One comparison of a Likert study: the paired anytime-valid sequence of a - b over the contexts rated for both
+    systems (each context's label the mean of its item's ratings, in the order their last rating came in;
+    Waudby-Smith et al. 2024), and with judge scores the PPI++ sequence beside it (a predictable lambda); each
+    with its state (``decide``). A note says why a model-assisted interval is missing."""
+    a, b, criterion = comparison.system_a, comparison.system_b, comparison.criterion
+    of = ratings[(ratings["criterion"] == criterion) & ratings["system"].isin([a, b])]
+    items = of.groupby(["context_id", "system"]).agg(label=("score", "mean"), at=("at", "max")).reset_index()
+    wide = items.pivot(index="context_id", columns="system", values=["label", "at"])
+    both = wide.dropna() if {a, b} <= set(items["system"]) else wide.iloc[0:0]
+    if len(both):
+        order = pd.concat([both["at"][a], both["at"][b]], axis=1).max(axis=1).sort_values(kind="stable").index
+        both = both.loc[order]
+    labels_a = both["label"][a].to_numpy(dtype=float) if len(both) else []
+    labels_b = both["label"][b].to_numpy(dtype=float) if len(both) else []
+    alpha, margin = decisions.alpha_each, decisions.margin
+    human = paired_confidence_sequence(labels_a, labels_b, planned_n=planned_n, alpha=alpha,
+                                       prior_variance=prior_variance)
+    estimate, low, high = last_interval(human)
+    state = ComparisonState(comparison, len(both), estimate, low, high, decide(low, high, margin=margin))
+    if judge_scores is None or not len(both):
+        return state
+    scores = judge_scores[judge_scores["criterion"] == criterion].pivot_table(
+        index="context_id", columns="system", values="judge_score", aggfunc="first")
+    if not {a, b} <= set(scores.columns):
+        notes.append(f"{comparison.describe()}: the judge scored no response of {a if a not in scores else b}")
+        return state
+    differences = (scores[a] - scores[b]).dropna()
+    rated = [c for c in both.index if c in differences.index]
+    unrated = [c for c in differences.index if not sampled.get(c, True)]
+    if len(rated) < len(both) or not unrated:
+        notes.append(f"{comparison.describe()}: no model-assisted interval ("
+                     + ("the judge did not score every rated context" if len(rated) < len(both)
+                        else "no context only the judge scored") + ")")
+        return state
+    ppi = ppi_paired_confidence_sequence(
+        labels_a, labels_b, scores.loc[rated, a].to_numpy(), scores.loc[rated, b].to_numpy(),
+        scores.loc[unrated, a].to_numpy(), scores.loc[unrated, b].to_numpy(), planned_n=planned_n, alpha=alpha,
+        prior_variance=prior_variance).iloc[-1]
+    p_low, p_high = float(ppi["low"]), float(ppi["high"])
+    return ComparisonState(comparison, len(both), estimate, low, high, state.human_state, float(ppi["estimate"]),
+                           p_low, p_high, decide(p_low, p_high, margin=margin))
+
+
+LIKERT_LOOK = DecisionLook(likert_look, model_assisted=True)
