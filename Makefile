@@ -113,9 +113,10 @@ test: $(LINKED) $(UI_BUNDLE) system-deps crowd lint
 
 # The inner loop while editing, NOT the full suite: no test marked `slow` (Mephisto runs, the demo, MiniLM and
 # training), `postgres` or `full_data`, none that drives Chromium (the task and admin pages), no schema fuzzing and
-# property runs of hundreds of generated bodies, no fresh install; no lint, no crowd environment or system packages.
+# property runs of hundreds of generated bodies, no fresh install, none of the tests measured heavy (tests/heavy_tests.txt,
+# made by tests/heavy_list.py); no lint, no crowd environment or system packages.
 # `make test` is what a change must pass before it is merged. One room: make test-fast PYTEST_ARGS=tests/backend
-FAST_DESELECT := -m "not slow and not postgres and not full_data" --ignore-glob='*browser*' --ignore-glob='*test_page_*' \
+FAST_DESELECT := -m "not slow and not postgres and not full_data and not heavy" --ignore-glob='*browser*' --ignore-glob='*test_page_*' \
   --ignore-glob='*accessibility*' --ignore-glob='*request_schemas*' --ignore-glob='*openapi_fuzz*' \
   --ignore=tests/hostile --ignore=tests/test_annotation_only_install.py
 test-fast: $(LINKED) $(UI_BUNDLE)

@@ -320,6 +320,13 @@ def pytest_xdist_make_scheduler(config, log):
     return CrowdFilesTogether(config, log)
 
 
+def _heavy_tests() -> frozenset[str]:
+    """The node ids and files listed in tests/heavy_tests.txt (tests/heavy_list.py): marked `heavy` for `make
+    test-fast`."""
+    listed = Path(__file__).with_name("heavy_tests.txt").read_text(encoding="utf-8").splitlines()
+    return frozenset(line.strip() for line in listed if line.strip() and not line.startswith("#"))
+
+
 def pytest_collection_modifyitems(config, items):
     """Files holding a test marked `slow` run first, those with fewest tests first (a file of one slow test is one
     long end-to-end run: the demo, a Mephisto run, a fresh install), then the others by their number of tests,
@@ -327,6 +334,10 @@ def pytest_collection_modifyitems(config, items):
     order when `--no-loadscope-reorder` is given (the Makefile gives it); its own order, most tests first, put
     the demo (one test, 88 s) last, and two full runs ended with one worker on it for minutes while the other
     idled. The order inside a file is unchanged."""
+    heavy = _heavy_tests()
+    for item in items:
+        if item.nodeid in heavy or item.nodeid.split("::")[0] in heavy:  # a test, or a whole file
+            item.add_marker(pytest.mark.heavy)
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     counts: dict[Path, int] = {}
     for item in items:
