@@ -109,7 +109,7 @@ def postgres_url(postgres_admin_url, request):
     the test takes one of FILLED_FIXTURES (whose fill then finds it made)."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     url = postgres_admin_url.rsplit("/", 1)[0] + f"/{name}"
-    admin = _admin_engine(postgres_admin_url)
+    admin = process_sample_templates().admin(url)
     if FILLED_FIXTURES & set(request.fixturenames):
         process_sample_templates().create_filled(url)
     else:
@@ -118,15 +118,6 @@ def postgres_url(postgres_admin_url, request):
     yield url
     with admin.connect() as connection:
         connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-_ADMINS: dict[str, Engine] = {}  # one AUTOCOMMIT engine (and pooled connection) per server, not one per test
-
-
-def _admin_engine(admin_url: str) -> Engine:
-    if admin_url not in _ADMINS:
-        _ADMINS[admin_url] = make_engine(admin_url, isolation_level="AUTOCOMMIT")
-    return _ADMINS[admin_url]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -200,14 +191,14 @@ class SampleTemplates:
             return
         if url in self._filled:  # made as a copy of the template by postgres_url (FILLED_FIXTURES)
             return
-        with self._admin(parsed).connect() as connection:
+        with self.admin(url).connect() as connection:
             connection.execute(text(f'DROP DATABASE "{parsed.database}"'))
         self.create_filled(url)
 
     def create_filled(self, url: str) -> None:
         """Create the PostgreSQL database at `url` (which must not exist) as a copy of the sample template."""
         parsed = make_url(url)
-        admin = self._admin(parsed)
+        admin = self.admin(url)
         admin_url = parsed.set(database="postgres").render_as_string(hide_password=False)
         template = self._templates.get(admin_url)
         if template is None:
@@ -220,8 +211,10 @@ class SampleTemplates:
             connection.execute(text(f'CREATE DATABASE "{parsed.database}" TEMPLATE "{template}"'))
         self._filled.add(url)
 
-    def _admin(self, parsed) -> Engine:
-        admin_url = parsed.set(database="postgres").render_as_string(hide_password=False)
+    def admin(self, url: str) -> Engine:
+        """One AUTOCOMMIT engine on the server of `url` (its `postgres` database), kept for the session: the
+        fixtures create and drop each test's database through it rather than through an engine of their own."""
+        admin_url = make_url(url).set(database="postgres").render_as_string(hide_password=False)
         admin = self._admins.get(admin_url)
         if admin is None:
             admin = self._admins[admin_url] = make_engine(admin_url, isolation_level="AUTOCOMMIT")

@@ -49,10 +49,15 @@ def test_all_pairs_on_every_criterion_by_default_and_no_table_stores_nothing():
     ({"colour": 1}, "decisions.colour", "unknown field"),
 ])
 def test_a_wrong_value_is_refused_naming_the_field(decisions, field, says):
+    _refused(_parse, "s.toml", decisions, field, says)
+
+
+def _refused(parse, source: str, decisions, field: str, says: str) -> None:
+    """`parse(decisions)` refuses the study file, naming `field` of `source` and saying `says`."""
     with pytest.raises(StudyFileError) as refused:
-        _parse(decisions)
+        parse(decisions)
     assert refused.value.field_path == field and says in refused.value.reason
-    assert str(refused.value).startswith(f"s.toml: {field}: ")
+    assert str(refused.value).startswith(f"{source}: {field}: ")
 
 
 OTHER_KINDS = {
@@ -113,10 +118,7 @@ def test_a_pairwise_comparison_names_a_judged_pair_in_either_order_and_round_tri
     ({"margin": 0}, "decisions.margin", "must be above 0 (net preference"),
 ])
 def test_a_pairwise_study_refuses_a_pair_it_does_not_judge_and_a_margin_out_of_range(decisions, field, says):
-    with pytest.raises(StudyFileError) as refused:
-        _parse_pairwise(decisions)
-    assert refused.value.field_path == field and says in refused.value.reason
-    assert str(refused.value).startswith(f"ab.toml: {field}: ")
+    _refused(_parse_pairwise, "ab.toml", decisions, field, says)
 
 
 def test_a_likert_margin_keeps_scale_points_and_no_upper_bound_of_one():
