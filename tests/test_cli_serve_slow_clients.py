@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -65,34 +66,48 @@ class Server:
     base: str
     port: int
     process: subprocess.Popen
+    stderr: Path
+
+    def said(self) -> str:
+        """What the server has written to its stderr so far."""
+        return self.stderr.read_text(errors="replace")
 
 
 @contextmanager
 def served(url: str, *options: str, env: dict[str, str] | None = None) -> Iterator[Server]:
     """`empeval serve --port P OPTIONS` on `url` in its own process group, answering /healthz; stopped on exit."""
     port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "empeval.cli", "--database-url", url, "serve", "--port",
-                                str(port), *options], cwd=REPO, env={**os.environ, **(env or {})},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    stderr = Path(tempfile.mkstemp(prefix="serve-", suffix=".stderr")[1])
+    with stderr.open("wb") as sink:
+        process = subprocess.Popen([sys.executable, "-m", "empeval.cli", "--database-url", url, "serve", "--port",
+                                    str(port), *options], cwd=REPO, env={**os.environ, **(env or {})},
+                                   stdout=subprocess.DEVNULL, stderr=sink, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
+    server = Server(base, port, process, stderr)
     try:
         deadline = time.monotonic() + 60
         while True:
-            assert process.poll() is None, f"serve exited with {process.returncode}"
+            assert process.poll() is None, f"serve exited with {process.returncode}: {server.said()}"
             try:
                 if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
                     break
             except requests.ConnectionError:
                 pass
-            assert time.monotonic() < deadline, "serve did not answer within 60 s"
+            assert time.monotonic() < deadline, f"serve did not answer within 60 s: {server.said()}"
             time.sleep(0.1)
-        yield Server(base, port, process)
+        if "--workers" in options and "--dev" not in options:
+            # The first process can answer before a busy machine lets the supervisor fork the others.
+            workers = int(options[options.index("--workers") + 1])
+            _until(lambda: len(_children(process.pid)) == workers, max(deadline - time.monotonic(), 5),
+                   f"serve did not start its {workers} processes: {server.said()}")
+        yield server
     finally:
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         process.wait(timeout=30)
+        stderr.unlink()
 
 
 def hostile_socket(port: int) -> socket.socket:
@@ -253,7 +268,8 @@ def test_serve_is_the_production_server_by_default_and_werkzeug_only_with_dev(sq
         answer = requests.get(f"{server.base}/healthz", headers={"X-Forwarded-Proto": "https"}, timeout=10)
         assert answer.headers["Server"] == "empeval"
         assert "Strict-Transport-Security" not in answer.headers  # no --proxies: a forwarded header means nothing
-        assert len(_children(server.process.pid)) == 2
+        assert len(_children(server.process.pid)) == 2, server.said()
+        assert "ended" not in server.said()  # the two are the first two: none died and was replaced
     with served(sqlite_url, "--proxies", "1", "--workers", "1") as server:
         answer = requests.get(f"{server.base}/healthz", headers={"X-Forwarded-Proto": "https"}, timeout=10)
         assert "Strict-Transport-Security" in answer.headers  # with --proxies the app's ProxyFix reads it
@@ -265,7 +281,7 @@ def test_serve_is_the_production_server_by_default_and_werkzeug_only_with_dev(sq
 def test_sigterm_stops_every_process_and_a_process_that_dies_is_replaced(sqlite_url):
     with served(sqlite_url, "--workers", "2") as server:
         first = _children(server.process.pid)
-        assert len(first) == 2
+        assert len(first) == 2, server.said()
         os.kill(first[0], signal.SIGKILL)
         _until(lambda: len(set(_children(server.process.pid)) - {first[0]}) == 2, 10, "the dead process was not "
                "replaced")
