@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from sqlalchemy import func, select
@@ -31,9 +30,8 @@ class FakeModelServer(JsonStubHandler):
         elif self.path == "/v1/chat/completions":
             last = body["messages"][-1]["content"]
             self.send_json(200, {"choices": [{"message": {"role": "assistant", "content": f"I hear you: {last}"}}]})
-        elif self.path == "/slow":
-            time.sleep(0.6)
-            self.send_json(200, {"response": "too late"})
+        elif self.path == "/slow":  # never answered while the test runs
+            self.hold_until_released()
         elif self.path == "/fail500":
             self.send_json(500, {"error": "model crashed"})
         elif self.path == "/flaky":  # fails twice, then answers

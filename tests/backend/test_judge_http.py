@@ -6,7 +6,6 @@ environment and is never stored."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from sqlalchemy import select
@@ -47,16 +46,15 @@ ANSWERS = {
 
 
 class FakeJudgeServer(JsonStubHandler):
-    """Routes {ROUTE}/chat/completions for every ROUTE of ANSWERS, plus /slow (answers after 0.6 s) and /flaky
+    """Routes {ROUTE}/chat/completions for every ROUTE of ANSWERS, plus /slow (no answer while the test runs) and /flaky
     (503 twice, then "3"). Every request is recorded in `empeval.server.calls`."""
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         route = self.path.removesuffix("/chat/completions")
         self.server.calls.append((route, body, dict(self.headers)))
-        if route == "/slow":
-            time.sleep(0.6)
-            self.send_json(200, {"choices": [{"message": {"content": "5"}}]})
+        if route == "/slow":  # never answered while the test runs
+            self.hold_until_released()
         elif route == "/flaky":
             if self.calls_to(route) <= 2:
                 self.send_json(503, {"error": "warming up"})
