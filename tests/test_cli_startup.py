@@ -156,3 +156,16 @@ def test_the_repeated_constants_equal_their_sources():
     assert common.ED_DATASET == ED_DATASET == BACKEND_ED_DATASET
     assert crowd.PROVIDERS == contract.PROVIDERS == jobs.PROVIDERS
     assert prolific.API_URL == prolific_client.API_URL
+
+
+# --- what a server process imports before it answers ------------------------------------------------------------
+
+def test_the_served_app_is_made_without_scipy():
+    """`empeval serve` builds the app (empeval.wiring.make_app) before its first answer; scipy.stats alone cost that
+    start about 1.5 s of its 4.3 s (the decision looks import analysis.stats.sequential for its Decision type), so
+    scipy is imported only where a statistic needs it."""
+    done = subprocess.run([sys.executable, "-c", "import sys; from empeval.wiring import make_app; "
+                           "print(sorted(m for m in ('scipy', 'torch', 'sklearn', 'matplotlib') if m in sys.modules))"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]"
