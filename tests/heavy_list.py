@@ -1,43 +1,60 @@
 """The tests `make test-fast` leaves out because they are heavy by measurement (tests/heavy_tests.txt): every test
-whose setup, call and teardown took HEAVY_SECONDS or more of wall time together in a full `make test` run, as
-pytest's `--durations` prints them. The full suite runs them all; the list only keeps the inner loop short. A line
-without `::` names a whole file: one whose module-scoped fixture is heavy (leaving out the test that first asked for
-it only moves the fixture's cost to the next one), added by hand.
+that took HEAVY_SECONDS or more of wall time, or HEAVY_CPU_SECONDS or more of CPU, setup to teardown, in a full
+`make test` run recorded by tests/cpu_times.py; and the files of WHOLE_FILES, whose module-scoped fixture is the
+cost (leaving out the test that first asks for it only moves the cost to the next one). The full suite runs them
+all; the list only keeps the inner loop short. PostgreSQL variants are not listed: the inner loop runs none.
 
-Made again from a run's log (new heavy tests then leave the inner loop; renamed ones are simply no longer
-listed):
+Made again from a full run (new heavy tests then leave the inner loop; renamed ones are simply no longer listed):
 
-    make test PYTEST_ARGS="--durations=0 --durations-min=0.2" 2>&1 | tee /tmp/suite.log
-    .venv/bin/python -m tests.heavy_list /tmp/suite.log > tests/heavy_tests.txt
+    rm -rf /tmp/times; EMPEVAL_TEST_TIMES=/tmp/times make test PYTEST_ARGS="-p tests.cpu_times"
+    .venv/bin/python -m tests.heavy_list /tmp/times/*.jsonl > tests/heavy_tests.txt
 
->>> heavy_tests(["1.20s call     tests/conftest.py::test_x[sqlite]", "0.40s setup    tests/conftest.py::test_x[sqlite]",
-...              "0.30s call     tests/conftest.py::test_y", "2.00s call     tests/heavy_list.py::test_z[postgres]"])
-['tests/conftest.py::test_x[sqlite]']
+>>> heavy_tests([{"id": "tests/a.py::test_x", "wall": 1.6, "cpu": 0.1}, {"id": "tests/a.py::test_y", "wall": 0.4,
+...              "cpu": 0.35}, {"id": "tests/a.py::test_z", "wall": 0.4, "cpu": 0.1},
+...              {"id": "tests/a.py::test_x[postgres]", "wall": 9.0, "cpu": 3.0}])
+['tests/a.py::test_x', 'tests/a.py::test_y']
 """
 from __future__ import annotations
 
-import re
+import json
 import sys
-from collections import defaultdict
 from collections.abc import Iterable
 
 HEAVY_SECONDS = 1.5
-_LINE = re.compile(r"^\s*([0-9.]+)s (setup|call|teardown)\s+(\S+)\s*$")
+#: 0.5 s left 3,320 tests taking 3 min 6 s (351 s of CPU) on the 2-core machine; 0.3 s leaves out ~150 more.
+HEAVY_CPU_SECONDS = 0.3
+WHOLE_FILES = (
+    "tests/analysis/test_ab_report_fixture.py",
+    "tests/analysis/test_analysis_report.py",
+    "tests/analysis/test_report_fixture.py",
+    "tests/analysis/test_report_paper_output.py",
+    "tests/analysis/test_report_presentation.py",
+    "tests/backend/test_judge_learned.py",
+    "tests/backend/test_judge_learned_difference.py",
+)
 
 
-def heavy_tests(lines: Iterable[str], seconds: float = HEAVY_SECONDS) -> list[str]:
-    """The node ids whose durations in `lines` sum to `seconds` or more, sorted; PostgreSQL variants are left out
-    (the inner loop runs no PostgreSQL test anyway)."""
-    total: dict[str, float] = defaultdict(float)
-    for line in lines:
-        if match := _LINE.match(line):
-            total[match.group(3)] += float(match.group(1))
-    return sorted(node for node, spent in total.items() if spent >= seconds and "[postgres" not in node)
+def heavy_tests(records: Iterable[dict], seconds: float = HEAVY_SECONDS,
+                cpu_seconds: float = HEAVY_CPU_SECONDS) -> list[str]:
+    """The node ids of `records` (tests/cpu_times.py's lines: id, wall, cpu) at `seconds` of wall or `cpu_seconds`
+    of CPU or more, sorted, PostgreSQL variants left out; a test recorded twice counts its larger figures."""
+    heavy = {record["id"] for record in records if record["wall"] >= seconds or record["cpu"] >= cpu_seconds}
+    return sorted(node for node in heavy if "[postgres" not in node)
+
+
+def listing(records: Iterable[dict]) -> str:
+    """tests/heavy_tests.txt's text for `records`: the tests, then WHOLE_FILES, each part under its comment."""
+    found = heavy_tests(records)
+    return "\n".join([
+        f"# {len(found)} tests that took {HEAVY_SECONDS} s of wall time or {HEAVY_CPU_SECONDS} s of CPU or more "
+        "(setup, call and teardown) in a full run; make test-fast leaves them out (tests/heavy_list.py makes the "
+        "list again from a run recorded by tests/cpu_times.py)",
+        *found,
+        "# Whole files whose module-scoped fixture is heavy (a report or a trained model built once for all its "
+        "tests)",
+        *WHOLE_FILES]) + "\n"
 
 
 if __name__ == "__main__":
-    with open(sys.argv[1], encoding="utf-8") as log:
-        found = heavy_tests(log)
-    print(f"# {len(found)} tests of {HEAVY_SECONDS} s or more in a full run (tests/heavy_list.py); make test-fast "
-          "leaves them out")
-    print("\n".join(found))
+    read = [json.loads(line) for name in sys.argv[1:] for line in open(name, encoding="utf-8") if line.strip()]
+    sys.stdout.write(listing(read))
