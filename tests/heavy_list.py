@@ -9,10 +9,11 @@ Made again from a full run (new heavy tests then leave the inner loop; renamed o
     rm -rf /tmp/times; EMPEVAL_TEST_TIMES=/tmp/times make test PYTEST_ARGS="-p tests.cpu_times"
     .venv/bin/python -m tests.heavy_list /tmp/times/*.jsonl > tests/heavy_tests.txt
 
->>> heavy_tests([{"id": "tests/a.py::test_x", "wall": 1.6, "cpu": 0.1}, {"id": "tests/a.py::test_y", "wall": 0.4,
-...              "cpu": 0.35}, {"id": "tests/a.py::test_z", "wall": 0.4, "cpu": 0.1},
-...              {"id": "tests/a.py::test_x[postgres]", "wall": 9.0, "cpu": 3.0}])
-['tests/a.py::test_x', 'tests/a.py::test_y']
+>>> heavy_tests([{"id": "tests/conftest.py::test_x", "wall": 1.6, "cpu": 0.1},
+...              {"id": "tests/conftest.py::test_y", "wall": 0.4, "cpu": 0.35},
+...              {"id": "tests/conftest.py::test_z", "wall": 0.4, "cpu": 0.1},
+...              {"id": "tests/conftest.py::test_x[postgres]", "wall": 9.0, "cpu": 3.0}])
+['tests/conftest.py::test_x', 'tests/conftest.py::test_y']
 """
 from __future__ import annotations
 

@@ -18,18 +18,19 @@ LISTED = Path(__file__).with_name("heavy_tests.txt")
 
 def test_a_test_is_heavy_by_its_wall_or_its_cpu_and_postgres_variants_are_left_out():
     assert doctest.testmod(heavy_list).failed == 0
-    records = [{"id": "tests/t.py::test_a", "wall": 1.5, "cpu": 0.0}, {"id": "tests/t.py::test_b", "wall": 1.49,
-               "cpu": 0.29}, {"id": "tests/t.py::test_c", "wall": 0.1, "cpu": 0.3},
-               {"id": "tests/t.py::test_d[postgres]", "wall": 9.0, "cpu": 9.0}]
-    assert heavy_list.heavy_tests(records) == ["tests/t.py::test_a", "tests/t.py::test_c"]
-    assert heavy_list.heavy_tests(records, seconds=1.0, cpu_seconds=1.0) == ["tests/t.py::test_a",
-                                                                              "tests/t.py::test_b"]
+    records = [{"id": "tests/conftest.py::test_a", "wall": 1.5, "cpu": 0.0},
+               {"id": "tests/conftest.py::test_b", "wall": 1.49, "cpu": 0.29},
+               {"id": "tests/conftest.py::test_c", "wall": 0.1, "cpu": 0.3},
+               {"id": "tests/conftest.py::test_d[postgres]", "wall": 9.0, "cpu": 9.0}]
+    assert heavy_list.heavy_tests(records) == ["tests/conftest.py::test_a", "tests/conftest.py::test_c"]
+    assert heavy_list.heavy_tests(records, seconds=1.0, cpu_seconds=1.0) == ["tests/conftest.py::test_a",
+                                                                              "tests/conftest.py::test_b"]
 
 
 def test_the_listing_is_what_the_hook_reads_and_keeps_the_whole_files(tmp_path):
-    text = heavy_list.listing([{"id": "tests/t.py::test_a", "wall": 2.0, "cpu": 1.0}])
+    text = heavy_list.listing([{"id": "tests/conftest.py::test_a", "wall": 2.0, "cpu": 1.0}])
     ids = [line for line in text.splitlines() if line and not line.startswith("#")]
-    assert ids == ["tests/t.py::test_a", *heavy_list.WHOLE_FILES]
+    assert ids == ["tests/conftest.py::test_a", *heavy_list.WHOLE_FILES]
 
 
 def test_the_hook_reads_every_listed_id_and_no_comment():
@@ -54,7 +55,8 @@ def test_the_plugin_records_each_test_with_the_cpu_of_the_subprocesses_it_ran(tm
     times = tmp_path / "times"
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.cpu_times",
                            "-p", "no:randomly", "--rootdir", str(tmp_path), str(tmp_path / "test_two.py")],
-                          cwd=REPO, env={**os.environ, "EMPEVAL_TEST_TIMES": str(times)},
+                          cwd=REPO, env={**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
+                                             "EMPEVAL_TEST_TIMES": str(times)},
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     records = {r["id"].rsplit("::", 1)[1]: r for r in map(json.loads, (times / "main.jsonl").read_text().splitlines())}
