@@ -18,12 +18,13 @@ LISTED = Path(__file__).with_name("heavy_tests.txt")
 
 def test_a_test_is_heavy_by_its_wall_or_its_cpu_and_postgres_variants_are_left_out():
     assert doctest.testmod(heavy_list).failed == 0
-    records = [{"id": "tests/conftest.py::test_a", "wall": 1.5, "cpu": 0.0},
-               {"id": "tests/conftest.py::test_b", "wall": 1.49, "cpu": 0.29},
-               {"id": "tests/conftest.py::test_c", "wall": 0.1, "cpu": 0.3},
+    wall, cpu = heavy_list.HEAVY_SECONDS, heavy_list.HEAVY_CPU_SECONDS
+    records = [{"id": "tests/conftest.py::test_a", "wall": wall, "cpu": 0.0},
+               {"id": "tests/conftest.py::test_b", "wall": wall - 0.01, "cpu": cpu - 0.01},
+               {"id": "tests/conftest.py::test_c", "wall": 0.1, "cpu": cpu},
                {"id": "tests/conftest.py::test_d[postgres]", "wall": 9.0, "cpu": 9.0}]
     assert heavy_list.heavy_tests(records) == ["tests/conftest.py::test_a", "tests/conftest.py::test_c"]
-    assert heavy_list.heavy_tests(records, seconds=1.0, cpu_seconds=1.0) == ["tests/conftest.py::test_a",
+    assert heavy_list.heavy_tests(records, seconds=1.0, cpu_seconds=cpu + 0.01) == ["tests/conftest.py::test_a",
                                                                               "tests/conftest.py::test_b"]
 
 
