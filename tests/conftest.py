@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -60,13 +61,44 @@ def _memory_folder() -> str | None:
     return str(folder)
 
 
+#: A cluster folder without a postmaster.pid younger than this may be one another session is still making.
+STALE_AFTER_S = 600
+
+
+def remove_stale_clusters(folder: Path) -> list[Path]:
+    """Remove the clusters a killed test session left in `folder` (in memory, they hold RAM until the machine
+    restarts): each empeval-pg-* folder whose server is not running (its postmaster.pid names no live process, or it
+    has none and is older than STALE_AFTER_S). A server still running is left alone: it may be another session's.
+    The folders removed."""
+    removed = []
+    for root in folder.glob("empeval-pg-*"):
+        pidfile = root / "data" / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pid = None
+        try:
+            if pid is None and time.time() - root.stat().st_mtime < STALE_AFTER_S:
+                continue
+        except OSError:
+            continue
+        if pid is not None and Path(f"/proc/{pid}").exists():
+            continue
+        shutil.rmtree(root, ignore_errors=True)
+        removed.append(root)
+    return removed
+
+
 class PostgresServer:
     """A throwaway PostgreSQL cluster on 127.0.0.1, run as the `postgres` user when we are root
     (PostgreSQL refuses to run as root)."""
 
     def __init__(self, bindir: Path):
         self.bindir = bindir
-        self.root = Path(tempfile.mkdtemp(prefix="empeval-pg-", dir=_memory_folder()))
+        memory = _memory_folder()
+        if memory is not None:
+            remove_stale_clusters(Path(memory))
+        self.root = Path(tempfile.mkdtemp(prefix="empeval-pg-", dir=memory))
         self.datadir = self.root / "data"
         self.port = _free_port()
         self.as_postgres = os.geteuid() == 0
