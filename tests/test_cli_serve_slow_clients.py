@@ -98,8 +98,11 @@ def served(url: str, *options: str, env: dict[str, str] | None = None) -> Iterat
         if "--workers" in options and "--dev" not in options:
             # The first process can answer before a busy machine lets the supervisor fork the others.
             workers = int(options[options.index("--workers") + 1])
-            _until(lambda: len(_children(process.pid)) == workers, max(deadline - time.monotonic(), 5),
-                   f"serve did not start its {workers} processes: {server.said()}")
+            try:
+                _until(lambda: len(_children(process.pid)) == workers, max(deadline - time.monotonic(), 5),
+                       f"serve did not start its {workers} processes")
+            except AssertionError as failed:  # its stderr as it is at the failure, read only then
+                raise AssertionError(f"{failed}: {server.said()}") from None
         yield server
     finally:
         try:
