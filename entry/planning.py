@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from empeval.analysis.simulate.decisions import (
+    RESIDUAL_BURN_IN,
     STRATEGIES,
     DecisionDesign,
     pilot,
@@ -29,10 +30,17 @@ from empeval.analysis.simulate.decisions import (
 )
 from empeval.analysis.simulate.decisions import simulate_pool as simulate_decision_pool
 from empeval.analysis.stats.power import Components, analytic_t_contexts, required_contexts, simulated_power
+from empeval.analysis.stats.ppi.active_phases import DEFAULT_BURN_IN
 from empeval.server.errors import BadInput
 from empeval.server.store.kinds.likert import LikertSetup
 from empeval.server.store.study_config import StudyConfig
 from empeval.tasks.study_create import planned_assignments
+
+#: The plan's name for the two-phase design of `empeval study sample --burn-in` (analysis.simulate.decisions
+#: RESIDUAL_BURN_IN: a uniform burn-in, then draws by a residual model fitted on its ratings).
+TWO_PHASE = "PPI two phase"
+#: Pilot studies that size the two-phase design (its planner's n from their mean squared standard error).
+RESIDUAL_PILOT_STUDIES = 20
 
 #: Seconds a rater spends on one item when nothing better is known (the simulated honest rater's typical time,
 #: analysis.simulate.likert).
@@ -116,6 +124,9 @@ class StudyPlan:
             width = max(len(s.strategy) for s in self.strategies)
             lines += [f"  {s.strategy:<{width}}  {s.paid_ratings:>9,.0f} ratings ({s.contexts:,.0f} contexts)"
                       for s in self.strategies]
+            if any(s.strategy == TWO_PHASE for s in self.strategies):
+                lines.append(f"  ({TWO_PHASE}: `empeval study sample --burn-in {DEFAULT_BURN_IN:g}`, a uniform burn-in "
+                             "then draws by a residual model fitted on its ratings)")
         return lines
 
 
@@ -184,7 +195,8 @@ def strategy_plans(*, n_systems: int, k: int, effect: float, margin: float, alph
                             power=power, response_sd=components.response_sd, context_sd=components.context_sd,
                             rater_bias_sd=components.rater_sd, rater_noise_sd=components.noise_sd,
                             raters_per_item=k, difference_correlation=difference_correlation, pool=5000)
-    plan = pilot(design, np.random.default_rng([seed, 28]), size=100_000)
+    plan = pilot(design, np.random.default_rng([seed, 28]), size=100_000, residual=True,
+                 residual_studies=RESIDUAL_PILOT_STUDIES, residual_rules=(RESIDUAL_BURN_IN,))
     plans = plans_for(design, plan)
 
     medians = {}
@@ -198,6 +210,7 @@ def strategy_plans(*, n_systems: int, k: int, effect: float, margin: float, alph
                                          plan=plan).contexts)
         medians[strategy] = float(np.median(contexts))
     per_context = n_systems * k
-    return tuple(StrategyPlan(strategy, medians.get(strategy, plans[strategy]),
-                              medians.get(strategy, plans[strategy]) * per_context)
-                 for strategy in STRATEGIES if "," not in strategy)  # empeval's strategies, not the what-ifs
+    ours = [strategy for strategy in STRATEGIES if "," not in strategy]  # empeval's strategies, not the what-ifs
+    needed = {strategy: medians.get(strategy, plans[strategy]) for strategy in [*ours, RESIDUAL_BURN_IN]}
+    return tuple(StrategyPlan(TWO_PHASE if strategy == RESIDUAL_BURN_IN else strategy, n, n * per_context)
+                 for strategy, n in needed.items())

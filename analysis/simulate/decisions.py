@@ -36,7 +36,8 @@ the inverse-probability weights of active inference, Zrnic and Candès 2024):
   mixed 20% with uniform; not what empeval draws today, the size of what a residual model would add;
 - ``PPI active, raw uncertainty``: the square root of the raw uncertainty mixed only 20% with uniform, to show why
   the mixing matters;
-- ``PPI active, residual burn-in`` (``RESIDUAL_BURN_IN``, not in ``STRATEGIES``: the benchmark asks for it): the
+- ``PPI active, residual burn-in`` (``RESIDUAL_BURN_IN``, not in ``STRATEGIES``: the benchmark and `empeval plan`
+  ask for it): the
   two-phase design ``empeval study sample`` draws (``analysis.stats.ppi.active_phases``), on the pool itself rather
   than as a stream: a uniform Poisson burn-in of ``burn_in`` x the planner's n, a fold-wise residual model of
   |d - lam g| on the features every context has (the judges' uncertainty, the judge's mean |g| over the pairs, the
@@ -304,11 +305,11 @@ def residual_burn_in_study(design: DecisionDesign, pool: SimulatedPool, rng: np.
 
 
 def pilot(design: DecisionDesign, rng: np.random.Generator, size: int = 200_000, *, residual: bool = False,
-          residual_studies: int = 30) -> Pilot:
+          residual_studies: int = 30, residual_rules: tuple[str, ...] = POISSON_STRATEGIES) -> Pilot:
     """Estimate the planner's inputs from one large simulated pool (`Pilot`); with `residual`, the SD per labelled
-    context of the Poisson designs too (``POISSON_STRATEGIES``: the two-phase design and its references):
-    sqrt(budget x mean squared standard error) over `residual_studies` studies of the design's pool size at uniform
-    PPI's planned n (so that the residual model learns from a burn-in of a real study's size)."""
+    context of the Poisson designs too (`residual_rules`, by default ``POISSON_STRATEGIES``: the two-phase design and
+    its references): sqrt(budget x mean squared standard error) over `residual_studies` studies of the design's pool
+    size at uniform PPI's planned n (so that the residual model learns from a burn-in of a real study's size)."""
     big = simulate_pool(DecisionDesign(**{**design.__dict__, "pool": size}), rng)
     centred = big.g - big.g.mean(axis=0)
     lam = np.clip(((big.d - big.d.mean(axis=0)) * centred).mean(axis=0) / centred.var(axis=0), 0.0, 1.0)
@@ -321,12 +322,12 @@ def pilot(design: DecisionDesign, rng: np.random.Generator, size: int = 200_000,
         model.sd[strategy] = sd[-1]
     if residual:
         budget = planned_contexts(design, model.sd["PPI uniform"])
-        squared: dict[str, list[np.ndarray]] = {rule: [] for rule in POISSON_STRATEGIES}
+        squared: dict[str, list[np.ndarray]] = {rule: [] for rule in residual_rules}
         for _ in range(residual_studies):
             pool = simulate_pool(design, rng)
-            for rule in POISSON_STRATEGIES:
+            for rule in residual_rules:
                 squared[rule].append(residual_burn_in_study(design, pool, rng, budget, rule)[1] ** 2)
-        for rule in POISSON_STRATEGIES:
+        for rule in residual_rules:
             model.sd[rule] = np.sqrt(np.mean(squared[rule], axis=0) * budget)
     return model
 
