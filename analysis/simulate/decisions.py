@@ -37,12 +37,11 @@ the inverse-probability weights of active inference, Zrnic and Candès 2024):
 - ``PPI active, raw uncertainty``: the square root of the raw uncertainty mixed only 20% with uniform, to show why
   the mixing matters;
 - ``PPI active, residual burn-in`` (``RESIDUAL_BURN_IN``, not in ``STRATEGIES``: the benchmark and `empeval plan`
-  ask for it): the
-  two-phase design ``empeval study sample`` draws (``analysis.stats.ppi.active_phases``), on the pool itself rather
-  than as a stream: a uniform Poisson burn-in of ``burn_in`` x the planner's n, a fold-wise residual model of
-  |d - lam g| on the features every context has (the judges' uncertainty, the judge's mean |g| over the pairs, the
-  responses' length), the rest drawn by its probabilities mixed with uniform as the rule chooses, and
-  ``analysis.stats.ppi.active.ipw_ppi_mean_interval`` per pair with each context's overall probability. The
+  ask for it): the two-phase design ``empeval study sample`` draws (``analysis.stats.ppi.active_phases``), on the
+  pool itself rather than as a stream: a uniform Poisson burn-in of ``burn_in`` x the planner's n, a fold-wise
+  residual model of |d - lam g| on the features every context has (the judges' uncertainty, the judge's mean |g|
+  over the pairs, the responses' length), the rest drawn by its probabilities mixed with uniform as the rule
+  chooses, and ``analysis.stats.ppi.active.ipw_ppi_mean_interval`` per pair with each context's overall probability. The
   planner's n comes from the mean squared standard error of a few pilot studies at uniform PPI's n. Beside it, drawn
   and estimated the same way, its like-for-like references ``PPI uniform, Poisson`` and ``PPI active, oracle
   residual`` (probabilities proportional to the true sqrt E[(d - lam g)^2 | w_c], ``DecisionDesign.
