@@ -238,15 +238,17 @@ def judged_tables(
             raise ValueError(ACTIVE_CROSS_FIT_REFUSED)
         if cross_fitted:
             cross, tables.n_folds, tables.n_refitted = _cross_fit_table(usable, human)
-            tables.means = crossppi_system_means(cross, human_ratings=human, cluster_by=cluster_by, ci_level=ci_level)
+            tables.means = crossppi_system_means(cross, human_ratings=human, cluster_by=cluster_by, ci_level=ci_level,
+                                                 generalize=generalize)
             pairs = crossppi_paired_differences(cross, human_ratings=human, cluster_by=cluster_by, ci_level=ci_level,
-                                                family=family, correction=correction, alpha=alpha)
+                                                family=family, correction=correction, alpha=alpha,
+                                                generalize=generalize)
             tables.pairs = pairs.merge(_judge_differences(usable), on=["criterion", "system_a", "system_b"],
                                        how="left")
         elif design_sample is not None and is_actively_sampled(design_sample):
             # Contexts drawn with recorded probabilities: the inverse-probability-weighted estimators (active.py).
             chosen = model_assisted_estimates(human, plain, design_sample, cluster_by=cluster_by, ci_level=ci_level,
-                                              family=family, correction=correction, alpha=alpha)
+                                              family=family, correction=correction, alpha=alpha, generalize=generalize)
             tables.means, tables.pairs, tables.estimator = chosen.means, chosen.pairs, chosen.estimator
         else:
             tables.means = ppi_system_means(human, plain, cluster_by=cluster_by, ci_level=ci_level,
@@ -263,7 +265,7 @@ def judged_tables(
         try:
             pairs_of_judge = ppi_pair_differences(human, in_study, cluster_by=cluster_by, ci_level=ci_level,
                                                   family=family, correction=correction, alpha=alpha,
-                                                  allow_missing=allow_missing)
+                                                  allow_missing=allow_missing, generalize=generalize)
         except ValueError as error:
             named = f" {pair_judge}" if pair_judge else ""
             tables.pairs_note = (f"the verdicts of the judge of differences{named} were not used for the paired "
@@ -276,17 +278,16 @@ def judged_tables(
 
 
 def _target_note(tables: JudgedTables, generalize: str) -> str:
-    """What the model-assisted intervals generalise to when --generalize asks for raters but an estimator made
-    them that treats the raters as fixed (cross-PPI, active PPI++, a judge of differences' PPI++); empty when they
-    are what was asked for."""
+    """What the model-assisted intervals generalise to when --generalize takes the raters as a sample: every
+    estimator (PPI++, cross-PPI, active PPI++, a judge of differences' PPI++) then clusters by rater with the
+    raters' small-sample correction and t on the raters less one, and the section says so by name; empty for
+    "items" (the methods' wording covers it) or when nothing was estimated."""
     if generalize == "items" or tables.means is None:
         return ""
-    fixed = sorted({ESTIMATOR_NAMES[e] for e in (tables.estimator, tables.pairs_estimator) if e != PPI})
-    if not fixed:
-        return ""
-    return (f"the model-assisted intervals of {' and '.join(fixed)} treat this study's raters as fixed: they "
-            f"generalise to new contexts, not to new raters, although --generalize {generalize} was asked for (it "
-            "applies to the human-only intervals and to PPI++ with a judge's item scores)")
+    names = sorted({ESTIMATOR_NAMES[e] for e in (tables.estimator, tables.pairs_estimator)})
+    return (f"the model-assisted intervals ({' and '.join(names)}) take the raters as a sample too, as "
+            f"--generalize {generalize} asks: they generalise to new raters and new contexts (clustered by rater "
+            "with the small-sample correction, t with the raters less one degrees of freedom)")
 
 
 def judge_correlations(human: pd.DataFrame, judge_scores: pd.DataFrame,

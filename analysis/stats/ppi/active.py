@@ -80,8 +80,10 @@ from empeval.analysis.stats.ppi.estimates import (
     DIFFERENCE_COLUMNS,
     MEAN_COLUMNS,
     clustered_ratings,
+    generalises_over_raters,
     ppi_paired_differences,
     ppi_system_means,
+    rater_degrees_of_freedom,
     shared_rater_variance,
 )
 from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS, judged_items
@@ -280,14 +282,16 @@ def _offset(rest: np.ndarray, d: np.ndarray) -> float:
 
 def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.95, null: float = 0.0,
                           rater_variance: float = 0.0, lam: float | None = None,
-                          offset: float | None = None) -> dict:
+                          offset: float | None = None, df: float | None = None) -> dict:
     """The inverse-probability-weighted PPI++ mean of the labels over N contexts drawn by Poisson sampling with
     the given ``probabilities`` (one per context, in (0, 1]): theta = mean_i [g_i + (Y_i - g_i) xi_i / pi_i],
     g_i = c + lambda f_i, with its CLT interval theta +- z sqrt(Var(Z) / N + rater_variance) and two-sided p-value
     against ``null``; beside it the Hájek human-only mean and interval on the same draw. ``labels`` holds NaN where the
     context was not drawn; ``judged`` the judge's score of every context. ``lam`` None power-tunes lambda
     and c (``ipw_power_tuning``); a number fixes lambda, and ``offset`` None then tunes c given it (``lam=1,
-    offset=0``: Zrnic and Candès's active inference; ``lam=0, offset=0``: Horvitz-Thompson).
+    offset=0``: Zrnic and Candès's active inference; ``lam=0, offset=0``: Horvitz-Thompson). ``df`` (the raters
+    less one, when raters are taken as a sample: ``estimates``' module docstring) takes both intervals' quantiles
+    and p-values from Student's t with ``df`` degrees of freedom instead of the normal.
 
     Returns
     -------
@@ -319,6 +323,9 @@ def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.
         raise ValueError(f"rater_variance must be a non-negative variance, got {rater_variance!r}")
     if not 0 < ci_level < 1:
         raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
+    if df is not None and not df > 0:
+        raise ValueError(f"df must be positive degrees of freedom (raters less one), got {df!r}")
+    reference = stats.norm if df is None else stats.t(df)
     drawn = ~np.isnan(y)
     n_total, n_drawn = y.size, int(drawn.sum())
     if n_drawn < MIN_HUMAN_CONTEXTS:
@@ -332,7 +339,7 @@ def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.
     offset = tuned if offset is None else offset
     g = offset + lam * f
     z_values = g + (y0 - g) * weight
-    z = stats.norm.ppf(0.5 + ci_level / 2)
+    z = reference.ppf(0.5 + ci_level / 2)
     theta = float(z_values.mean())
     se = float(np.sqrt(np.var(z_values, ddof=1) / n_total + rater_variance))
     human = float((weight * y0).sum() / weight.sum())
@@ -341,7 +348,7 @@ def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.
     label_variance = float((weight * (y0 - human) ** 2).sum() / weight.sum())
 
     def p_value(estimate: float, error: float) -> float:
-        return float(2 * stats.norm.sf(abs(estimate - null) / error)) if error > 0 else float("nan")
+        return float(2 * reference.sf(abs(estimate - null) / error)) if error > 0 else float("nan")
 
     ratio = se / human_se if human_se > 0 else float("nan")
     return {
@@ -365,11 +372,14 @@ def active_system_means(
     ci_level: float = 0.95,
     cluster_by: str | None = "assignment_id",
     allow_missing: bool = False,
+    generalize: str = "items",
 ) -> pd.DataFrame:
     """``estimates.ppi_system_means`` for an actively sampled study: per criterion and system, the
     inverse-probability-weighted PPI++ mean (``ipw_ppi_mean_interval``) over every judged context, with the
     probabilities of ``design_sample`` (``server.backend.judges.scores.human_sample``: ``context_id``,
     ``sampled``, ``inclusion_probability``). A context counts as drawn for a system when people rated its item.
+    ``generalize`` "raters" or "both": intervals for new raters, as ``ppi_system_means`` makes them (clustered by
+    ``annotator`` with the raters' small-sample correction, t on the raters less one).
 
     Returns
     -------
@@ -386,18 +396,20 @@ def active_system_means(
       gold        5             3      3.67 0.97
       moel        5             3      3.22 0.92
     """
+    over_raters = generalises_over_raters(generalize)
     items, dropped, probability = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
                                                   allow_missing=allow_missing)
-    clustered = clustered_ratings(human_ratings, items, cluster_by) if cluster_by is not None else None
+    clustered = _clustered(human_ratings, items, cluster_by, over_raters)
     rows = []
     for (criterion, system), part in items.groupby(["criterion", "system"], sort=True, observed=True):
         labels, pi = part["label"].to_numpy(dtype=float), part["probability"].to_numpy(dtype=float)
         where = f"system {system!r}, criterion {criterion!r}"
         _check_drawn(labels, where)
         extra = _rater_variance(clustered, [(criterion, system, 1.0)], labels, pi, part["context_id"],
-                                probability)
+                                probability, small_sample=over_raters)
+        df = rater_degrees_of_freedom(clustered, criterion, [system]) if over_raters else None
         result = ipw_ppi_mean_interval(labels, part["judge_score"].to_numpy(dtype=float), pi, ci_level=ci_level,
-                                       rater_variance=extra)
+                                       rater_variance=extra, df=df)
         result.update(criterion=criterion, system=system, n_ratings=int(part["n_ratings"].sum()),
                       human_share=float(np.isfinite(labels).mean()))
         rows.append(result)
@@ -420,11 +432,13 @@ def active_paired_differences(
     alpha: float = 0.05,
     cluster_by: str | None = "assignment_id",
     allow_missing: bool = False,
+    generalize: str = "items",
 ) -> pd.DataFrame:
     """``estimates.ppi_paired_differences`` for an actively sampled study: every pair a, b of systems per
     criterion, the inverse-probability-weighted PPI++ mean of the per-context differences (labels Y_a - Y_b where
     people rated both, judge differences f_a - f_b on every context, the context's probability), its z-test of
     "no difference" corrected over ``family`` by ``correction`` as ``ppi_paired_differences`` does.
+    ``generalize`` as in ``active_system_means`` (t on the raters of the pair's rated contexts less one).
 
     Returns
     -------
@@ -442,9 +456,10 @@ def active_paired_differences(
     """
     if family not in ("criterion", "study"):
         raise ValueError(f"family must be one of ('criterion', 'study'), got {family!r}")
+    over_raters = generalises_over_raters(generalize)
     items, _, probability = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
                                             allow_missing=allow_missing)
-    clustered = clustered_ratings(human_ratings, items, cluster_by) if cluster_by is not None else None
+    clustered = _clustered(human_ratings, items, cluster_by, over_raters)
     rows = []
     for criterion, part in items.groupby("criterion", sort=True, observed=True):
         wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score"])
@@ -455,9 +470,11 @@ def active_paired_differences(
             pi = probability.reindex(judged.index.astype(str)).to_numpy(dtype=float)
             _check_drawn(differences, f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
             extra = _rater_variance(clustered, [(criterion, system_a, 1.0), (criterion, system_b, -1.0)],
-                                    differences, pi, judged.index, probability)
+                                    differences, pi, judged.index, probability, small_sample=over_raters)
+            df = (rater_degrees_of_freedom(clustered, criterion, [system_a, system_b],
+                                           contexts=judged.index[np.isfinite(differences)]) if over_raters else None)
             result = ipw_ppi_mean_interval(differences, judged.to_numpy(dtype=float), pi, ci_level=ci_level,
-                                           rater_variance=extra)
+                                           rater_variance=extra, df=df)
             rows.append({
                 "criterion": criterion, "system_a": system_a, "system_b": system_b,
                 "n_human": result["n_human"], "n_judge_only": result["n_judge_only"],
@@ -513,6 +530,7 @@ def model_assisted_estimates(
     alpha: float = 0.05,
     cluster_by: str | None = "assignment_id",
     allow_missing: bool = False,
+    generalize: str = "items",
 ) -> AssistedEstimates:
     """The model-assisted means and paired differences with the estimator the design calls for: the
     inverse-probability-weighted ones (``active_system_means``, ``active_paired_differences``) when
@@ -531,16 +549,17 @@ def model_assisted_estimates(
         return AssistedEstimates(
             ACTIVE_PPI,
             active_system_means(human_ratings, judge_scores, design_sample, judge=judge, ci_level=ci_level,
-                                cluster_by=cluster_by, allow_missing=allow_missing),
+                                cluster_by=cluster_by, allow_missing=allow_missing, generalize=generalize),
             active_paired_differences(human_ratings, judge_scores, design_sample, judge=judge, ci_level=ci_level,
                                       family=family, correction=correction, alpha=alpha, cluster_by=cluster_by,
-                                      allow_missing=allow_missing))
+                                      allow_missing=allow_missing, generalize=generalize))
     return AssistedEstimates(
         UNIFORM_PPI,
         ppi_system_means(human_ratings, judge_scores, judge=judge, ci_level=ci_level, cluster_by=cluster_by,
-                         allow_missing=allow_missing),
+                         allow_missing=allow_missing, generalize=generalize),
         ppi_paired_differences(human_ratings, judge_scores, judge=judge, ci_level=ci_level, family=family,
-                               correction=correction, alpha=alpha, cluster_by=cluster_by, allow_missing=allow_missing))
+                               correction=correction, alpha=alpha, cluster_by=cluster_by, allow_missing=allow_missing,
+                               generalize=generalize))
 
 
 def _checked(labels, judged, probabilities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -585,9 +604,19 @@ def _check_drawn(labels: np.ndarray, where: str) -> None:
                          f"{MIN_HUMAN_CONTEXTS}: wait for the drawn contexts' ratings")
 
 
-def _rater_variance(clustered, sides, labels, pi, contexts, probability) -> float:
+def _clustered(human_ratings: pd.DataFrame, items: pd.DataFrame, cluster_by: str | None,
+               over_raters: bool) -> dict[tuple, pd.DataFrame] | None:
+    """The ratings grouped as the shared-rater term needs them: by annotator when raters are taken as a sample
+    (whatever ``cluster_by`` says), else by ``cluster_by`` (None: no shared-rater term)."""
+    if over_raters:
+        return clustered_ratings(human_ratings, items, "annotator")
+    return clustered_ratings(human_ratings, items, cluster_by) if cluster_by is not None else None
+
+
+def _rater_variance(clustered, sides, labels, pi, contexts, probability, *, small_sample: bool = False) -> float:
     """The shared-rater term of a weighted mean over N contexts: each rating contributes
-    sign (x - Hájek mean label of its system) / (k pi) (estimates.shared_rater_variance, n_items = N)."""
+    sign (x - Hájek mean label of its system) / (k pi) (estimates.shared_rater_variance, n_items = N; its
+    ``small_sample`` correction when raters are taken as a sample)."""
     if clustered is None:
         return 0.0
     parts = []
@@ -608,7 +637,8 @@ def _rater_variance(clustered, sides, labels, pi, contexts, probability) -> floa
     if not parts:
         return 0.0
     table = pd.concat(parts)
-    return shared_rater_variance(table["c"], table["item"], table["cluster"], n_items=len(labels))
+    return shared_rater_variance(table["c"], table["item"], table["cluster"], n_items=len(labels),
+                                 small_sample=small_sample)
 
 
 def _example_study() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

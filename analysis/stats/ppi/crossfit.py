@@ -47,7 +47,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from empeval.analysis.stats.ppi.estimates import clustered_ratings, rater_variance_of_difference, rater_variance_of_mean
+from empeval.analysis.stats.ppi.estimates import (
+    clustered_ratings,
+    generalises_over_raters,
+    rater_degrees_of_freedom,
+    rater_variance_of_difference,
+    rater_variance_of_mean,
+)
 from empeval.analysis.stats.ppi.tables import ITEM_KEYS, check_rated_share, item_labels
 from empeval.analysis.stats.significance import adjust_by_family
 
@@ -268,12 +274,15 @@ def crossppi_system_means(
     cluster_by: str | None = "assignment_id",
     ci_level: float = 0.95,
     power_tuning: bool = True,
+    generalize: str = "items",
 ) -> pd.DataFrame:
     """Mean label per criterion and system by cross-prediction-powered inference (Zrnic and Candès 2024;
     ``ppi_py.crossppi_mean_ci``), power-tuned unless ``power_tuning`` is False (module docstring), from the output
     of ``cross_fit_judge``, beside the human-only mean and CLT interval on the same labels. With ``human_ratings``
     (the ratings the labels are the item means of), both intervals get the shared-rater term of
-    ``empeval.analysis.stats.ppi.estimates`` over ``cluster_by`` (module docstring).
+    ``empeval.analysis.stats.ppi.estimates`` over ``cluster_by`` (module docstring). ``generalize`` "raters" or
+    "both" (with ``human_ratings``): intervals for new raters, as ``ppi_system_means`` makes them (clustered by
+    ``annotator`` with the raters' small-sample correction, t on the raters less one).
 
     Returns
     -------
@@ -301,16 +310,18 @@ def crossppi_system_means(
       gold       60        2.85           2.86          0.7
     """
     fold_columns = _fold_columns(cross_fit_scores, ci_level)
-    clustered = _clustered(cross_fit_scores, human_ratings, cluster_by)
+    over_raters = _over_raters(generalize, human_ratings)
+    clustered = _clustered(cross_fit_scores, human_ratings, "annotator" if over_raters else cluster_by)
     rows = []
     for (criterion, system), part in cross_fit_scores.groupby(["criterion", "system"], sort=True):
         check_rated_share(part, where=f"system {system!r}, criterion {criterion!r}")
         rated = part["label"].notna().to_numpy()
         extra = rater_variance_of_mean(clustered, criterion, system, label_mean=part["label"].mean(),
-                                       n_items=int(rated.sum()))
+                                       n_items=int(rated.sum()), small_sample=over_raters)
+        df = rater_degrees_of_freedom(clustered, criterion, [system]) if over_raters else None
         result = _crossppi(part["label"].to_numpy()[rated], part["judge_score"].to_numpy()[rated],
                            part.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level, rater_variance=extra,
-                           tuned=power_tuning)
+                           tuned=power_tuning, df=df)
         result.pop("p")
         rows.append({"criterion": criterion, "system": system, **result,
                      "judge_mean_biased": float(part["judge_score"].mean()), "n_folds": len(fold_columns)})
@@ -327,6 +338,7 @@ def crossppi_paired_differences(
     correction: str = "holm",
     alpha: float = 0.05,
     power_tuning: bool = True,
+    generalize: str = "items",
 ) -> pd.DataFrame:
     """Every pair of systems per criterion: the mean per-context difference a - b by (power-tuned, unless
     ``power_tuning`` is False) cross-prediction-powered inference (``ppi_py.crossppi_mean_ci`` on label
@@ -334,7 +346,8 @@ def crossppi_paired_differences(
     context's items share a fold, so both sides of a difference come from one model), with the z-test of "no
     difference" and its p-value corrected over ``family`` by ``correction`` as
     ``analysis.stats.ppi.estimates.ppi_paired_differences`` does. ``human_ratings`` and ``cluster_by`` add the
-    shared-rater term as in ``crossppi_system_means``.
+    shared-rater term as in ``crossppi_system_means``, and ``generalize`` takes the raters as a sample as there
+    (t on the raters of the pair's rated contexts less one).
 
     Returns
     -------
@@ -364,7 +377,8 @@ def crossppi_paired_differences(
     if family not in ("criterion", "study"):
         raise ValueError(f"family must be one of ('criterion', 'study'), got {family!r}")
     fold_columns = _fold_columns(cross_fit_scores, ci_level)
-    clustered = _clustered(cross_fit_scores, human_ratings, cluster_by)
+    over_raters = _over_raters(generalize, human_ratings)
+    clustered = _clustered(cross_fit_scores, human_ratings, "annotator" if over_raters else cluster_by)
     rows = []
     for criterion, part in cross_fit_scores.groupby("criterion", sort=True):
         wide = part.pivot(index="context_id", columns="system",
@@ -376,10 +390,12 @@ def crossppi_paired_differences(
             check_rated_share(difference, where=f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
             rated = difference["label"].notna().to_numpy()
             extra = rater_variance_of_difference(clustered, criterion, system_a, system_b, wide["label"],
-                                                 contexts=difference.index[rated])
+                                                 contexts=difference.index[rated], small_sample=over_raters)
+            df = (rater_degrees_of_freedom(clustered, criterion, [system_a, system_b],
+                                           contexts=difference.index[rated]) if over_raters else None)
             result = _crossppi(difference["label"].to_numpy()[rated], difference["judge_score"].to_numpy()[rated],
                                difference.loc[~rated, fold_columns].to_numpy(dtype=float), ci_level,
-                               rater_variance=extra, tuned=power_tuning)
+                               rater_variance=extra, tuned=power_tuning, df=df)
             rows.append({"criterion": criterion, "system_a": system_a, "system_b": system_b,
                          "human_diff": result.pop("human_mean"), "crossppi_diff": result.pop("crossppi_mean"),
                          "p_crossppi": result.pop("p"), **result})
@@ -453,10 +469,21 @@ def _clustered(cross_fit_scores: pd.DataFrame, human_ratings: pd.DataFrame | Non
     return clustered_ratings(human_ratings, merged.drop(columns="label_ratings"), cluster_by)
 
 
+def _over_raters(generalize: str, human_ratings: pd.DataFrame | None) -> bool:
+    """Whether `generalize` takes the raters as a sample; that needs the ratings (who rated what)."""
+    over_raters = generalises_over_raters(generalize)
+    if over_raters and human_ratings is None:
+        raise ValueError(f"generalize={generalize!r} needs human_ratings (who rated what) to take the raters as a "
+                         "sample")
+    return over_raters
+
+
 def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: float, *,
-              rater_variance: float = 0.0, tuned: bool = True) -> dict:
+              rater_variance: float = 0.0, tuned: bool = True, df: float | None = None) -> dict:
     """Cross-PPI (power-tuned when ``tuned``: module docstring) and human-only intervals on one set of labels, and
-    the cross-PPI z-test of 0; with ``rater_variance``, both variances widened by it (module docstring)."""
+    the cross-PPI test of 0; with ``rater_variance``, both variances widened by it (module docstring); with
+    ``df``, quantiles and p-value from Student's t on ``df`` degrees of freedom (raters as a sample), else
+    normal."""
     alpha = 1.0 - ci_level
     z = stats.norm.ppf(1 - alpha / 2)
     human_low, human_high = (float(np.squeeze(bound)) for bound in classical_mean_ci(y, alpha=alpha))
@@ -474,15 +501,17 @@ def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: flo
         low, high = (float(np.squeeze(bound)) for bound in crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
         estimate = float(f_unrated.mean() + (y - f).mean())
         se = (high - low) / (2 * z)
-    if rater_variance > 0:
+    reference = stats.norm if df is None else stats.t(df)
+    if rater_variance > 0 or df is not None:
         se = float(np.sqrt(se**2 + rater_variance))
         human_se = float(np.sqrt(((human_high - human_low) / (2 * z)) ** 2 + rater_variance))
-        low, high = estimate - z * se, estimate + z * se
-        human_low, human_high = float(y.mean()) - z * human_se, float(y.mean()) + z * human_se
+        quantile = reference.ppf(1 - alpha / 2)
+        low, high = estimate - quantile * se, estimate + quantile * se
+        human_low, human_high = float(y.mean()) - quantile * human_se, float(y.mean()) + quantile * human_se
     ratio = (high - low) / (human_high - human_low) if human_high > human_low else np.nan
     return {"n_human": int(y.size), "n_judge_only": int(f_unrated.shape[0]), "human_mean": float(y.mean()),
             "human_ci_low": human_low, "human_ci_high": human_high, "crossppi_mean": estimate,
             "crossppi_ci_low": low, "crossppi_ci_high": high, "lam": lam, "width_ratio": ratio,
             "effective_n_human": float(y.size / ratio**2) if ratio > 0 else np.nan,
             "rater_variance": float(rater_variance),
-            "p": float(2 * stats.norm.sf(abs(estimate) / se)) if se > 0 else np.nan}
+            "p": float(2 * reference.sf(abs(estimate) / se)) if se > 0 else np.nan}

@@ -40,7 +40,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from empeval.analysis.stats.ppi.estimates import FAMILIES, clustered_ratings, rater_variance_of_difference
+from empeval.analysis.stats.ppi.estimates import (
+    FAMILIES,
+    clustered_ratings,
+    generalises_over_raters,
+    rater_degrees_of_freedom,
+    rater_variance_of_difference,
+)
 from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS, item_labels
 from empeval.analysis.stats.significance import adjust_by_family
 
@@ -55,11 +61,12 @@ PAIR_DIFFERENCE_COLUMNS = (
 
 
 def ppi_difference_interval(labels, judged_rated, judged_unrated, *, ci_level: float = 0.95,
-                            rater_variance: float = 0.0, null: float = 0.0) -> dict:
+                            rater_variance: float = 0.0, null: float = 0.0, df: float | None = None) -> dict:
     """PPI++ mean of per-context label differences ``labels`` with a judge of differences as the predictor
     (``judged_rated`` on the same contexts, ``judged_unrated`` on the contexts only the judge compared), beside the
     human-only mean difference; lambda power-tuned and clipped at 0 below only (module docstring).
-    ``rater_variance`` is added to both variances.
+    ``rater_variance`` is added to both variances; ``df`` (the raters less one, raters taken as a sample) takes the
+    quantiles and p-values from Student's t with ``df`` degrees of freedom instead of the normal.
 
     Returns
     -------
@@ -97,8 +104,11 @@ def ppi_difference_interval(labels, judged_rated, judged_unrated, *, ci_level: f
         raise ValueError(f"rater_variance must be a non-negative variance, got {rater_variance!r}")
     if not 0 < ci_level < 1:
         raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
+    if df is not None and not df > 0:
+        raise ValueError(f"df must be positive degrees of freedom (raters less one), got {df!r}")
+    reference = stats.norm if df is None else stats.t(df)
     n, big_n = y.size, g_unrated.size
-    z = float(stats.norm.ppf(0.5 + ci_level / 2))
+    z = float(reference.ppf(0.5 + ci_level / 2))
     variance = np.var(np.concatenate([g, g_unrated]), ddof=1)
     covariance = float(np.mean((y - y.mean()) * (g - g.mean())))
     lam = max(0.0, covariance / ((1 + n / big_n) * variance)) if variance > 0 else 0.0
@@ -113,10 +123,10 @@ def ppi_difference_interval(labels, judged_rated, judged_unrated, *, ci_level: f
         "n_human": int(n), "n_judge_only": int(big_n),
         "human_diff": float(y.mean()), "human_ci_low": float(y.mean() - z * human_se),
         "human_ci_high": float(y.mean() + z * human_se),
-        "human_p": float(2 * stats.norm.sf(abs(y.mean() - null) / human_se)) if human_se > 0 else np.nan,
+        "human_p": float(2 * reference.sf(abs(y.mean() - null) / human_se)) if human_se > 0 else np.nan,
         "judge_diff_biased": float(np.concatenate([g, g_unrated]).mean()),
         "ppi_diff": estimate, "ppi_ci_low": estimate - z * ppi_se, "ppi_ci_high": estimate + z * ppi_se,
-        "p_ppi": float(2 * stats.norm.sf(abs(estimate - null) / ppi_se)) if ppi_se > 0 else np.nan,
+        "p_ppi": float(2 * reference.sf(abs(estimate - null) / ppi_se)) if ppi_se > 0 else np.nan,
         "lam": float(lam), "width_ratio": float(ratio),
         "effective_n_human": float(n / ratio**2) if ratio > 0 else np.nan,
         "rater_variance": float(rater_variance), "correlation": correlation,
@@ -236,11 +246,13 @@ def ppi_pair_differences(
     alpha: float = 0.05,
     cluster_by: str | None = "assignment_id",
     allow_missing: bool = False,
+    generalize: str = "items",
 ) -> pd.DataFrame:
     """Every pair of systems per criterion the judge compared: the mean per-context difference a - b, human-only
     and PPI++ with the judge's differences as the predictor (``ppi_difference_interval``), with the z-test of no
     difference and its p-value corrected over ``family`` ("criterion" or "study") by ``correction`` (Holm by
-    default). ``cluster_by`` as in ``estimates.ppi_paired_differences``.
+    default). ``cluster_by`` and ``generalize`` as in ``estimates.ppi_paired_differences`` ("raters" or "both":
+    clustered by annotator with the raters' small-sample correction, t on the pair's raters less one).
 
     Every compared context needs the judge's difference: a failure (NaN) is refused unless ``allow_missing``,
     which drops those contexts (with their labels) and counts them in ``n_dropped_missing``.
@@ -267,6 +279,7 @@ def ppi_pair_differences(
     """
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    over_raters = generalises_over_raters(generalize)
     table = difference_table(human_ratings, pair_scores)
     failed = table["judge_diff"].isna()
     if failed.any() and not allow_missing:
@@ -277,7 +290,7 @@ def ppi_pair_differences(
                          "contexts to drop them")
     human = _with_text_context(human_ratings)
     labels = item_labels(human)
-    clustered = clustered_ratings(human, labels, cluster_by)
+    clustered = clustered_ratings(human, labels, "annotator" if over_raters else cluster_by)
     rows = []
     for (criterion, a, b), part in table.groupby(PAIR_KEYS, sort=True):
         dropped = int(part["judge_diff"].isna().sum())
@@ -292,11 +305,13 @@ def ppi_pair_differences(
                              "none is left for the judge alone; have the judge compare every context of the study")
         wide = labels.loc[labels["criterion"] == criterion].pivot(index="context_id", columns="system",
                                                                    values="label")
-        extra = rater_variance_of_difference(clustered, criterion, a, b, wide,
-                                             contexts=pd.Index(part.loc[rated, "context_id"]))
+        contexts = pd.Index(part.loc[rated, "context_id"])
+        extra = rater_variance_of_difference(clustered, criterion, a, b, wide, contexts=contexts,
+                                             small_sample=over_raters)
+        df = rater_degrees_of_freedom(clustered, criterion, [a, b], contexts=contexts) if over_raters else None
         result = ppi_difference_interval(part["label_diff"].to_numpy()[rated], part["judge_diff"].to_numpy()[rated],
                                          part["judge_diff"].to_numpy()[~rated], ci_level=ci_level,
-                                         rater_variance=extra)
+                                         rater_variance=extra, df=df)
         result.pop("human_p")
         rows.append({"criterion": criterion, "system_a": a, "system_b": b, **result, "n_dropped_missing": dropped})
     pairs = pd.DataFrame(rows)

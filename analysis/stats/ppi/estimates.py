@@ -290,7 +290,7 @@ def ppi_system_means(
         moel       50        3.72               3.78      3.74         0.81
     """
     level = _check_level(ci_level)
-    over_raters = _over_raters(generalize)
+    over_raters = generalises_over_raters(generalize)
     items, dropped = judged_items(human_ratings, judge_scores, judge=judge, allow_missing=allow_missing)
     clustered = clustered_ratings(human_ratings, items, "annotator" if over_raters else cluster_by)
     rows = []
@@ -366,7 +366,7 @@ def ppi_paired_differences(
     if family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     level = _check_level(ci_level)
-    over_raters = _over_raters(generalize)
+    over_raters = generalises_over_raters(generalize)
     items, _ = judged_items(human_ratings, judge_scores, judge=judge, allow_missing=allow_missing)
     clustered = clustered_ratings(human_ratings, items, "annotator" if over_raters else cluster_by)
     rows = []
@@ -555,7 +555,20 @@ def rater_degrees_of_freedom(clustered: dict[tuple, pd.DataFrame] | None, criter
     return float(len(raters) - 1)
 
 
-def _over_raters(generalize: str) -> bool:
+def generalises_over_raters(generalize: str) -> bool:
+    """Whether the target `generalize` ("items", "raters" or "both") takes the raters as a sample; ValueError
+    for any other target.
+
+    Returns
+    -------
+    over_raters : bool
+        True for "raters" and "both" (intervals for new raters), False for "items".
+
+    Examples
+    --------
+    >>> generalises_over_raters("items"), generalises_over_raters("both")
+    (False, True)
+    """
     if generalize not in GENERALIZE:
         raise ValueError(f"generalize must be one of {', '.join(GENERALIZE)}, got {generalize!r}")
     return generalize != "items"
