@@ -182,28 +182,42 @@ def test_estimates_match_the_reports_means_and_differences():
     assert np.allclose(pairs.sort_index(), wilcoxon.sort_index())
 
 
+def _new_raters_truth() -> dict[str, float]:
+    """Each simulated system's mean for new raters (analysis.simulate.judges: a rater's severity drawn afresh, so
+    the severity SD joins the noise and no severity is shared)."""
+    from empeval.analysis.simulate.judges import DEFAULT_COMPONENTS, DEFAULT_EFFECTS
+    from empeval.analysis.simulate.judges import true_means as judged_truth
+
+    c = DEFAULT_COMPONENTS
+    new = dataclasses.replace(c, noise_sd=float(np.hypot(c.noise_sd, c.rater_sd)))
+    return judged_truth(DEFAULT_EFFECTS, components=new, severities=[0.0])
+
+
+def _covered(table: pd.DataFrame, truth: dict[str, float], low: str, high: str) -> list[bool]:
+    """Whether each row's interval [low, high] holds its true value: a system's mean, or a pair's difference."""
+    if "system" in table.columns:
+        return [getattr(r, low) <= truth[r.system] <= getattr(r, high) for r in table.itertuples()]
+    return [getattr(r, low) <= truth[r.system_a] - truth[r.system_b] <= getattr(r, high) for r in table.itertuples()]
+
+
 def test_ppi_estimates_generalise_over_raters():
     # The model-assisted means of analysis.stats.ppi.estimates with generalize="both": clustered by annotator with
     # the small-sample correction and t on the raters less one. A pool of 15 raters; the target is the value for
     # new raters (severity drawn afresh: the simulator's normal model with the severity SD in the noise). 24
     # studies, 72 means and 72 differences: at least 0.87 (3 SE below 0.95 at this n; 0.93 measured on 180 means),
     # "items" (assignment clusters; 0.85 on 180) below "both".
-    from empeval.analysis.simulate.judges import DEFAULT_COMPONENTS, DEFAULT_EFFECTS, GOOD_JUDGE, simulate_judged_study
-    from empeval.analysis.simulate.judges import true_means as judged_truth
+    from empeval.analysis.simulate.judges import GOOD_JUDGE, simulate_judged_study
     from empeval.analysis.stats.ppi.estimates import ppi_paired_differences, ppi_system_means
 
-    c = DEFAULT_COMPONENTS
-    new = dataclasses.replace(c, noise_sd=float(np.hypot(c.noise_sd, c.rater_sd)))
-    truth = judged_truth(DEFAULT_EFFECTS, components=new, severities=[0.0])
+    truth = _new_raters_truth()
     hits: dict[str, list[bool]] = {"items": [], "both": [], "pairs": []}
     for seed in range(24):
         study = simulate_judged_study(judge=GOOD_JUDGE, n_contexts=100, human_share=0.3, n_raters=15, seed=seed)
         for target in ("items", "both"):
             means = ppi_system_means(study.human_ratings, study.judge_scores, generalize=target)
-            hits[target] += [r.ppi_ci_low <= truth[r.system] <= r.ppi_ci_high for r in means.itertuples()]
+            hits[target] += _covered(means, truth, "ppi_ci_low", "ppi_ci_high")
         pairs = ppi_paired_differences(study.human_ratings, study.judge_scores, generalize="both")
-        hits["pairs"] += [r.ppi_ci_low <= truth[r.system_a] - truth[r.system_b] <= r.ppi_ci_high
-                          for r in pairs.itertuples()]
+        hits["pairs"] += _covered(pairs, truth, "ppi_ci_low", "ppi_ci_high")
     found = {key: float(np.mean(value)) for key, value in hits.items()}
     assert found["both"] >= 0.87 and found["pairs"] >= 0.87, found
     assert found["items"] < found["both"], found
@@ -233,13 +247,10 @@ def test_active_ppi_estimates_generalise_over_raters():
     # probabilities: the means and differences cover the value for new raters at least 0.87 of the time (0.94 and
     # 0.943 measured on 100 studies, 300 intervals each), and more often than the intervals for this study's
     # raters (0.81 on those 100).
-    from empeval.analysis.simulate.judges import DEFAULT_COMPONENTS, DEFAULT_EFFECTS, GOOD_JUDGE, simulate_judged_study
-    from empeval.analysis.simulate.judges import true_means as judged_truth
+    from empeval.analysis.simulate.judges import GOOD_JUDGE, simulate_judged_study
     from empeval.analysis.stats.ppi.active import ACTIVE_PPI, model_assisted_estimates
 
-    c = DEFAULT_COMPONENTS
-    new = dataclasses.replace(c, noise_sd=float(np.hypot(c.noise_sd, c.rater_sd)))
-    truth = judged_truth(DEFAULT_EFFECTS, components=new, severities=[0.0])
+    truth = _new_raters_truth()
     hits: dict[str, list[bool]] = {"items": [], "both": [], "pairs": []}
     for seed in range(20):
         study = simulate_judged_study(judge=GOOD_JUDGE, n_contexts=150, human_share=0.99, n_raters=15, seed=seed)
@@ -247,10 +258,9 @@ def test_active_ppi_estimates_generalise_over_raters():
         for target in ("items", "both"):
             chosen = model_assisted_estimates(ratings, study.judge_scores, sample, generalize=target)
             assert chosen.estimator == ACTIVE_PPI
-            hits[target] += [r.ppi_ci_low <= truth[r.system] <= r.ppi_ci_high for r in chosen.means.itertuples()]
+            hits[target] += _covered(chosen.means, truth, "ppi_ci_low", "ppi_ci_high")
             if target == "both":
-                hits["pairs"] += [r.ppi_ci_low <= truth[r.system_a] - truth[r.system_b] <= r.ppi_ci_high
-                                  for r in chosen.pairs.itertuples()]
+                hits["pairs"] += _covered(chosen.pairs, truth, "ppi_ci_low", "ppi_ci_high")
     found = {key: float(np.mean(value)) for key, value in hits.items()}
     assert found["both"] >= 0.87 and found["pairs"] >= 0.87, found
     assert found["items"] < found["both"] - 0.05, found
@@ -260,13 +270,10 @@ def test_crossppi_estimates_generalise_over_raters():
     # Cross-PPI with a learned judge (analysis.stats.ppi.crossfit, 3 folds) with generalize="both": 20 studies, 15
     # raters, 60 means and 60 differences: at least 0.87 (on 100 studies, 300 intervals each: means 0.93,
     # differences 0.96), and the means more often than the intervals for this study's raters (0.867 on those 100).
-    from empeval.analysis.simulate.judges import DEFAULT_COMPONENTS, DEFAULT_EFFECTS, GOOD_JUDGE, simulate_judged_study
-    from empeval.analysis.simulate.judges import true_means as judged_truth
+    from empeval.analysis.simulate.judges import GOOD_JUDGE, simulate_judged_study
     from empeval.analysis.stats.ppi.crossfit import cross_fit_judge, crossppi_paired_differences, crossppi_system_means
 
-    c = DEFAULT_COMPONENTS
-    new = dataclasses.replace(c, noise_sd=float(np.hypot(c.noise_sd, c.rater_sd)))
-    truth = judged_truth(DEFAULT_EFFECTS, components=new, severities=[0.0])
+    truth = _new_raters_truth()
     hits: dict[str, list[bool]] = {"items": [], "both": [], "pairs": []}
     for seed in range(20):
         study = simulate_judged_study(judge=GOOD_JUDGE, n_contexts=100, human_share=0.3, n_raters=15, seed=seed)
@@ -276,10 +283,9 @@ def test_crossppi_estimates_generalise_over_raters():
         cross = cross_fit_judge(items, features, study.human_ratings, n_folds=3, seed=seed)
         for target in ("items", "both"):
             means = crossppi_system_means(cross, human_ratings=study.human_ratings, generalize=target)
-            hits[target] += [r.crossppi_ci_low <= truth[r.system] <= r.crossppi_ci_high for r in means.itertuples()]
+            hits[target] += _covered(means, truth, "crossppi_ci_low", "crossppi_ci_high")
         pairs = crossppi_paired_differences(cross, human_ratings=study.human_ratings, generalize="both")
-        hits["pairs"] += [r.crossppi_ci_low <= truth[r.system_a] - truth[r.system_b] <= r.crossppi_ci_high
-                          for r in pairs.itertuples()]
+        hits["pairs"] += _covered(pairs, truth, "crossppi_ci_low", "crossppi_ci_high")
     found = {key: float(np.mean(value)) for key, value in hits.items()}
     assert found["both"] >= 0.87 and found["pairs"] >= 0.87, found
     assert found["items"] < found["both"], found
@@ -292,27 +298,17 @@ def test_a_judge_of_differences_ppi_generalises_over_raters():
     # raters, 60 differences; they cover the difference for new raters at least 0.9 of the time and more often than
     # the intervals for this study's raters (on 60 studies: 0.961 against 0.928; a rater's severity cancels in a
     # difference, so the gap is smaller than for means).
-    from empeval.analysis.simulate.judges import (
-        DEFAULT_COMPONENTS,
-        DEFAULT_EFFECTS,
-        GOOD_JUDGE,
-        SimulatedDifferenceJudge,
-        simulate_judged_study,
-    )
-    from empeval.analysis.simulate.judges import true_means as judged_truth
+    from empeval.analysis.simulate.judges import GOOD_JUDGE, SimulatedDifferenceJudge, simulate_judged_study
     from empeval.analysis.stats.ppi.differences import ppi_pair_differences
 
-    c = DEFAULT_COMPONENTS
-    new = dataclasses.replace(c, noise_sd=float(np.hypot(c.noise_sd, c.rater_sd)))
-    truth = judged_truth(DEFAULT_EFFECTS, components=new, severities=[0.0])
+    truth = _new_raters_truth()
     hits: dict[str, list[bool]] = {"items": [], "both": []}
     for seed in range(20):
         study = simulate_judged_study(judge=GOOD_JUDGE, n_contexts=100, human_share=0.3, n_raters=15, seed=seed,
                                       difference_judge=SimulatedDifferenceJudge("pairs", correlation=0.7))
         for target in hits:
             pairs = ppi_pair_differences(study.human_ratings, study.pair_scores, generalize=target)
-            hits[target] += [r.ppi_ci_low <= truth[r.system_a] - truth[r.system_b] <= r.ppi_ci_high
-                             for r in pairs.itertuples()]
+            hits[target] += _covered(pairs, truth, "ppi_ci_low", "ppi_ci_high")
     found = {key: float(np.mean(value)) for key, value in hits.items()}
     assert found["both"] >= 0.9 and found["both"] > found["items"], found
 
