@@ -74,13 +74,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from empeval.analysis.stats.ppi.estimates import (
     DIFFERENCE_COLUMNS,
     MEAN_COLUMNS,
     clustered_ratings,
     generalises_over_raters,
+    interval_reference,
     ppi_paired_differences,
     ppi_system_means,
     rater_degrees_of_freedom,
@@ -323,9 +323,7 @@ def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.
         raise ValueError(f"rater_variance must be a non-negative variance, got {rater_variance!r}")
     if not 0 < ci_level < 1:
         raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
-    if df is not None and not df > 0:
-        raise ValueError(f"df must be positive degrees of freedom (raters less one), got {df!r}")
-    reference = stats.norm if df is None else stats.t(df)
+    reference = interval_reference(df)
     drawn = ~np.isnan(y)
     n_total, n_drawn = y.size, int(drawn.sum())
     if n_drawn < MIN_HUMAN_CONTEXTS:
@@ -399,7 +397,7 @@ def active_system_means(
     over_raters = generalises_over_raters(generalize)
     items, dropped, probability = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
                                                   allow_missing=allow_missing)
-    clustered = _clustered(human_ratings, items, cluster_by, over_raters)
+    clustered = clustered_ratings(human_ratings, items, "annotator" if over_raters else cluster_by)
     rows = []
     for (criterion, system), part in items.groupby(["criterion", "system"], sort=True, observed=True):
         labels, pi = part["label"].to_numpy(dtype=float), part["probability"].to_numpy(dtype=float)
@@ -459,7 +457,7 @@ def active_paired_differences(
     over_raters = generalises_over_raters(generalize)
     items, _, probability = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
                                             allow_missing=allow_missing)
-    clustered = _clustered(human_ratings, items, cluster_by, over_raters)
+    clustered = clustered_ratings(human_ratings, items, "annotator" if over_raters else cluster_by)
     rows = []
     for criterion, part in items.groupby("criterion", sort=True, observed=True):
         wide = part.pivot(index="context_id", columns="system", values=["label", "judge_score"])
@@ -602,15 +600,6 @@ def _check_drawn(labels: np.ndarray, where: str) -> None:
     if n_drawn < MIN_HUMAN_CONTEXTS:
         raise ValueError(f"{where}: {n_drawn} human-rated context(s); the weighted estimate needs at least "
                          f"{MIN_HUMAN_CONTEXTS}: wait for the drawn contexts' ratings")
-
-
-def _clustered(human_ratings: pd.DataFrame, items: pd.DataFrame, cluster_by: str | None,
-               over_raters: bool) -> dict[tuple, pd.DataFrame] | None:
-    """The ratings grouped as the shared-rater term needs them: by annotator when raters are taken as a sample
-    (whatever ``cluster_by`` says), else by ``cluster_by`` (None: no shared-rater term)."""
-    if over_raters:
-        return clustered_ratings(human_ratings, items, "annotator")
-    return clustered_ratings(human_ratings, items, cluster_by) if cluster_by is not None else None
 
 
 def _rater_variance(clustered, sides, labels, pi, contexts, probability, *, small_sample: bool = False) -> float:

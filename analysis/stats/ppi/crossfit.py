@@ -50,6 +50,7 @@ from scipy import stats
 from empeval.analysis.stats.ppi.estimates import (
     clustered_ratings,
     generalises_over_raters,
+    interval_reference,
     rater_degrees_of_freedom,
     rater_variance_of_difference,
     rater_variance_of_mean,
@@ -501,7 +502,7 @@ def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: flo
         low, high = (float(np.squeeze(bound)) for bound in crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
         estimate = float(f_unrated.mean() + (y - f).mean())
         se = (high - low) / (2 * z)
-    reference = stats.norm if df is None else stats.t(df)
+    reference = interval_reference(df)
     if rater_variance > 0 or df is not None:
         se = float(np.sqrt(se**2 + rater_variance))
         human_se = float(np.sqrt(((human_high - human_low) / (2 * z)) ** 2 + rater_variance))

@@ -44,6 +44,7 @@ from empeval.analysis.stats.ppi.estimates import (
     FAMILIES,
     clustered_ratings,
     generalises_over_raters,
+    interval_reference,
     rater_degrees_of_freedom,
     rater_variance_of_difference,
 )
@@ -104,9 +105,7 @@ def ppi_difference_interval(labels, judged_rated, judged_unrated, *, ci_level: f
         raise ValueError(f"rater_variance must be a non-negative variance, got {rater_variance!r}")
     if not 0 < ci_level < 1:
         raise ValueError(f"ci_level must be strictly between 0 and 1, got {ci_level!r}")
-    if df is not None and not df > 0:
-        raise ValueError(f"df must be positive degrees of freedom (raters less one), got {df!r}")
-    reference = stats.norm if df is None else stats.t(df)
+    reference = interval_reference(df)
     n, big_n = y.size, g_unrated.size
     z = float(reference.ppf(0.5 + ci_level / 2))
     variance = np.var(np.concatenate([g, g_unrated]), ddof=1)

@@ -202,8 +202,7 @@ def ppi_mean_interval(
         raise ValueError("labels and judge scores must be finite (drop the judge's failures first)")
     if not rater_variance >= 0:
         raise ValueError(f"rater_variance must be a non-negative variance, got {rater_variance!r}")
-    if df is not None and not df > 0:
-        raise ValueError(f"df must be positive degrees of freedom (raters less one), got {df!r}")
+    reference = interval_reference(df)
     alpha = 1.0 - _check_level(ci_level)
     lam = power_tuned_lambda(y, f, f_unrated)
     ppi_low, ppi_high = (float(np.squeeze(bound)) for bound in ppi_mean_ci(y, f, f_unrated, alpha=alpha, lam=lam))
@@ -211,7 +210,6 @@ def ppi_mean_interval(
     ppi_mean = lam * f_unrated.mean() + (y - lam * f).mean()
     human_se = y.std() / np.sqrt(y.size)
     ppi_p = float(np.squeeze(ppi_mean_pval(y, f, f_unrated, null=null, lam=lam)))
-    reference = stats.norm if df is None else stats.t(df)
     if rater_variance > 0 or df is not None:
         # ppi_py has no clustered variance: widen its intervals by the shared raters' term (module docstring).
         z = stats.norm.ppf(1 - alpha / 2)
@@ -553,6 +551,26 @@ def rater_degrees_of_freedom(clustered: dict[tuple, pd.DataFrame] | None, criter
                          f"{criterion}, got {len(raters)}: intervals for new raters cannot be computed (generalize="
                          "\"items\" gives them for this study's raters)")
     return float(len(raters) - 1)
+
+
+def interval_reference(df: float | None):
+    """The distribution an interval's quantiles and p-values come from: the normal, or Student's t with ``df``
+    degrees of freedom when the raters are taken as a sample (the raters less one); ValueError for a ``df`` that
+    is not positive.
+
+    Returns
+    -------
+    reference : scipy.stats distribution
+        ``stats.norm`` or ``stats.t(df)``.
+
+    Examples
+    --------
+    >>> round(float(interval_reference(None).ppf(0.975)), 3), round(float(interval_reference(14).ppf(0.975)), 3)
+    (1.96, 2.145)
+    """
+    if df is not None and not df > 0:
+        raise ValueError(f"df must be positive degrees of freedom (raters less one), got {df!r}")
+    return stats.norm if df is None else stats.t(df)
 
 
 def generalises_over_raters(generalize: str) -> bool:
