@@ -14,6 +14,9 @@ patches nest (an ExitStack unwinds them in reverse) and a process can run the ru
   recording_router       LocalArchitect.deploy reports the router process it started and its server dir
   deploy_behind_public_url  LocalArchitect.deploy hands MTurk the public URL instead of "hostname:port"
 
+Waits: `units_launched` keeps the loop running until launch_task_run's unit thread has launched every unit
+(before that, an arriving worker is blocked with "no available work").
+
 Processes: the runner records every router it starts (pid, command line and start time) in the job
 directory (OWNED_FILE); `clean_owned` kills only those, and only while /proc still shows the same command
 line and start time (a pid the kernel has since given to another program is left alone).
@@ -244,6 +247,19 @@ def run_loop_until(operator: Any, condition: Callable[[], bool], timeout: float)
     timeout, so it uses the private loop runner that Mephisto's own tests use."""
     return operator._run_loop_until(condition, timeout)
 
+
+
+def units_launched(operator: Any, run_id: str, timeout: float) -> bool:
+    """Run the operator's loop until the run's units are all launched (or `timeout` seconds); True when they are.
+
+    launch_task_run returns as soon as it has started the launcher's "unit-generator" thread: until that
+    thread has launched a unit, a worker who arrives is told NO_AVAILABLE_UNITS and meets Mephisto's blocked
+    page (seen on a loaded machine). So the run is called live only once the thread has ended."""
+    live_run = operator.get_running_task_runs().get(run_id)
+    thread = getattr(getattr(live_run, "task_launcher", None), "units_thread", None)
+    if thread is None:
+        return True
+    return run_loop_until(operator, lambda: not thread.is_alive(), timeout)
 
 # ---------------------------------------------------------------- processes and dirs the runner owns
 

@@ -277,6 +277,9 @@ def launch(job_dir: Path, *, prepare_operator: Callable[[Any], None] | None = No
                 if run_id is None:
                     raise RuntimeError("Mephisto could not launch the run (launch_task_run returned None; see the "
                                        "log above)")
+                # Live means a worker who arrives now gets a unit (launching many MTurk HITs takes a while).
+                if not compat.units_launched(operator, run_id, job.timeout_seconds):
+                    log.warning("run %s: the units were still being launched at the job's timeout", run_id)
                 url = job.public_url or f"http://127.0.0.1:{job.port}"
                 run.write_status(state=contract.RUNNING, run_id=str(run_id), url=url,
                                  launch_seconds=round(time.monotonic() - started, 2))

@@ -3,8 +3,9 @@ MTurk call answered offline.
 
     python sandbox_harness.py launch JOB_DIR
         a botocore `before-call.mturk` handler on the session Mephisto's datastore uses answers each
-        operation; GetHIT mirrors Mephisto's own view of the unit (Assignable, Unassignable once a worker
-        holds it, Reviewable once submitted), as MTurk would. Every call goes to JOB_DIR/mturk_calls.jsonl,
+        operation (CreateHITWithHITType after $EMPEVAL_HARNESS_HIT_SECONDS); GetHIT mirrors Mephisto's own
+        view of the unit (Assignable, Unassignable once a worker holds it, Reviewable once submitted), as
+        MTurk would. Every call goes to JOB_DIR/mturk_calls.jsonl,
         created HITs to JOB_DIR/hits.json.
     python sandbox_harness.py review JOB_DIR ACTIONS EXPECTED
         the runner's review with botocore's Stubber on the MTurk client: EXPECTED is a JSON list of
@@ -14,12 +15,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = "empeval-test"
+HIT_SECONDS = float(os.environ.get("EMPEVAL_HARNESS_HIT_SECONDS", "0"))  # how long each CreateHIT call takes
 
 
 def load_runner():
@@ -62,6 +66,7 @@ class OfflineMTurk:
             if operation == "CreateHITType":
                 return Http(), {"HITTypeId": "HT-1"}
             if operation == "CreateHITWithHITType":
+                time.sleep(HIT_SECONDS)  # MTurk takes its time; the run must not be called live before it answers
                 url = body["Question"].split("<ExternalURL>")[1].split("</ExternalURL>")[0].replace("&amp;", "&")
                 hit = {"HITId": f"HIT-{len(self.hits) + 1}", "HITTypeId": body["HITTypeId"], "url": url}
                 self.hits.append(hit)

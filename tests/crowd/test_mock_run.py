@@ -56,7 +56,8 @@ def test_two_browser_workers_complete_a_mock_run_and_their_ratings_land_in_sql(c
             pass_or_fail_onboarding(page, ONBOARDING_WRONG)
             page.wait_for_selector("#blocked", timeout=30000)
             page.goto(url.format("careless", "x2"))
-            assert wait_for_task_or_block(page) == "blocked"
+            settled = wait_for_task_or_block(page)
+            assert settled.startswith("blocked") and "not currently qualified" in settled, settled
 
         for n, worker in enumerate(("w1", "w2")):
             with chromium_page() as page:

@@ -46,15 +46,15 @@ def test_a_sandbox_hit_is_created_worked_on_in_a_browser_and_reviewed_through_mt
     assert cost.total == 1.20  # 2 units x 0.50 + 20% MTurk fee
     with open(job_dir / "runner.log", "ab") as log:
         runner = subprocess.Popen([str(crowd_python), str(HARNESS), "launch", str(job_dir)], stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                  env={**os.environ, "EMPEVAL_HARNESS_HIT_SECONDS": "1.5"})
     try:
         status = wait_until(lambda: (s := jobs.read_status(job_dir)).state not in ("starting", "not started") and s, 60,
                             "the launch")
         assert status.state == "running", (job_dir / "runner.log").read_text()[-3000:]
-        # Mephisto creates the HITs from launcher threads, right after the run is up.
-        hits_file = job_dir / "hits.json"
-        hits = wait_until(lambda: hits_file.exists() and len(h := json.loads(hits_file.read_text())) == 2 and h, 30,
-                          "two HITs")
+        # Mephisto creates the HITs from a launcher thread after launch_task_run returns; the run is called
+        # live only once they exist (a worker who came earlier was told there was no work: the blocked page).
+        hits = json.loads((job_dir / "hits.json").read_text())
         assert [h["HITId"] for h in hits] == ["HIT-1", "HIT-2"]
         assert hits[0]["url"].startswith(f"http://127.0.0.1:{port}")
         for n, hit in enumerate(hits, start=1):

@@ -12,13 +12,14 @@ def pass_or_fail_onboarding(page, answers: dict[str, str]) -> None:
 
 
 def wait_for_task_or_block(page, timeout_ms: float = 30000) -> str:
-    """'onboarding', 'task' or 'blocked': what the page settles on."""
+    """'onboarding', 'task' or 'blocked (<what the page says>)': what the page settles on. Mephisto blocks for
+    several reasons (not qualified, no unit available yet...), so the page's words come with 'blocked'."""
     try:
         page.wait_for_selector("#onboarding, #consent, #blocked", timeout=timeout_ms)
     except Exception as error:
         raise AssertionError(f"the task page did not settle; it shows: {page.inner_text('body')[:500]!r}") from error
     if page.locator("#blocked").count():
-        return "blocked"
+        return f"blocked ({page.inner_text('#blocked')!r})"
     return "onboarding" if page.locator("#onboarding").count() else "task"
 
 
