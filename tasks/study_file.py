@@ -224,10 +224,12 @@ def _foreign(r: StudyFileReader, path: str, field: str, known: frozenset[str] | 
              others: list[TaskKind], *, section: str = "") -> StudyFileError:
     """The error for a field the study's kind does not read: whose it is when another kind reads it, with that
     kind's hint for studies of the other kinds where it has one; else the fields expected here."""
-    for other in others:
-        if field in (other.fields.get(section, frozenset()) if section else other.sections):
-            return r.error(path, kind.foreign_hints.get(path, f"is for {other.name} studies only (kind = "
-                                                        f"\"{other.name}\")"))
+    readers = [other.name for other in others
+               if field in (other.fields.get(section, frozenset()) if section else other.sections)]
+    if readers:
+        kinds = " or ".join(f'"{name}"' for name in readers)
+        return r.error(path, kind.foreign_hints.get(path, f"is for {' and '.join(readers)} studies only (kind = "
+                                                    f"{kinds})"))
     return r.error(path, f"unknown field; expected one of {', '.join(sorted(known))}")
 
 

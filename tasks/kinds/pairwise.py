@@ -16,6 +16,10 @@ systems and picks the better one per criterion, or a tie. Its study file adds to
     items_per_assignment = 11        # pairs per assignment, controls included; the real ones (here 10) must
                                      # be even, so that each rater sees every pair's two orders equally often
                                      # (by default 10, or 11 when one of them is a control)
+    # human_share = 0.25             # optional (model-assisted decisions): people judge the pairs of a seeded
+    # human_share_seed = 11          # uniform sample of a quarter of the contexts, a judge of differences compares
+                                     # every context's pairs (`empeval judge NAME --judges pairwise-http-judge`);
+                                     # the seed defaults to the study's
 
 Its default criteria ask the paper's three questions as a choice ("Which response shows more understanding of
 the feelings ...?"); a [[criteria]] question is shown as written, so write it as a choice. A pairwise study has no
@@ -47,7 +51,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, aliased
 
 from empeval.server.store.kinds import StudySetup
-from empeval.server.store.kinds.likert import StudyItem
+from empeval.server.store.kinds.likert import StudyContext, StudyItem
 from empeval.server.store.kinds.pairwise import AssignmentPair, Pair, PairItem, PairwiseSetup
 from empeval.server.store.models import Response, Study, System
 from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Panel, ShownTurn
@@ -57,8 +61,9 @@ from empeval.server.store.study_parts import Criterion, Design
 from empeval.tasks.crowd.contract import Control
 from empeval.tasks.decisions_file import DecisionTerms
 from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
-from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySummary
+from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
+from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem
 from empeval.tasks.kinds.pairwise_design import pair_slots, plan_pairwise
 from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
 from empeval.tasks.study_create import add_assignments, lacking_controls
@@ -159,8 +164,11 @@ class PairwiseTasks(TaskKind):
     name: ClassVar[str] = "pairwise"
     setup = PairwiseSetup
     fields: ClassVar[dict[str, frozenset[str]]] = {"systems": frozenset({"pairs", "anchor"}),
-                                                   "design": frozenset({"judgments_per_pair", "ties"})}
+                                                   "design": frozenset({"judgments_per_pair", "ties", "human_share",
+                                                                        "human_share_seed"})}
     foreign_hints: ClassVar[dict[str, str]] = {
+        "design.sampling": "a pairwise study's human share is a seeded uniform sample of the contexts (active "
+                           "sampling is a Likert study's design): leave design.sampling out",
         "design.ratings_per_response": "a pairwise study counts judgments per (context, pair): use "
                                        "design.judgments_per_pair",
         "scale": "a pairwise study has no scale: raters choose A, B (or a tie)"}
@@ -178,7 +186,26 @@ class PairwiseTasks(TaskKind):
             raise reader.error("design.ties", f"must be true or false, got {ties!r}")
         k = reader.integer(d, "judgments_per_pair", "design.judgments_per_pair", PairwiseSetup.judgments_per_pair,
                            minimum=1, maximum=50)
-        return PairwiseSetup(pairs=pairs, anchor=s.get("anchor", ""), ties=ties, judgments_per_pair=k or 1), design
+        setup = PairwiseSetup(pairs=pairs, anchor=s.get("anchor", ""), ties=ties, judgments_per_pair=k or 1)
+        return self._human_share(reader, d, setup, n_contexts=parts.n_contexts, seed=parts.seed), design
+
+    @staticmethod
+    def _human_share(reader: StudyFileReader, d: dict, setup: PairwiseSetup, *, n_contexts: int,
+                     seed: int) -> PairwiseSetup:
+        """design.human_share and design.human_share_seed (model-assisted decisions): people judge the pairs of a
+        seeded uniform sample of round(share x contexts) contexts, a judge of differences compares the pairs of
+        every context. The rule a Likert study's share follows (likert_human_share.human_share_problem); the seed
+        defaults to the study's and is stored resolved, so the stored configuration reproduces the draw."""
+        if "human_share" not in d:
+            if "human_share_seed" in d:
+                raise reader.error("design.human_share_seed", "is the seed of design.human_share's sample; set "
+                                   "design.human_share too, or remove it")
+            return setup
+        share = d["human_share"]
+        if problem := human_share_problem(share, n_contexts):
+            raise reader.error("design.human_share", problem)
+        sample_seed = reader.integer(d, "human_share_seed", "design.human_share_seed", seed, minimum=0)
+        return replace(setup, human_share=float(share), human_share_seed=sample_seed)
 
     def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
                             criteria: tuple[Criterion, ...], controls: tuple[str, ...]) -> tuple[GoldItem, ...]:
@@ -301,9 +328,16 @@ class PairwiseTasks(TaskKind):
         design counterbalanced it."""
         setup = spec.setup
         assert isinstance(setup, PairwiseSetup)
-        control_contexts = {name: [cid for cid in chosen.ids if chosen.response(cid, name)] for name in spec.controls}
-        lacking_controls(spec, chosen, chosen.ids)
-        plan = plan_pairwise(chosen.ids, [(pair.first, pair.second) for pair in setup.pairs],
+        human_ids = list(chosen.ids)
+        if setup.human_share is not None:
+            if problem := human_share_problem(setup.human_share, len(chosen.keys)):
+                raise StudySetupError(f"design.human_share: {problem}")
+            seed = spec.seed if setup.human_share_seed is None else setup.human_share_seed
+            drawn = {chosen.key_to_id[key] for key in draw_human_sample(chosen.keys, setup.human_share, seed)}
+            human_ids = [cid for cid in chosen.ids if cid in drawn]
+        control_contexts = {name: [cid for cid in human_ids if chosen.response(cid, name)] for name in spec.controls}
+        lacking_controls(spec, chosen, human_ids)
+        plan = plan_pairwise(human_ids, [(pair.first, pair.second) for pair in setup.pairs],
                              judgments_per_pair=setup.judgments_per_pair,
                              items_per_assignment=spec.design.items_per_assignment,
                              control_rate=spec.design.control_rate if spec.controls else 0.0,
@@ -324,7 +358,20 @@ class PairwiseTasks(TaskKind):
                     is_control=placed.control is not None,
                     control_target=spec.control_targets[placed.control] if placed.control else None,
                     control_side=control_side, design={"pair": placed.label, "systems": [system_a, system_b]})
+        # With a human share, the other contexts' pairs are written too, for the judge of differences, and no
+        # assignment holds them; study_context records which contexts people judge.
+        judge_only = [cid for cid in chosen.ids if cid not in set(human_ids)]
+        for cid in judge_only:
+            for pair in setup.pairs:
+                (response_a, system_a), (response_b, system_b) = sorted(
+                    (chosen.response(cid, name) or 0, name) for name in (pair.first, pair.second))
+                pair_items[(cid, (system_a, system_b) if system_a < system_b else (system_b, system_a))] = PairItem(
+                    study_id=study.id, context_id=cid, response_a_id=response_a, response_b_id=response_b,
+                    is_control=False, design={"pair": pair.label, "systems": [system_a, system_b]})
         session.add_all(pair_items.values())
+        if setup.human_share is not None:
+            session.add_all(StudyContext(study_id=study.id, context_id=cid, human_rated=cid not in judge_only)
+                            for cid in chosen.ids)
         session.flush()
         for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
             for position, placed in enumerate(planned.items):
@@ -345,7 +392,10 @@ class PairwiseTasks(TaskKind):
             sentence=(f"pairwise study {spec.name!r}: {len(chosen.ids)} contexts x {len(setup.pairs)} pairs of "
                       f"systems = {len(real)} pair items (+{len(pair_items) - len(real)} control pairs), "
                       f"{len(plan)} assignments, k={setup.judgments_per_pair} judgments per (context, pair), "
-                      f"{expected} choices expected"))
+                      f"{expected} choices expected"
+                      + (f"; people judge the pairs of {len(human_ids)} of the {len(chosen.ids)} contexts "
+                         f"(design.human_share {setup.human_share:g}, seed {setup.human_share_seed}), a judge of "
+                         "differences every context's" if setup.human_share is not None else "")))
 
     def simulated_answers(self, engine: Engine, study: str, model: CrowdModel, seed: int) -> Answer:
         """A choice per pair and criterion (pairwise_choices) from the placement's systems, each response with the

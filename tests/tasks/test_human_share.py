@@ -69,9 +69,13 @@ def test_fewer_than_two_rated_contexts_is_refused_with_the_numbers_and_two_is_ta
     assert parse_study(listed).setup.human_share == 0.5  # round(1.5) = 2 of 3
 
 
-def test_the_share_is_refused_for_a_pairwise_study_and_its_seed_without_it():
-    with pytest.raises(StudyFileError, match=r"design\.human_share: is for likert studies only"):
-        parse_study(study(pairwise=True, human_share=0.5))
+def test_the_share_is_refused_for_a_kind_without_it_and_its_seed_without_it():
+    best_worst = study(human_share=0.5)
+    best_worst.update(kind="best_worst")
+    best_worst["systems"]["names"] = ["gold", "moel", "mime"]
+    with pytest.raises(StudyFileError, match=r"design\.human_share: is for likert and pairwise studies only"):
+        parse_study(best_worst)
+    assert parse_study(study(pairwise=True, human_share=0.5)).setup.human_share == 0.5  # the A/B human share
     with pytest.raises(StudyFileError, match=r"design\.human_share_seed: is the seed of design\.human_share"):
         parse_study(study(human_share_seed=3))
     with pytest.raises(StudyFileError, match=r"design\.human_share_seed: must be an integer"):

@@ -3,7 +3,9 @@
 A pairwise study shows one context with the responses of two systems side by side and asks, per criterion,
 which is better (or a tie), as the A/B tests of MoEL (Lin et al., 2019) and MIME (Majumder et al., 2020) do. Its
 setup holds the pairs of systems compared, the anchor ("ours") when the study file named one, whether ties are
-allowed and k, the distinct annotators per (context, pair). Its tables: `pair_item` (two responses to one
+allowed, k, the distinct annotators per (context, pair), and optionally a human share (model-assisted decisions:
+people judge a seeded sample of the contexts, a judge of differences every context's pairs; the sample is recorded
+per context in `study_context`, as a Likert study's is). Its tables: `pair_item` (two responses to one
 context, stored once whatever the sides), `assignment_pair` (a placement: position and the side shown on the
 left) and `choice` (one answer per pair, annotator and criterion, made about a placement of that very
 assignment). Stored under the study JSON's `pairwise` key.
@@ -75,6 +77,10 @@ class PairwiseSetup(StudySetup):
     anchor: str = ""  # the system every pair holds, when the study file named one
     ties: bool = True
     judgments_per_pair: int = 3
+    # Model-assisted decisions: people judge the pairs of a seeded uniform sample of this share of the contexts, a
+    # judge of differences compares the pairs of every context (None: people judge every context).
+    human_share: float | None = None
+    human_share_seed: int | None = None  # the sample's seed (the study file's default: the study's seed)
 
     @classmethod
     def from_stored(cls, reader: ConfigReader, stored: dict[str, Any]) -> PairwiseSetup:
@@ -92,12 +98,17 @@ class PairwiseSetup(StudySetup):
             pairs=tuple(pairs), anchor=reader.text(setup, "anchor", "pairwise.anchor", defaults.anchor),
             ties=reader.boolean(setup, "ties", "pairwise.ties", defaults.ties),
             judgments_per_pair=reader.integer(setup, "judgments_per_pair", "pairwise.judgments_per_pair",
-                                              defaults.judgments_per_pair))
+                                              defaults.judgments_per_pair),
+            human_share=reader.number(setup, "human_share", "pairwise.human_share", None),
+            human_share_seed=reader.integer(setup, "human_share_seed", "pairwise.human_share_seed", None))
 
     def stored(self) -> dict[str, Any]:
-        return {"pairwise": {"pairs": [{"first": p.first, "second": p.second} for p in self.pairs],
-                             "anchor": self.anchor, "ties": self.ties,
-                             "judgments_per_pair": self.judgments_per_pair}}
+        stored: dict[str, Any] = {"pairs": [{"first": p.first, "second": p.second} for p in self.pairs],
+                                  "anchor": self.anchor, "ties": self.ties,
+                                  "judgments_per_pair": self.judgments_per_pair}
+        if self.human_share is not None:  # a study without one is stored as before
+            stored.update(human_share=self.human_share, human_share_seed=self.human_share_seed)
+        return {"pairwise": stored}
 
 
 class PairItem(Base):
