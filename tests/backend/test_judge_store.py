@@ -290,7 +290,7 @@ def test_human_ratings_of_the_study_are_read_as_the_table_the_analysis_takes(eng
     assert len(ratings) == 36 * 2 and set(ratings["score"]) == {2, 3}
 
 
-def test_a_pairwise_study_is_refused_saying_judges_score_likert_items(engine):
+def test_a_pairwise_study_is_read_as_its_pairs_and_a_best_worst_one_is_refused(engine):
     from empeval.tasks.study_create import create_study
     from empeval.tasks.study_file import parse_study
 
@@ -299,8 +299,16 @@ def test_a_pairwise_study_is_refused_saying_judges_score_likert_items(engine):
         "systems": {"names": SYSTEMS, "anchor": SYSTEMS[0], "controls": []},
         "design": {"judgments_per_pair": 2, "items_per_assignment": 6, "control_rate": 0.0},
         "pay": {"per_assignment": 0.5, "currency": "USD"}}))
-    with pytest.raises(BadInput, match="study 'ab' is a pairwise"):
-        load_judged_study(engine, "ab")
+    ab = load_judged_study(engine, "ab")
+    assert ab.pairs is not None and len(ab.pairs) == 6 * (len(SYSTEMS) - 1) and ab.human_ratings.empty
+    assert {(p.first.system, p.second.system) for p in ab.pairs} <= {(SYSTEMS[0], s) for s in SYSTEMS[1:]} | {
+        (s, SYSTEMS[0]) for s in SYSTEMS[1:]}  # the anchor against each other system, never the others together
+    assert all(p.first.response_id < p.second.response_id for p in ab.pairs)
+    create_study(engine, parse_study({
+        "name": "bw", "kind": "best_worst", "seed": 1, "contexts": {"split": "test", "count": 6},
+        "systems": {"names": SYSTEMS}, "pay": {"per_assignment": 0.5, "currency": "USD"}}))
+    with pytest.raises(BadInput, match="study 'bw' is a best-worst"):
+        load_judged_study(engine, "bw")
 
 
 def test_judges_are_read_from_the_config_and_an_unknown_kind_is_refused_listing_the_kinds(tmp_path):

@@ -52,6 +52,15 @@ class JudgedStudy:
     cross_fit: Callable[..., pd.DataFrame] | None = None
     study_criteria: tuple[Criterion, ...] = ()
     cross_fit_differences: Callable[..., pd.DataFrame] | None = None
+    #: Set for a study whose people choose between two responses (A/B): the pairs they compare, A the smaller
+    #: response id, which a judge of differences compares instead of every pair of responses to one context. Such
+    #: a study has no items to score one at a time and no ratings to learn from (`human_ratings` is empty).
+    pairs: tuple[JudgedPair, ...] | None = None
+
+    def pairs_to_compare(self) -> list[JudgedPair]:
+        """The pairs a judge of differences compares: `pairs` when set, else every pair of responses to one
+        context (``study_pairs``)."""
+        return list(self.pairs) if self.pairs is not None else study_pairs(self.items)
 
 
 @dataclass

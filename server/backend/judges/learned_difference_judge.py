@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from empeval.server.backend.judges.base import JudgedPair, JudgedStudy, PairJudge, PairVerdict, study_pairs, text_hash
+from empeval.server.backend.judges.base import JudgedPair, JudgedStudy, PairJudge, PairVerdict, text_hash
 from empeval.server.errors import BadInput
 from empeval.server.store.kinds.likert import Scale
 from empeval.server.store.study_parts import Criterion
@@ -72,6 +72,10 @@ class LearnedDifferenceJudge(PairJudge):
                            for p in pairs], dtype=float).reshape(len(pairs), -1)
 
     def prepare(self, study: JudgedStudy) -> None:
+        if study.pairs is not None:
+            raise BadInput(f"learned difference judge {self.name!r} learns from differences of ratings, and study "
+                           f"{study.name!r} asks its people to choose between two responses: use "
+                           "pairwise-http-judge")
         if study.cross_fit_differences is None:
             raise BadInput(f"learned difference judge {self.name!r} needs the cross-fitting function "
                            "(analysis.stats.ppi.crossfit.cross_fit_difference_judge) in "
@@ -83,7 +87,7 @@ class LearnedDifferenceJudge(PairJudge):
             raise BadInput(f"learned difference judge {self.name!r} learns from the study's own human ratings, and "
                            f"study {study.name!r} has none yet on {', '.join(unrated)}: collect ratings first, or "
                            "choose other --criteria")
-        pairs = study_pairs(study.items)
+        pairs = study.pairs_to_compare()
         table = pd.DataFrame({"context_id": [p.first.context.context_id for p in pairs],
                               "system_a": [p.first.system for p in pairs],
                               "system_b": [p.second.system for p in pairs]})

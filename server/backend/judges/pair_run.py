@@ -15,7 +15,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from empeval.server.backend.judges.base import JudgedStudy, PairJudge, PairVerdict, study_pairs
+from empeval.server.backend.judges.base import JudgedStudy, PairJudge, PairVerdict
 from empeval.server.backend.judges.run import STORE_ATTEMPTS
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.model_assisted_tables import JudgePairScore
@@ -53,11 +53,12 @@ def judge_study_pairs(
     on_total: Callable[[int], None] | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> PairJudgingReport:
-    """Compare every pair of responses to the same context of `study` on each chosen criterion with `judge`, and
-    store the verdicts; `batch_size` pairs per transaction, so an interrupted run keeps its finished batches."""
+    """Compare every pair of responses to the same context of `study` (an A/B study: the pairs its people compare)
+    on each chosen criterion with `judge`, and store the verdicts; `batch_size` pairs per transaction, so an
+    interrupted run keeps its finished batches."""
     judge.prepare(study)
     version = judge.version(study)
-    pairs = study_pairs(study.items)
+    pairs = study.pairs_to_compare()
     report = PairJudgingReport(judge.name, version, study.name, pairs=len(pairs) * len(study.criteria))
     response_ids = sorted({pair.first.response_id for pair in pairs})
     with unit_of_work(engine) as session:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pandas as pd
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, union
 from sqlalchemy.orm import aliased
 
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.kinds.likert import StudyItem
+from empeval.server.store.kinds.pairwise import PairItem
 from empeval.server.store.model_assisted_tables import JudgePairScore
 from empeval.server.store.models import Response, System
 from empeval.server.store.queries import study_by_name
@@ -77,7 +78,9 @@ def judge_pair_scores(engine: Engine, study: str, judge: str | None = None, *,
 
 
 def _in_study(session, study: str):
-    """The study's responses (controls left out), as a subquery."""
+    """The study's responses (controls left out): a Likert study's items', an A/B study's pairs', as a subquery."""
     study_id = study_by_name(session, study).id
-    return (select(StudyItem.response_id)
-            .where(StudyItem.study_id == study_id, StudyItem.is_control.is_(False)).scalar_subquery())
+    in_pairs = (PairItem.study_id == study_id, PairItem.is_control.is_(False))
+    return union(select(StudyItem.response_id).where(StudyItem.study_id == study_id, StudyItem.is_control.is_(False)),
+                 select(PairItem.response_a_id).where(*in_pairs),
+                 select(PairItem.response_b_id).where(*in_pairs)).scalar_subquery()

@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 
 from empeval.server.backend.judges.base import Judge, JudgedStudy
+from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import JudgeScore
 
@@ -56,6 +57,10 @@ def judge_study(
     The judge prepares first (checks its configuration; the learned judge fits its cross-fitted models), then
     scores, `batch_size` items at a time, what this judge version has not scored yet; each batch is written in
     one transaction, so an interrupted run keeps its finished batches and the next run resumes after them."""
+    if study.pairs is not None:
+        raise BadInput(f"study {study.name!r} asks its people to choose between two responses, so judge "
+                       f"{judge.name!r}, which scores responses one at a time, has nothing to predict: use a judge "
+                       "of differences (pairwise-http-judge)")
     judge.prepare(study)
     version = judge.version(study)
     report = JudgingReport(judge.name, version, study.name, items=len(study.items) * len(study.criteria))
