@@ -67,21 +67,23 @@ STALE_AFTER_S = 600
 
 def remove_stale_clusters(folder: Path) -> list[Path]:
     """Remove the clusters a killed test session left in `folder` (in memory, they hold RAM until the machine
-    restarts): each empeval-pg-* folder whose server is not running (its postmaster.pid names no live process, or it
-    has none and is older than STALE_AFTER_S). A server still running is left alone: it may be another session's.
-    The folders removed."""
+    restarts): each empeval-pg-* folder older than STALE_AFTER_S whose server is not running (its postmaster.pid
+    names no live process, or it has none). A server still running is left alone, and so is any younger folder:
+    another session may be making it, and initdb's bootstrap steps each leave a postmaster.pid naming a process
+    that has ended (removing such a folder under initdb failed the other xdist worker's PostgreSQL start: "could not
+    open file base/1/3394"). The folders removed."""
     removed = []
     for root in folder.glob("empeval-pg-*"):
+        try:
+            if time.time() - root.stat().st_mtime < STALE_AFTER_S:
+                continue
+        except OSError:
+            continue
         pidfile = root / "data" / "postmaster.pid"
         try:
             pid = int(pidfile.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             pid = None
-        try:
-            if pid is None and time.time() - root.stat().st_mtime < STALE_AFTER_S:
-                continue
-        except OSError:
-            continue
         if pid is not None and Path(f"/proc/{pid}").exists():
             continue
         shutil.rmtree(root, ignore_errors=True)
@@ -119,7 +121,8 @@ class PostgresServer:
 
     def stop(self) -> None:
         try:
-            self._run(self.bindir / "pg_ctl", "-D", self.datadir, "-m", "fast", "-w", "stop")
+            if (self.datadir / "postmaster.pid").exists():  # a server that never started has nothing to stop
+                self._run(self.bindir / "pg_ctl", "-D", self.datadir, "-m", "fast", "-w", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 

@@ -1,6 +1,7 @@
 """The test PostgreSQL clusters live in memory (/dev/shm) when there is room; one that a killed session left there
 holds RAM until the machine restarts, so the next session removes it (tests/conftest.py remove_stale_clusters),
-and never a cluster whose server runs or one another session may still be making."""
+and never a cluster whose server runs or one another session may still be making (initdb's steps leave a
+postmaster.pid of a process that has ended)."""
 from __future__ import annotations
 
 import os
@@ -24,12 +25,14 @@ def _cluster(folder, name, pid=None, age_s=0.0):
 def test_only_the_clusters_whose_server_is_gone_are_removed(tmp_path):
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                            check=True)
-    dead = _cluster(tmp_path, "dead", pid=int(ended.stdout))  # that process has exited
-    running = _cluster(tmp_path, "running", pid=os.getpid())
+    dead = _cluster(tmp_path, "dead", pid=int(ended.stdout), age_s=STALE_AFTER_S + 60)  # that process has exited
+    running = _cluster(tmp_path, "running", pid=os.getpid(), age_s=STALE_AFTER_S + 60)
     starting = _cluster(tmp_path, "starting")  # initdb still at work: no postmaster.pid yet
+    # initdb between two bootstrap steps: the postmaster.pid of a step that has ended
+    bootstrapping = _cluster(tmp_path, "bootstrapping", pid=int(ended.stdout))
     abandoned = _cluster(tmp_path, "abandoned", age_s=STALE_AFTER_S + 60)
     other = tmp_path / "not-ours"
     other.mkdir()
     assert sorted(remove_stale_clusters(tmp_path)) == sorted([dead, abandoned])
-    assert running.is_dir() and starting.is_dir() and other.is_dir()
+    assert running.is_dir() and starting.is_dir() and bootstrapping.is_dir() and other.is_dir()
     assert not dead.exists() and not abandoned.exists()
