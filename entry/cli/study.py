@@ -37,8 +37,9 @@ def create(obj: CliContext, study_file: Path) -> None:
 def _status_command(function):
     """The options of `empeval study status` (and of its top-level alias `empeval status`)."""
     function = click.option("--judge", default=None,
-                            help="The judge whose scores give the model-assisted intervals of the study's [decisions] "
-                                 "(default: the judge that scored the study most recently, if any).")(function)
+                            help="The judge whose scores (an A/B study: a judge of differences' verdicts) give the "
+                                 "model-assisted intervals of the study's [decisions] (default: the judge that judged "
+                                 "the study most recently, if any).")(function)
     return pass_cli(click.argument("name")(function))
 
 

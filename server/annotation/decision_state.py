@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from empeval.server.store.study_decisions import Comparison, Decisions
@@ -49,14 +50,26 @@ class KindLook:
     notes: tuple[str, ...] = ()
 
 
+class JudgeInput(StrEnum):
+    """Which judges' output a kind's model-assisted look takes: a judge's scores of single responses
+    (``server.backend.judges.scores.judge_scores``: context_id, system, criterion, judge_score) or a judge of
+    differences' verdicts on pairs (``server.backend.judges.pair_scores.judge_pair_scores``: criterion, context_id,
+    system_a, system_b, judge_diff, error)."""
+
+    ITEM_SCORES = "item scores"
+    PAIR_DIFFERENCES = "pair differences"
+
+
 @dataclass(frozen=True)
 class DecisionLook:
     """A kind's part in the decisions: `look` reads its labels in the study's transaction and computes each
-    comparison's state (session, study, decisions, judge scores or None, the judge asked for or None);
-    `model_assisted` says whether a judge's scores give it model-assisted intervals."""
+    comparison's state (session, study, decisions, judge output or None, the judge asked for or None);
+    `model_assisted` says whether a judge's output gives it model-assisted intervals, and `judged_by` which
+    judges' output that is."""
 
     look: Callable[[Session, Study, Decisions, pd.DataFrame | None, str | None], KindLook]
     model_assisted: bool
+    judged_by: JudgeInput = JudgeInput.ITEM_SCORES
 
 
 def last_interval(sequence: pd.DataFrame) -> tuple[float, float, float]:

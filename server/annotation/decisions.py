@@ -25,8 +25,9 @@ its judgments of +1 (A chosen), -1 (B chosen) and 0 (a tie), whichever side each
 sequence is the one-sample one over those labels (``confidence_sequence``: their mean is A's net preference over B;
 prior variance 1, the largest variance of a label in [-1, 1]); its `margin` is in net-preference units (0.1: ten
 points of wins minus losses), its looks are tuned at the contexts the design has the pair judged on, and its paid
-ratings are the stored judgments. A pairwise study has no model-assisted interval: a judge scores responses one at a
-time, not a choice between two (the status says so when a judge is asked for).
+ratings are the stored judgments. Its model-assisted interval comes from a judge of differences (pairwise-http-judge)
+that compared the pairs of every context of a study with a human share (design.human_share): PPI++ on the net
+preferences, the judge's verdict on each pair the predictor (``JudgeInput``: which judges' output a kind takes).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from empeval.analysis.stats.sequential import Decision
-from empeval.server.annotation.decision_state import ComparisonState, DecisionLook
+from empeval.server.annotation.decision_state import ComparisonState, DecisionLook, JudgeInput
 from empeval.server.annotation.kinds import annotation_kind, annotation_kinds
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
@@ -46,8 +47,8 @@ from empeval.server.store.queries import now_utc, study_by_name
 from empeval.server.store.study_config import StudyConfig
 from empeval.server.store.study_decisions import Decisions
 
-__all__ = ["REASON_BUDGET", "REASON_DECIDED", "ComparisonState", "DecisionStatus", "close_claims_if_decided",
-           "decision_status", "model_assisted", "monitored"]
+__all__ = ["REASON_BUDGET", "REASON_DECIDED", "ComparisonState", "DecisionStatus", "JudgeInput",
+           "close_claims_if_decided", "decision_status", "judge_input", "model_assisted", "monitored"]
 
 # What claims_closed_reason says.
 REASON_DECIDED = "every pre-registered comparison is decided"
@@ -114,9 +115,9 @@ def _interval(estimate, low, high) -> str:
 def decision_status(engine: Engine, name: str, *, judge_scores: pd.DataFrame | None = None,
                     judge: str | None = None) -> DecisionStatus | None:
     """Study `name`'s decisions now (module docstring), or None when it has no [decisions] table. `judge_scores`
-    (``server.backend.judges.scores.judge_scores``'s table: context_id, system, criterion, judge_score) adds the
-    model-assisted intervals of a kind that has them; `judge` names the judge (a kind without them notes that it
-    has none when one is named). BadInput for a study of a kind without a look (``AnnotationKind.decision_look``)."""
+    (the judges' output the kind takes, ``judge_input``) adds the model-assisted intervals of a kind that has them;
+    `judge` names the judge (a kind without them notes that it has none when one is named). BadInput for a study
+    of a kind without a look (``AnnotationKind.decision_look``)."""
     with unit_of_work(engine) as session:
         study = study_by_name(session, name)
         config = study.config
@@ -140,6 +141,14 @@ def model_assisted(config: StudyConfig) -> bool:
     """Whether a judge's scores give the decisions of a study with this configuration model-assisted intervals."""
     look = annotation_kind(config.kind).decision_look()
     return look is not None and look.model_assisted
+
+
+def judge_input(config: StudyConfig) -> JudgeInput | None:
+    """Which judges' output gives the decisions of a study with this configuration model-assisted intervals: a
+    Likert study's take judges' item scores, an A/B study's a judge of differences' verdicts; None for a kind
+    without model-assisted decisions."""
+    look = annotation_kind(config.kind).decision_look()
+    return look.judged_by if look is not None and look.model_assisted else None
 
 
 def _decision_look(name: str, config: StudyConfig) -> DecisionLook:

@@ -1,8 +1,8 @@
 """A study's pre-registered decisions looked at after submissions, off the request path, at a bounded cost.
 
 `look` is one look at a study's [decisions] (server/annotation/decisions.py), model-assisted with the judge that
-scored the study most recently when one has (Likert; a pairwise study's are human-only): what `empeval study status`
-prints and the study page shows.
+judged the study most recently when one has (a Likert study's item judges, an A/B study's judge of differences):
+what `empeval study status` prints and the study page shows.
 
 `DecisionWatch.after_submission` is what the submit route calls once a submission is stored: when the study's
 [decisions] say stop_when_decided, a look is taken in a background thread and closes the study's claims if everything
@@ -19,17 +19,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import pandas as pd
 from sqlalchemy import Engine
 
 from empeval.server.annotation.decisions import (
     DecisionStatus,
+    JudgeInput,
     close_claims_if_decided,
     decision_status,
-    model_assisted,
+    judge_input,
     monitored,
 )
+from empeval.server.backend.judges.pair_scores import judge_pair_scores, pair_judges
 from empeval.server.backend.judges.scores import judge_scores, latest_judge
 from empeval.server.store import unit_of_work
 from empeval.server.store.queries import study_by_name
@@ -41,20 +45,33 @@ COST_FACTOR = 20.0
 
 
 def look(engine: Engine, name: str, *, close: bool, judge: str | None = None) -> DecisionStatus | None:
-    """Study `name`'s decisions now, model-assisted with `judge`'s scores (default: the judge that scored the study
-    most recently, if any), None without [decisions]; with `close`, a look that finds everything decided (or the
-    budget spent) closes the study's claims when its [decisions] say stop_when_decided, and the status returned
-    says so. A kind without model-assisted intervals (pairwise) reads no judge's scores: the status notes it when
-    `judge` is given. BadInput for a study of a kind whose decisions are not computed
-    (server/annotation/decisions.py)."""
+    """Study `name`'s decisions now, model-assisted with `judge`'s output (default: the judge that judged the study
+    most recently, if any; a Likert study's judges score items, an A/B study's judge of differences compares pairs:
+    ``judge_input``), None without [decisions]; with `close`, a look that finds everything decided (or the budget
+    spent) closes the study's claims when its [decisions] say stop_when_decided, and the status returned says so.
+    BadInput for a study of a kind whose decisions are not computed (server/annotation/decisions.py), or for a
+    `judge` that has not judged the study."""
     with unit_of_work(engine) as session:
-        assisted = model_assisted(study_by_name(session, name).config)
-    judge = judge or (latest_judge(engine, name) if assisted else None)
-    scores = judge_scores(engine, name, judge) if judge is not None and assisted else None
+        judged_by = judge_input(study_by_name(session, name).config)
+    latest, read = _JUDGE_OUTPUT.get(judged_by, (None, None)) if judged_by is not None else (None, None)
+    judge = judge or (latest(engine, name) if latest is not None else None)
+    scores = read(engine, name, judge) if judge is not None and read is not None else None
     status = decision_status(engine, name, judge_scores=scores, judge=judge)
     if close and status is not None and close_claims_if_decided(engine, status):
         status = decision_status(engine, name, judge_scores=scores, judge=judge)
     return status
+
+
+def _latest_pair_judge(engine: Engine, name: str) -> str | None:
+    judges = pair_judges(engine, name)
+    return judges[0] if judges else None
+
+
+# Per kind of judges' output (JudgeInput): the judge that gave a study's most recently, and the reader of its table.
+_JUDGE_OUTPUT: dict[JudgeInput, tuple[Callable[[Engine, str], str | None], Callable[..., pd.DataFrame]]] = {
+    JudgeInput.ITEM_SCORES: (latest_judge, judge_scores),
+    JudgeInput.PAIR_DIFFERENCES: (_latest_pair_judge, judge_pair_scores),
+}
 
 
 def _may_close(engine: Engine, name: str) -> bool:

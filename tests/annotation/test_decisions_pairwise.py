@@ -209,7 +209,7 @@ def test_a_judgment_counts_for_the_system_chosen_whichever_side_and_however_the_
         assert after[placement.context_id] == (1.0 if before is None else (before + 1.0) / 2)
 
 
-def test_study_status_prints_the_comparisons_and_notes_that_a_judge_gives_no_interval(sample_engine):
+def test_study_status_prints_the_comparisons_and_refuses_a_judge_that_compared_no_pair(sample_engine):
     from tests.annotation.researcher_helpers import cli_run
 
     _study(sample_engine, count=12, systems=["sys-a", "sys-b", "sys-c"], decisions={
@@ -226,7 +226,8 @@ def test_study_status_prints_the_comparisons_and_notes_that_a_judge_gives_no_int
     assert "human-only" in line and "model-assisted" not in line
     assert "stop_when_decided: claims close when every comparison is decided or the budget is spent" in lines
     assert "note:" not in result.output  # no judge asked for, no note
+    # An A/B study's model-assisted intervals come from a judge of differences: one that compared none of its
+    # pairs is refused by name (tests/annotation/test_decisions_pairwise_judged.py has the intervals).
     judged = cli_run(sample_engine, "status", "ab-decided", "--judge", "length")
-    assert judged.exit_code == 0, judged.output
-    assert "note: no model-assisted interval with judge 'length'" in judged.output
-    assert "model-assisted (length)" not in judged.output
+    assert judged.exit_code == 0 and "decisions: judge 'length' has compared no pair of study 'ab-decided'" in \
+        judged.output, judged.output

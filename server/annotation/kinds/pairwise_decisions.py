@@ -9,6 +9,11 @@ wins minus losses); the contexts come in the order their last judgment came in (
 sequence's do. The monitoring runs the one-sample anytime-valid sequence on these labels (their mean is A's net
 preference over B). Control pairs are left out of the labels; the paid ratings count every stored judgment of the
 study, controls included (as the Likert count takes every stored rating).
+
+Model-assisted (a study with design.human_share, whose pairs a judge of differences compared on every context:
+`empeval judge NAME --judges pairwise-http-judge`): PPI++ beside the human-only sequence, the judge's verdict on a
+context's pair the predictor of its net preference, the contexts only the judge compared the unlabelled ones
+(``ppi_confidence_sequence``). The sequences are tuned at the contexts people judge by design.
 """
 from __future__ import annotations
 
@@ -19,8 +24,15 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from empeval.analysis.stats.sequential import confidence_sequence, decide
-from empeval.server.annotation.decision_state import ComparisonState, DecisionLook, KindLook, last_interval
+from empeval.analysis.stats.sequential import confidence_sequence, decide, ppi_confidence_sequence
+from empeval.server.annotation.decision_state import (
+    ComparisonState,
+    DecisionLook,
+    JudgeInput,
+    KindLook,
+    last_interval,
+)
+from empeval.server.store.kinds.likert import StudyContext
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
 from empeval.server.store.models import Response, Study, System
 from empeval.server.store.study_decisions import Comparison, Decisions
@@ -67,7 +79,9 @@ def net_preferences(session: Session, study_id: int,
         select(system_a.name, system_b.name, func.count(PairItem.id))
         .join(response_a, response_a.id == PairItem.response_a_id).join(system_a, system_a.id == response_a.system_id)
         .join(response_b, response_b.id == PairItem.response_b_id).join(system_b, system_b.id == response_b.system_id)
-        .where(PairItem.study_id == study_id, PairItem.is_control.is_(False))
+        .where(PairItem.study_id == study_id, PairItem.is_control.is_(False),
+               PairItem.context_id.not_in(select(StudyContext.context_id).where(
+                   StudyContext.study_id == study_id, StudyContext.human_rated.is_(False))))
         .group_by(system_a.name, system_b.name)).all()
     paid = session.scalar(select(func.count(Choice.id)).join(PairItem, PairItem.id == Choice.pair_item_id)
                           .where(PairItem.study_id == study_id)) or 0
@@ -99,28 +113,70 @@ def net_preferences(session: Session, study_id: int,
     return out, int(paid)
 
 
-def pairwise_look(session: Session, study: Study, decisions: Decisions, judge_scores: pd.DataFrame | None,
+def pairwise_look(session: Session, study: Study, decisions: Decisions, judge_diffs: pd.DataFrame | None,
                    judge: str | None) -> KindLook:
     """A pairwise (A/B) study's comparisons: one-sample sequences over the contexts' net preferences for A (module
-    docstring); a note when a judge was asked for, whose scores give a pairwise study no interval."""
+    docstring) and, with a judge of differences' verdicts (``judge_pair_scores``' table) on a study with a human
+    share, the PPI++ sequence beside each; a note says why a model-assisted interval is missing."""
     labels, paid = net_preferences(session, study.id, decisions.comparisons)
-    states = tuple(net_preference_state(comparison, labels[comparison], decisions)
+    sampled = dict(session.execute(select(StudyContext.context_id, StudyContext.human_rated)
+                                   .where(StudyContext.study_id == study.id)).all())
+    notes: list[str] = []
+    states = tuple(net_preference_state(comparison, labels[comparison], decisions, judge_diffs, sampled, notes)
                    for comparison in decisions.comparisons)
-    notes = (f"no model-assisted interval with judge {judge!r}: a pairwise study's labels are choices between two "
-             "responses, which a judge does not score (human-only intervals shown)",) if judge is not None else ()
-    return KindLook(states, paid, notes)
+    return KindLook(states, paid, tuple(notes))
 
 
-def net_preference_state(comparison: Comparison, labels: NetPreferences, decisions: Decisions) -> ComparisonState:
+def oriented_verdicts(judge_diffs: pd.DataFrame, comparison: Comparison) -> pd.Series:
+    """A judge of differences' verdicts on the comparison's pair and criterion, per context, oriented to the
+    comparison (A's advantage over B: the stored verdict is the stored A's, the response with the smaller id);
+    failed verdicts left out."""
+    a, b = comparison.system_a, comparison.system_b
+    rows = judge_diffs[(judge_diffs["criterion"] == comparison.criterion)
+                       & (((judge_diffs["system_a"] == a) & (judge_diffs["system_b"] == b))
+                          | ((judge_diffs["system_a"] == b) & (judge_diffs["system_b"] == a)))]
+    rows = rows[rows["judge_diff"].notna()]
+    sign = rows["system_a"].eq(a).map({True: 1.0, False: -1.0})
+    return pd.Series((rows["judge_diff"] * sign).to_numpy(dtype=float), index=rows["context_id"].to_numpy())
+
+
+def net_preference_state(comparison: Comparison, labels: NetPreferences, decisions: Decisions,
+                          judge_diffs: pd.DataFrame | None = None, sampled: dict[int, bool] | None = None,
+                          notes: list[str] | None = None) -> ComparisonState:
     """The confidence sequence (``confidence_sequence``, Waudby-Smith et al. 2024) of the mean net preference for A
     over the contexts' labels in arrival order, tuned at the contexts the design has the pair judged on, with one
     pseudo-observation of variance 1 (the largest a label in [-1, 1] can have); its last look's interval and state
-    (``decide`` with the margin in net-preference units)."""
+    (``decide`` with the margin in net-preference units).
+
+    With a judge of differences' verdicts (`judge_diffs`) and the design's sample (`sampled`: context -> whether
+    people judge it), the PPI++ sequence beside it (``ppi_confidence_sequence``, a predictable lambda): the judge's
+    verdicts on the judged contexts in the same order, and on the contexts only the judge compared (by context id).
+    A verdict's units need not match a label's: lambda weighs the judge. Without a verdict on every judged context,
+    or without a context only the judge compared (no human share), a note says so and the state is human-only."""
     sequence = confidence_sequence(list(labels.labels), planned_n=max(labels.planned, len(labels.labels), 1),
                                    alpha=decisions.alpha_each, prior_variance=1.0)
     estimate, low, high = last_interval(sequence)
-    return ComparisonState(comparison, len(labels.labels), estimate, low, high,
-                           decide(low, high, margin=decisions.margin))
+    state = ComparisonState(comparison, len(labels.labels), estimate, low, high,
+                            decide(low, high, margin=decisions.margin))
+    if judge_diffs is None or not labels.labels:
+        return state
+    verdicts = oriented_verdicts(judge_diffs, comparison)
+    missing = [c for c in labels.contexts if c not in verdicts.index]
+    unrated = sorted(c for c in verdicts.index if sampled is not None and sampled.get(c) is False)
+    if missing or not unrated:
+        if notes is not None:
+            why = (f"the judge compared {len(labels.contexts) - len(missing)} of the {len(labels.contexts)} contexts "
+                   "people judged" if missing else "no context only the judge compared (design.human_share gives "
+                   "some)")
+            notes.append(f"{comparison.describe()}: no model-assisted interval ({why})")
+        return state
+    ppi = ppi_confidence_sequence(list(labels.labels), verdicts.loc[list(labels.contexts)].to_numpy(),
+                                  verdicts.loc[unrated].to_numpy(),
+                                  planned_n=max(labels.planned, len(labels.labels), 1), alpha=decisions.alpha_each,
+                                  prior_variance=1.0).iloc[-1]
+    p_low, p_high = float(ppi["low"]), float(ppi["high"])
+    return ComparisonState(comparison, len(labels.labels), estimate, low, high, state.human_state,
+                           float(ppi["estimate"]), p_low, p_high, decide(p_low, p_high, margin=decisions.margin))
 
 
-PAIRWISE_LOOK = DecisionLook(pairwise_look, model_assisted=False)
+PAIRWISE_LOOK = DecisionLook(pairwise_look, model_assisted=True, judged_by=JudgeInput.PAIR_DIFFERENCES)
