@@ -158,3 +158,35 @@ def test_the_radius_is_waudby_smith_et_als_theorem_in_their_parametrisation():
         2 * (t * theirs + 1) / (t**2 * theirs) * np.log(np.sqrt(t * theirs + 1) / alpha))
     assert sequence["radius"].to_numpy()[1:] == pytest.approx(radius, rel=1e-12)
     assert sequence["sd"].iloc[-1] == pytest.approx(x.std(), rel=1e-9)  # the 1 / t sample deviation, as theirs
+
+
+def _net_preferences(gap, rng, size, k=2):
+    """An A/B study's labels: per context, the mean of k choices (+1 for A, -1 for B, 0 for a tie within 0.3) of raters
+    who perceive each response's quality with noise, A's being `gap` better on average; and a judge of differences
+    that sees the same qualities with its own noise and answers in half steps from -2 to 2 (two orders averaged)."""
+    quality_a = gap + rng.normal(0, 0.8, size)
+    quality_b = rng.normal(0, 0.8, size)
+    seen = (quality_a - quality_b)[:, None] + rng.normal(0, 0.7, (size, k))
+    labels = np.where(seen > 0.3, 1.0, np.where(seen < -0.3, -1.0, 0.0)).mean(axis=1)
+    judge = np.clip(np.rint(2 * (quality_a - quality_b + rng.normal(0, 0.4, size))), -4, 4) / 2
+    return labels, judge
+
+
+def test_net_preference_sequences_of_an_ab_study_cover_at_every_look_and_a_judge_of_differences_narrows_them():
+    """The A/B decisions' sequences (server/annotation/kinds/pairwise_decisions.py: labels in [-1, 1], prior variance
+    1; the judge's verdicts in its own steps, weighed by lambda)."""
+    rng = np.random.default_rng(31)
+    truth = float(_net_preferences(0.2, np.random.default_rng(5), 2_000_000)[0].mean())
+    rated, judge_only, replications = 120, 360, 200
+    human_covered = ppi_covered = 0
+    ratios = []
+    for _ in range(replications):
+        labels, judge = _net_preferences(0.2, rng, rated + judge_only)
+        human = confidence_sequence(labels[:rated], planned_n=rated, prior_variance=1.0)
+        ppi = ppi_confidence_sequence(labels[:rated], judge[:rated], judge[rated:], planned_n=rated,
+                                      prior_variance=1.0)
+        human_covered += bool(((human["low"] <= truth) & (truth <= human["high"])).all())
+        ppi_covered += bool(((ppi["low"] <= truth) & (truth <= ppi["high"])).all())
+        ratios.append(ppi["radius"].iloc[-1] / human["radius"].iloc[-1])
+    assert human_covered / replications >= 0.93 and ppi_covered / replications >= 0.93
+    assert np.median(ratios) < 0.9
