@@ -113,12 +113,22 @@ def _report(request: ReportRequest, out_dir: Path) -> dict[str, Path]:
 def _judge_request(engine: Engine, study: str, judge: str, version: str | None, allow_missing: bool):
     """The stored scores of `judge` for the study (server.backend.judges.scores), with their folds when it is a
     learned judge, and the design's record of which contexts people rate (human_sample), as the report's
-    JudgeRequest."""
+    JudgeRequest. For a study whose people choose between two responses (A/B: ``judge_input``), `judge` is a judge
+    of differences and its verdicts on the study's pairs are the request's `pair_scores`."""
     from empeval.analysis.kinds import JudgeRequest
+    from empeval.server.annotation.decisions import JudgeInput, judge_input
     from empeval.server.backend.judges.pair_scores import judge_pair_scores, pair_judges
     from empeval.server.backend.judges.scores import human_sample, judge_scores, latest_version
     from empeval.server.store.models import JudgeScore
+    from empeval.server.store.queries import study_by_name
 
+    with unit_of_work(engine) as session:
+        judged_by = judge_input(study_by_name(session, study).config)
+    if judged_by == JudgeInput.PAIR_DIFFERENCES:  # people choose between two responses: a judge of differences
+        verdicts = judge_pair_scores(engine, study, judge, version=version)
+        return JudgeRequest(name=judge, scores=pd.DataFrame(), version=verdicts.attrs["version"],
+                            allow_missing=allow_missing, design_sample=human_sample(engine, study),
+                            pair_scores=verdicts, pair_judge=judge)
     with unit_of_work(engine) as session:
         kinds = set(session.scalars(select(JudgeScore.judge_kind).where(JudgeScore.judge == judge).distinct()))
         if not kinds:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from empeval.analysis.kinds import AnalysisKind, LinkedStudy, ReportRefused, ReportRequest, register
+from empeval.analysis.kinds import AnalysisKind, JudgeRequest, LinkedStudy, ReportRefused, ReportRequest, register
 from empeval.analysis.kinds.pairwise.schema import EXPORT_COLUMNS
 from empeval.analysis.report.document import Heading, Paragraph
 from empeval.analysis.report.sections import Report, Section
@@ -115,14 +115,16 @@ def renamed_judgments(table: pd.DataFrame, names: dict[str, str]) -> pd.DataFram
 def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = None,
                     likert: pd.DataFrame | None = None, likert_name: str | None = None, note: str = "",
                     meta: dict[str, Any] | None = None, include_late: bool = True, exclude_flagged: bool = True,
-                    seed: int = 0, n_boot: int = N_BOOT) -> Report:
+                    seed: int = 0, n_boot: int = N_BOOT, judge: JudgeRequest | None = None) -> Report:
     """The A/B report of a judgment table (analysis.kinds.pairwise.tables.pairwise_tables, `focus` as "ours") as
     sections: summary, the linked Likert study named (`likert`, its export or tidy table, whose means go beside the
     A/B table, flagged raters left out when `exclude_flagged`), `note`, the A/B tables (each also a CSV:
     PAIRWISE_TABLES; the A/B table a LaTeX table when asked) and the methods paragraph with the study's numbers
     (analysis.kinds.pairwise.methods). Systems go by their display names (`meta` "display_names") everywhere, the
     document's tables in the report's one order: criteria as `meta` "criteria" lists them, pairs by the places of
-    their systems in `meta` "systems" (analysis.report.systems); the CSVs keep the analysis's own order.
+    their systems in `meta` "systems" (analysis.report.systems); the CSVs keep the analysis's own order. With a
+    `judge` of differences' verdicts (`judge.pair_scores`), the model-assisted net preferences follow the results
+    (analysis.kinds.pairwise.judged; tables/ab_model_assisted.csv).
     ValueError when every assignment was late and late ones are left out."""
     from empeval.analysis.kinds.pairwise.blocks import ab_display, pairwise_blocks
     from empeval.analysis.kinds.pairwise.methods import methods_paragraph
@@ -183,7 +185,17 @@ def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = N
                               n_boot=n_boot, seed=seed) if flagged else None)
     exclusion = {"quality": quality, "flagged": flagged, "exclude_flagged": exclude_flagged,
                  "timed": "seconds_on_item" in table.columns and bool(table["seconds_on_item"].notna().any())}
-    report.add(Section("results", pairwise_blocks(tables, title="Results"), tables=csv, latex=latex),
+    report.add(Section("results", pairwise_blocks(tables, title="Results"), tables=csv, latex=latex))
+    if judge is not None and judge.pair_scores is not None:
+        from empeval.analysis.kinds.pairwise.judged import model_assisted_net_preferences, model_assisted_section_blocks
+
+        verdicts = judge.pair_scores.assign(system_a=[shown(s, names) for s in judge.pair_scores["system_a"]],
+                                            system_b=[shown(s, names) for s in judge.pair_scores["system_b"]])
+        assisted = model_assisted_net_preferences(analysed, verdicts, judge.design_sample, focus=focus)
+        report.add(Section("model_assisted", model_assisted_section_blocks(
+            assisted, judge=judge.pair_judge or judge.name, design_sample=judge.design_sample),
+            tables={"ab_model_assisted": assisted}))
+    report.add(
                _quality_section(exclusion, both, criteria=criteria, systems=systems),
                Section("methods", [Heading("Methods"), Paragraph(methods_paragraph(
                    table, tables, meta or {}, systems=systems, n_boot=n_boot, include_late=include_late,
@@ -265,7 +277,7 @@ class PairwiseAnalysisKind(AnalysisKind):
                                likert_name=likert_study.name if likert is not None and likert_study else None,
                                note=note, meta=meta, include_late=request.include_late,
                                exclude_flagged=request.exclude_flagged, seed=request.seed,
-                               n_boot=request.resamples(N_BOOT))
+                               n_boot=request.resamples(N_BOOT), judge=request.judge)
 
     def summary_lines(self, paths: dict[str, Path], criteria: Sequence[str]) -> list[str]:
         if "table_ab_table" not in paths:

@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, union
 
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, LikertSetup, StudyContext, StudyItem
+from empeval.server.store.kinds.pairwise import PairItem, PairwiseSetup
 from empeval.server.store.models import JudgeScore, Response, System
 from empeval.server.store.queries import study_by_name
 
@@ -73,8 +74,8 @@ def study_judges(engine: Engine, study: str) -> list[str]:
 
 
 def human_sample(engine: Engine, study: str) -> pd.DataFrame:
-    """Which contexts of the Likert study `study` people rate by design: one row per context of the study,
-    ``context_id`` (the export's and ``judge_scores``'s context id) and ``sampled`` (bool: in the human share's
+    """Which contexts of the Likert or A/B study `study` people rate (judge) by design: one row per context of the
+    study, ``context_id`` (the export's and ``judge_scores``'s context id) and ``sampled`` (bool: in the human share's
     seeded sample, so in the assignments; False for a context only the judges score), sorted by context id.
     A study with design.sampling = "active" has a third column, ``inclusion_probability``: the probability the
     active draw gave the context (``analysis.stats.ppi.active`` weights by its inverse), NaN for every context
@@ -85,26 +86,28 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
     read from its items). The frame's ``attrs`` say how the sample was drawn: ``human_share`` (None without one)
     and ``human_share_seed`` (tasks.kinds.likert_human_share.draw_human_sample redraws it from the contexts'
     conv_id#n_turns keys).
-    NotFound when the study does not exist; BadInput for a study of another kind (judges score Likert items).
+    NotFound when the study does not exist; BadInput for a study of another kind (no human share).
     """
     with unit_of_work(engine) as session:
         row = study_by_name(session, study)
         config = row.config
         setup = config.setup
-        if not isinstance(setup, LikertSetup):  # the human share is a Likert study's model-assisted design
-            raise BadInput(f"study {study!r} is a {setup.label} study; the human share is a Likert study's design")
+        if not isinstance(setup, (LikertSetup, PairwiseSetup)):  # the kinds with a human share
+            raise BadInput(f"study {study!r} is a {setup.label} study; the human share is a Likert or A/B study's "
+                           "design")
         rows: list[Any] = session.execute(
             select(StudyContext.context_id, StudyContext.human_rated, StudyContext.inclusion_probability)
             .where(StudyContext.study_id == row.id).order_by(StudyContext.context_id)).all()
-        if not rows:  # created before the design recorded its contexts: people rate every context
+        if not rows:  # no human share (or created before the design recorded it): people judge every context
             rows = [(context_id, True, None) for context_id in session.scalars(
-                select(Response.context_id).join(StudyItem, StudyItem.response_id == Response.id)
-                .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False))
-                .distinct().order_by(Response.context_id))]
+                union(select(Response.context_id).join(StudyItem, StudyItem.response_id == Response.id)
+                      .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False)),
+                      select(PairItem.context_id).where(PairItem.study_id == row.id, PairItem.is_control.is_(False)))
+                .order_by("context_id"))]
     table = pd.DataFrame([tuple(r) for r in rows], columns=[*SAMPLE_COLUMNS, "inclusion_probability"]).astype(
         {"context_id": int, "sampled": bool, "inclusion_probability": float})
     table.attrs.update(human_share=setup.human_share, human_share_seed=setup.human_share_seed)
-    if setup.sampling == ACTIVE_SAMPLING:
+    if isinstance(setup, LikertSetup) and setup.sampling == ACTIVE_SAMPLING:
         table.attrs["sampling"] = ACTIVE_SAMPLING
         return table
     return table.drop(columns=["inclusion_probability"])

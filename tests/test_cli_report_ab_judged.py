@@ -1,0 +1,86 @@
+"""`empeval report STUDY --judge NAME` on an A/B study with a human share, through the commands on a real SQLite
+file: raters judge the sampled contexts through the kind's submit path, `empeval judge` compares every context's
+pair with a pairwise-http-judge (a local stub endpoint that prefers the longer reply, as the raters do), and the
+report gains the model-assisted net preferences (report.md and tables/ab_model_assisted.csv): PPI++ beside the
+human-only mean, narrower, covering the study's own net preference over all its contexts; a study without a human
+share says why it has none; a judge that compared nothing is refused naming the command to run."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from empeval.cli import cli
+from tests.annotation.test_decisions_pairwise_judged import _judge_everything, _study
+from tests.backend.test_judge_pairwise_http import server  # noqa: F401 - the stub endpoint fixture
+from tests.conftest import sample_store_copy
+
+
+@pytest.fixture
+def store(sqlite_url):
+    engine = sample_store_copy(sqlite_url)
+    _study(engine, share=0.5, count=24)
+    _judge_everything(engine)
+    _study(engine, share=None, count=8, name="ab-all", responses=False)
+    _judge_everything(engine, "ab-all")
+    engine.dispose()
+    return sqlite_url
+
+
+def run(store, *args):
+    return CliRunner().invoke(cli, ["--database-url", store, *args])
+
+
+def judge(store, tmp_path, server, study):  # noqa: F811
+    config = tmp_path / "judges.toml"
+    config.write_text(f'[systems.gold]\nkind = "gold"\n\n[judges.pairs]\nkind = "pairwise-http-judge"\n'
+                      f'base_url = "http://127.0.0.1:{server.server_port}/"\nmodel = "m"\n', encoding="utf-8")
+    result = run(store, "judge", study, "--judges", "pairs", "--config", str(config))
+    assert result.exit_code == 0, result.output
+
+
+def test_the_ab_report_gains_model_assisted_net_preferences(store, server, tmp_path):  # noqa: F811
+    refused = run(store, "report", "ab-judged", "--judge", "pairs", "--out", str(tmp_path / "none"))
+    assert refused.exit_code != 0 and "run `empeval judge ab-judged --judges pairs` first" in refused.output
+    judge(store, tmp_path, server, "ab-judged")
+    out = tmp_path / "report"
+    result = run(store, "report", "ab-judged", "--judge", "pairs", "--out", str(out), "--n-boot", "100")
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "tables" / "ab_model_assisted.csv")
+    assert list(table["criterion"]) == ["empathy", "fluency", "relevance"]
+    assert set(table["n_human"]) == {12} and set(table["n_judge_only"]) == {12}
+    assert table["note"].isna().all() and (table["width_ratio"] < 0.85).all()
+    assert (table["correlation"] > 0.99).all()  # the raters choose as the stub judge does
+    # The study's own net preference (every context's, 24): A is the pair's first system, sys-a.
+    truth = sum(((1 + c % 3 > 2) - (1 + c % 3 < 2)) for c in _context_ids(store)) / 24
+    assert ((table["ppi_ci_low"] <= truth) & (truth <= table["ppi_ci_high"])).all()
+    markdown = (out / "report.md").read_text()
+    assert "## Model-assisted net preferences" in markdown
+    assert "People judged the pairs of 12 of the study's 24 contexts" in markdown and "**pairs**" in markdown
+
+
+def test_without_a_human_share_the_report_says_why_it_has_no_model_assisted_numbers(store, server,  # noqa: F811
+                                                                                     tmp_path):
+    judge(store, tmp_path, server, "ab-all")
+    out = tmp_path / "report"
+    result = run(store, "report", "ab-all", "--judge", "pairs", "--out", str(out), "--n-boot", "100")
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "tables" / "ab_model_assisted.csv")
+    assert set(table["note"]) == {"no context only the judge compared (a study with design.human_share has some)"}
+    assert table["ppi_diff"].isna().all() and table["human_diff"].notna().all()
+    assert "n/a: no context only the judge compared" in (out / "report.md").read_text()
+
+
+def _context_ids(store) -> list[int]:
+    from sqlalchemy import select
+
+    from empeval.server.store import make_engine, unit_of_work
+    from empeval.server.store.kinds.likert import StudyContext
+    from empeval.server.store.models import Study
+
+    engine = make_engine(store)
+    with unit_of_work(engine) as session:
+        ids = list(session.scalars(select(StudyContext.context_id).join(Study, Study.id == StudyContext.study_id)
+                                   .where(Study.name == "ab-judged")))
+    engine.dispose()
+    return ids
