@@ -226,7 +226,7 @@ def test_a_share_that_does_not_fit_the_contexts_is_refused_at_create_and_nothing
         assert session.scalar(select(func.count()).select_from(Assignment)) == 0
 
 
-def test_human_sample_names_a_missing_study_and_refuses_a_pairwise_one(answered):
+def test_human_sample_names_a_missing_study_reads_an_ab_one_and_refuses_a_best_worst_one(answered):
     from empeval.server.errors import NotFound
 
     with pytest.raises(NotFound, match="no study named 'ghost'"):
@@ -234,8 +234,12 @@ def test_human_sample_names_a_missing_study_and_refuses_a_pairwise_one(answered)
     spec = parse_study({"name": "ab", "kind": "pairwise", "seed": 1, "contexts": {"count": 4},
                         "systems": {"names": SYSTEMS[:2]}, "design": {"items_per_assignment": 4}})
     create_study(answered, spec)
-    with pytest.raises(BadInput, match="'ab' is a pairwise"):
-        human_sample(answered, "ab")
+    sample = human_sample(answered, "ab")  # no human share: people judge each of its 4 contexts
+    assert len(sample) == 4 and sample["sampled"].all() and sample.attrs["human_share"] is None
+    create_study(answered, parse_study({"name": "bw", "kind": "best_worst", "seed": 1, "contexts": {"count": 4},
+                                        "systems": {"names": SYSTEMS}}))
+    with pytest.raises(BadInput, match="'bw' is a best-worst"):
+        human_sample(answered, "bw")
 
 
 def test_the_judged_demo_study_file_creates_its_sample(answered, tmp_path: Path):

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
-from sqlalchemy import Engine, func, select, union
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import aliased
 
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.kinds.likert import StudyItem
-from empeval.server.store.kinds.pairwise import PairItem
 from empeval.server.store.model_assisted_tables import JudgePairScore
 from empeval.server.store.models import Response, System
 from empeval.server.store.queries import study_by_name
@@ -78,9 +76,11 @@ def judge_pair_scores(engine: Engine, study: str, judge: str | None = None, *,
 
 
 def _in_study(session, study: str):
-    """The study's responses (controls left out): a Likert study's items', an A/B study's pairs', as a subquery."""
-    study_id = study_by_name(session, study).id
-    in_pairs = (PairItem.study_id == study_id, PairItem.is_control.is_(False))
-    return union(select(StudyItem.response_id).where(StudyItem.study_id == study_id, StudyItem.is_control.is_(False)),
-                 select(PairItem.response_a_id).where(*in_pairs),
-                 select(PairItem.response_b_id).where(*in_pairs)).scalar_subquery()
+    """The study's responses a judge sees (``StudySetup.judged_responses``: a Likert study's items', an A/B study's
+    pairs'), as a subquery; BadInput for a study of a kind judges do not judge."""
+    row = study_by_name(session, study)
+    setup = row.config.setup
+    if not setup.judged:
+        raise BadInput(f"study {study!r} is a {setup.label} study; judges of differences compare the responses of "
+                       "Likert and A/B studies")
+    return setup.judged_responses(row.id).scalar_subquery()

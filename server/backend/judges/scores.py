@@ -7,12 +7,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, func, select, union
+from sqlalchemy import Engine, func, select
 
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, LikertSetup, StudyContext, StudyItem
-from empeval.server.store.kinds.pairwise import PairItem, PairwiseSetup
 from empeval.server.store.models import JudgeScore, Response, System
 from empeval.server.store.queries import study_by_name
 
@@ -92,7 +91,7 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
         row = study_by_name(session, study)
         config = row.config
         setup = config.setup
-        if not isinstance(setup, (LikertSetup, PairwiseSetup)):  # the kinds with a human share
+        if not setup.judged:  # the kinds with a human share are those judges judge
             raise BadInput(f"study {study!r} is a {setup.label} study; the human share is a Likert or A/B study's "
                            "design")
         rows: list[Any] = session.execute(
@@ -100,13 +99,12 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
             .where(StudyContext.study_id == row.id).order_by(StudyContext.context_id)).all()
         if not rows:  # no human share (or created before the design recorded it): people judge every context
             rows = [(context_id, True, None) for context_id in session.scalars(
-                union(select(Response.context_id).join(StudyItem, StudyItem.response_id == Response.id)
-                      .where(StudyItem.study_id == row.id, StudyItem.is_control.is_(False)),
-                      select(PairItem.context_id).where(PairItem.study_id == row.id, PairItem.is_control.is_(False)))
-                .order_by("context_id"))]
+                select(Response.context_id).where(Response.id.in_(setup.judged_responses(row.id)))
+                .distinct().order_by(Response.context_id))]
     table = pd.DataFrame([tuple(r) for r in rows], columns=[*SAMPLE_COLUMNS, "inclusion_probability"]).astype(
         {"context_id": int, "sampled": bool, "inclusion_probability": float})
-    table.attrs.update(human_share=setup.human_share, human_share_seed=setup.human_share_seed)
+    table.attrs.update(human_share=getattr(setup, "human_share", None),
+                       human_share_seed=getattr(setup, "human_share_seed", None))
     if isinstance(setup, LikertSetup) and setup.sampling == ACTIVE_SAMPLING:
         table.attrs["sampling"] = ACTIVE_SAMPLING
         return table

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from sqlalchemy import CompoundSelect, Select
+
 from empeval.server.errors import BadInput
 from empeval.server.store.study_parts import ConfigReader, Criterion
 
@@ -31,13 +33,30 @@ class StudySetup:
     - `kind`: the name a study file gives (`kind = "pairwise"`), unique among kinds;
     - `label`: the kind in a researcher's words ("pairwise (A/B)"), for messages and the dashboard;
     - `default_criteria`: the questions asked when a study file lists none, worded for this kind's task;
-    - `tables`: the ORM classes of the tables this kind owns (its items, placements and answers).
+    - `tables`: the ORM classes of the tables this kind owns (its items, placements and answers);
+    - `judged`: whether judges take part in this kind's model-assisted evaluation (a human share, judges' scores of
+      its responses or a judge of differences' verdicts on its pairs); such a kind implements `judged_responses`
+      and, when its people compare two responses, `compared_pairs`.
     """
 
     kind: ClassVar[str]
     label: ClassVar[str]
     default_criteria: ClassVar[tuple[Criterion, ...]]
     tables: ClassVar[tuple[type, ...]] = ()
+    judged: ClassVar[bool] = False
+
+    @classmethod
+    def judged_responses(cls, study_id: int) -> Select | CompoundSelect:
+        """The responses of study `study_id` a judge sees (controls left out): a SELECT of one column of response
+        ids, for an IN clause."""
+        raise NotImplementedError(f"judges do not judge {cls.label} studies")
+
+    @classmethod
+    def compared_pairs(cls, study_id: int) -> Select | None:
+        """The pairs of responses people compare in study `study_id` (controls left out): a SELECT of (context id,
+        response a id, response b id), a the smaller id; None when people rate responses one at a time (a judge of
+        differences then compares every pair of responses to one context)."""
+        return None
 
     @classmethod
     def from_stored(cls, reader: ConfigReader, stored: dict[str, Any]) -> StudySetup:

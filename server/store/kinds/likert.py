@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import Boolean, CheckConstraint, ForeignKey, String, UniqueConstraint
+from sqlalchemy import Boolean, CheckConstraint, CompoundSelect, ForeignKey, Select, String, UniqueConstraint, select
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from empeval.server.store.kinds import StudySetup, register
@@ -56,6 +56,12 @@ class LikertSetup(StudySetup):
     kind: ClassVar[str] = "likert"
     label: ClassVar[str] = "Likert"
     default_criteria: ClassVar[tuple[Criterion, ...]] = DEFAULT_CRITERIA
+    judged: ClassVar[bool] = True
+
+    @classmethod
+    def judged_responses(cls, study_id: int) -> Select | CompoundSelect:
+        """The responses of the study's real items."""
+        return select(StudyItem.response_id).where(StudyItem.study_id == study_id, StudyItem.is_control.is_(False))
 
     ratings_per_response: int = 3  # k distinct annotators per response
     scale: Scale = field(default_factory=Scale)

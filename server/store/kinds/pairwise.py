@@ -22,7 +22,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import Boolean, CheckConstraint, ForeignKey, ForeignKeyConstraint, String, UniqueConstraint
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    CompoundSelect,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Select,
+    String,
+    UniqueConstraint,
+    select,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from empeval.server.store.kinds import StudySetup, register
@@ -72,6 +82,20 @@ class PairwiseSetup(StudySetup):
     kind: ClassVar[str] = "pairwise"
     label: ClassVar[str] = "pairwise (A/B)"
     default_criteria: ClassVar[tuple[Criterion, ...]] = DEFAULT_PAIRWISE_CRITERIA
+    judged: ClassVar[bool] = True  # a judge of differences compares its pairs
+
+    @classmethod
+    def judged_responses(cls, study_id: int) -> Select | CompoundSelect:
+        """Both responses of each real pair item (with a human share, the pairs of every context)."""
+        real = (PairItem.study_id == study_id, PairItem.is_control.is_(False))
+        return select(PairItem.response_a_id).where(*real).union(select(PairItem.response_b_id).where(*real))
+
+    @classmethod
+    def compared_pairs(cls, study_id: int) -> Select | None:
+        """The real pair items, a the smaller response id as stored."""
+        return (select(PairItem.context_id, PairItem.response_a_id, PairItem.response_b_id)
+                .where(PairItem.study_id == study_id, PairItem.is_control.is_(False))
+                .order_by(PairItem.context_id, PairItem.response_a_id, PairItem.response_b_id))
 
     pairs: tuple[Pair, ...] = ()
     anchor: str = ""  # the system every pair holds, when the study file named one
@@ -107,7 +131,9 @@ class PairwiseSetup(StudySetup):
                                   "anchor": self.anchor, "ties": self.ties,
                                   "judgments_per_pair": self.judgments_per_pair}
         if self.human_share is not None:  # a study without one is stored as before
-            stored.update(human_share=self.human_share, human_share_seed=self.human_share_seed)
+            stored["human_share"] = self.human_share
+        if self.human_share_seed is not None:
+            stored["human_share_seed"] = self.human_share_seed
         return {"pairwise": stored}
 
 
