@@ -1,8 +1,9 @@
 """`empeval judge` on an A/B study with a human share, on a real SQLite file: a pairwise-http-judge (a local stub
 endpoint) compares exactly the pairs the design compares, on every context of the study (people's sample and the
 judge-only contexts alike), none of the pairs the design leaves out and no control; judge_pair_scores reads them
-back; a judge that scores responses one at a time, and the learned difference judge, are refused before any work,
-saying why and what to use."""
+back; a judge that scores responses one at a time is refused before any work, saying what to use, and so is the learned
+difference judge before people have made choices to learn from (tests/annotation/test_decisions_pairwise_judged.py
+runs it on a judged study)."""
 from __future__ import annotations
 
 import pytest
@@ -73,13 +74,15 @@ def test_a_judge_of_differences_compares_the_designs_pairs_on_every_context(stor
 
 
 @pytest.mark.parametrize(("name", "words"), [
-    ("length", "scores responses one at a time, has nothing to predict: use a judge of differences"),
-    ("learned", "learns from differences of ratings"),
+    ("length", "scores responses one at a time, has nothing to predict: use a judge of differences "
+               "(pairwise-http-judge or learned-difference-judge)"),
+    ("learned", "learns from the study's own human choices, and study 'ab' has none yet on empathy: collect choices "
+                "first"),
 ])
-def test_judges_that_cannot_predict_a_choice_are_refused_and_store_nothing(store, server, tmp_path, name,  # noqa: F811
-                                                                           words):
+def test_judges_that_cannot_predict_the_choices_yet_are_refused_and_store_nothing(store, server, tmp_path,  # noqa: F811
+                                                                                  name, words):
     result = judge(store, config(tmp_path, server), name)
-    assert result.exit_code != 0 and words in result.output and "pairwise-http-judge" in result.output
+    assert result.exit_code != 0 and words in result.output, result.output
     engine = make_engine(store)
     with unit_of_work(engine) as session:
         assert session.scalars(select(JudgeScore)).all() == [] and session.scalars(select(JudgePairScore)).all() == []

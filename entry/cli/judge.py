@@ -90,8 +90,8 @@ def judge(obj: CliContext, study: str, judge_names: str, criteria: str | None, b
 
     A judge of differences (pairwise-http-judge, learned-difference-judge) compares every pair of responses to
     the same context instead, into the judge_pair_score table. On an A/B study it compares the pairs the design
-    compares, on every context (with design.human_share, those people judge and those they do not); only
-    pairwise-http-judge can, since people there choose instead of rating.
+    compares, on every context (with design.human_share, those people judge and those they do not); only a judge
+    of differences can, since people there choose instead of rating (the learned one learns from their choices).
 
     Resumable: items a judge version already scored are skipped, items it failed on are asked again, and each
     batch is committed on its own. Failures are stored as errors with the judge's raw answer, never as scores.

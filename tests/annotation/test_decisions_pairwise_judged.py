@@ -6,6 +6,7 @@ of differences by itself, `empeval study status` prints it, and a note says why 
 judge-only context, a judge that skipped judged contexts). On a real SQLite file and a real PostgreSQL database."""
 from __future__ import annotations
 
+import numpy as np
 from sqlalchemy import delete, select
 
 from empeval.server.annotation.decisions import decision_status
@@ -34,9 +35,10 @@ def _words(system: str, context_id: int) -> str:
     return f"{system} reply to {context_id}" + " so" * n
 
 
-def _study(engine, *, share: float | None, count: int = 24, name: str = "ab-judged", responses: bool = True) -> None:
+def _study(engine, *, share: float | None, count: int = 24, name: str = "ab-judged", responses: bool = True,
+           text=_words) -> None:
     if responses:
-        add_responses(engine, ["sys-a", "sys-b"], 60, text=_words)
+        add_responses(engine, ["sys-a", "sys-b"], 60, text=text)
     design = {"judgments_per_pair": 2, "items_per_assignment": 4, "control_rate": 0.0}
     if share is not None:
         design["human_share"] = share
@@ -44,6 +46,13 @@ def _study(engine, *, share: float | None, count: int = 24, name: str = "ab-judg
         "name": name, "kind": "pairwise", "seed": 3, "contexts": {"split": "test", "count": count},
         "systems": {"names": ["sys-a", "sys-b"]}, "design": design,
         "decisions": {"comparisons": [COMPARISON], "margin": 0.3}}, f"{name}.toml"))
+
+
+def _warm_or_terse(system: str, context_id: int) -> str:
+    """On half the contexts sys-a's reply is the warm, longer one, on the other half sys-b's."""
+    warm = (system == "sys-a") == (context_id % 2 == 0)
+    return (f"I am so sorry to hear about that ({context_id}); it must have been really hard for you." if warm
+            else f"Ok ({context_id}).")
 
 
 def _judge_everything(engine, name: str = "ab-judged") -> None:
@@ -141,3 +150,31 @@ def test_without_a_judge_only_context_or_with_judged_contexts_skipped_a_note_say
     assert status.comparisons[0].ppi_state is None
     assert status.notes == (f"{COMPARISON}: no model-assisted interval (the judge compared 11 of the 12 contexts "
                             "people judged)",)
+
+
+def test_the_learned_difference_judge_learns_an_ab_studys_choices_and_gives_its_decisions_an_interval(
+        sample_engine, embedding_cache_dir):
+    """No endpoint needed: the learned difference judge fits the judged contexts' net preferences (out of fold on
+    them) from the two replies' embeddings and scores every context's pair; the look then has its PPI++ interval."""
+    from empeval.analysis.stats.ppi.crossfit import cross_fit_difference_judge
+    from empeval.server.backend.judges.learned_difference_judge import LearnedDifferenceJudge
+    from empeval.server.backend.resources import BackendResources
+
+    engine = sample_engine
+    _study(engine, share=0.5, text=_warm_or_terse)
+    _judge_everything(engine)
+    study = load_judged_study(engine, "ab-judged", criteria=["empathy"],
+                              cross_fit_differences=cross_fit_difference_judge)
+    assert study.pair_labels is not None
+    empathy = study.pair_labels[study.pair_labels["criterion"] == "empathy"]
+    assert len(empathy) == 12  # the judged contexts' net preferences (every criterion's are read, as ratings are)
+    judge = LearnedDifferenceJudge("learned", {"n_folds": 3, "seed": 1},
+                                   BackendResources(engine=engine, cache_dir=embedding_cache_dir, show_progress=False))
+    report = judge_study_pairs(engine, judge, study)
+    assert (report.scored, report.failed) == (24, 0)
+    verdicts = judge_pair_scores(engine, "ab-judged", "learned")
+    labels = empathy.set_index("context_id")["label_diff"]
+    out_of_fold = verdicts.set_index("context_id").loc[labels.index, "judge_diff"]
+    assert np.corrcoef(out_of_fold, labels)[0, 1] > 0.8  # it learned that the warm reply wins, out of fold
+    status = look(engine, "ab-judged", close=False)
+    assert status.judge == "learned" and status.comparisons[0].ppi_state is not None, status.lines()

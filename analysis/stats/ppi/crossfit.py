@@ -178,10 +178,15 @@ def cross_fit_difference_judge(
     n_folds: int = 5,
     make_model: Callable[[], Any] | None = None,
     seed: int = 0,
+    pair_labels: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Fit a judge of differences on the human label differences with ``n_folds`` folds over the contexts people
     rated for both systems of a pair, one model per criterion and fold (pairs pooled): every such pair is scored by
     the model of the folds its context was not in, every other pair by each fold's model.
+
+    ``pair_labels`` (``criterion``, ``context_id``, ``system_a``, ``system_b``, ``label_diff``) gives each pair's
+    label directly instead (an A/B study's net preference for A, from people's choices); ``human_ratings`` is then
+    not read. A row may name its pair in either order (its label is negated when turned round).
 
     ``pairs`` has one row per pair of responses to one context (``context_id``, ``system_a``, ``system_b``),
     aligned with the rows of ``features`` (e.g. the difference of the two responses' embeddings). The label of a
@@ -222,17 +227,11 @@ def cross_fit_difference_judge(
     if features.ndim != 2 or features.shape[0] != len(pairs):
         raise ValueError(f"features must have one row per pair: got shape {features.shape} for {len(pairs)} pairs")
     make_model = make_model or _ridge_without_intercept
-    labels = item_labels(human_ratings)
     base = pairs[["context_id", "system_a", "system_b"]].reset_index(drop=True)
     rng = np.random.default_rng(seed)
     parts = []
-    for criterion, criterion_labels in labels.groupby("criterion", sort=True):
-        side = criterion_labels[["system", "context_id", "label"]]
-        part = (base.merge(side.rename(columns={"system": "system_a", "label": "label_a"}),
-                           on=["system_a", "context_id"], how="left")
-                .merge(side.rename(columns={"system": "system_b", "label": "label_b"}),
-                       on=["system_b", "context_id"], how="left"))
-        label = (part["label_a"] - part["label_b"]).to_numpy(dtype=float)
+    for criterion, part in _labelled_pairs(base, human_ratings, pair_labels):
+        label = part["label"].to_numpy(dtype=float)
         rated = ~np.isnan(label)
         contexts = np.array(sorted(part.loc[rated, "context_id"].unique()))
         if contexts.size < n_folds:
@@ -249,8 +248,9 @@ def cross_fit_difference_judge(
             scored = fold == k
             out_of_fold[scored] = np.asarray(model.predict(features[scored]), dtype=float)
             per_fold[~rated, k] = np.asarray(model.predict(features[~rated]), dtype=float)
-        part = part.assign(criterion=criterion, label_diff=label, fold=fold,
-                           judge_diff=np.where(rated, out_of_fold, per_fold.mean(axis=1)))
+        part = part[["context_id", "system_a", "system_b"]].assign(
+            criterion=criterion, label_diff=label, fold=fold,
+            judge_diff=np.where(rated, out_of_fold, per_fold.mean(axis=1)))
         for k in range(n_folds):
             part[f"fold_score_{k}"] = per_fold[:, k]
         parts.append(part)
@@ -260,6 +260,28 @@ def cross_fit_difference_judge(
     columns = ["criterion", "context_id", "system_a", "system_b", "label_diff", "fold", "judge_diff",
                *(c for c in scores.columns if c.startswith("fold_score_"))]
     return scores[columns].sort_values(["criterion", "context_id", "system_a", "system_b"]).reset_index(drop=True)
+
+
+def _labelled_pairs(base: pd.DataFrame, human_ratings: pd.DataFrame, pair_labels: pd.DataFrame | None):
+    """Per criterion, the pairs of `base` with their ``label`` (A's minus B's: the items' labels' difference, or the
+    pair's own label from `pair_labels`, negated for a row naming the pair the other way round; NaN unlabelled)."""
+    if pair_labels is None:
+        labels = item_labels(human_ratings)
+        for criterion, criterion_labels in labels.groupby("criterion", sort=True):
+            side = criterion_labels[["system", "context_id", "label"]]
+            part = (base.merge(side.rename(columns={"system": "system_a", "label": "label_a"}),
+                               on=["system_a", "context_id"], how="left")
+                    .merge(side.rename(columns={"system": "system_b", "label": "label_b"}),
+                           on=["system_b", "context_id"], how="left"))
+            yield criterion, part.assign(label=part["label_a"] - part["label_b"])
+        return
+    keys = ["context_id", "system_a", "system_b"]
+    turned = pair_labels.rename(columns={"system_a": "system_b", "system_b": "system_a"}).assign(
+        label_diff=lambda frame: -frame["label_diff"])
+    both = pd.concat([pair_labels, turned], ignore_index=True).drop_duplicates(["criterion", *keys])
+    for criterion, labelled in both.groupby("criterion", sort=True):
+        part = base.merge(labelled[[*keys, "label_diff"]], on=keys, how="left")
+        yield criterion, part.rename(columns={"label_diff": "label"})
 
 
 def _ridge_without_intercept() -> Any:

@@ -56,6 +56,10 @@ class JudgedStudy:
     #: response id, which a judge of differences compares instead of every pair of responses to one context. Such
     #: a study has no items to score one at a time and no ratings to learn from (`human_ratings` is empty).
     pairs: tuple[JudgedPair, ...] | None = None
+    #: With `pairs`: people's net preference per pair so far (``criterion``, ``context_id``, ``system_a``,
+    #: ``system_b`` (the pair's first and second systems), ``label_diff``: the mean over its choices of +1 for A, -1
+    #: for B, 0 for a tie), what the learned difference judge learns from.
+    pair_labels: pd.DataFrame | None = None
 
     def pairs_to_compare(self) -> list[JudgedPair]:
         """The pairs a judge of differences compares: `pairs` when set, else every pair of responses to one

@@ -1,6 +1,8 @@
 """`learned-difference-judge`: a judge of differences learned from the study's own human ratings: a ridge
 regression from the difference of two responses' MiniLM embeddings to the difference of their labels, cross-fitted
-over contexts so that no pair is scored by a model that saw its context's ratings.
+over contexts so that no pair is scored by a model that saw its context's ratings. On an A/B study it learns the
+pairs' net preferences from people's choices (``JudgedStudy.pair_labels``) and compares the pairs the design
+compares.
 
 The features of a pair (A, B) are emb(A) - emb(B), the all-MiniLM-L6-v2 embeddings of the two responses (the
 context is the same for both and cancels). The fitting is ``empeval.analysis.stats.ppi.crossfit
@@ -72,31 +74,36 @@ class LearnedDifferenceJudge(PairJudge):
                            for p in pairs], dtype=float).reshape(len(pairs), -1)
 
     def prepare(self, study: JudgedStudy) -> None:
-        if study.pairs is not None:
-            raise BadInput(f"learned difference judge {self.name!r} learns from differences of ratings, and study "
-                           f"{study.name!r} asks its people to choose between two responses: use "
-                           "pairwise-http-judge")
         if study.cross_fit_differences is None:
             raise BadInput(f"learned difference judge {self.name!r} needs the cross-fitting function "
                            "(analysis.stats.ppi.crossfit.cross_fit_difference_judge) in "
                            "JudgedStudy.cross_fit_differences; `empeval judge` hands it down")
         keys = [criterion.key for criterion in study.criteria]
-        ratings = study.human_ratings.loc[study.human_ratings["criterion"].isin(keys)]
-        unrated = [key for key in keys if key not in set(ratings["criterion"])]
+        # An A/B study's labels are its pairs' net preferences (people choose); a Likert study's, rating differences.
+        labels = study.pair_labels if study.pairs is not None else study.human_ratings
+        labels = (labels if labels is not None else pd.DataFrame(columns=["criterion"]))
+        labels = labels.loc[labels["criterion"].isin(keys)]
+        unrated = [key for key in keys if key not in set(labels["criterion"])]
         if unrated:
-            raise BadInput(f"learned difference judge {self.name!r} learns from the study's own human ratings, and "
-                           f"study {study.name!r} has none yet on {', '.join(unrated)}: collect ratings first, or "
+            what = "choices" if study.pairs is not None else "ratings"
+            raise BadInput(f"learned difference judge {self.name!r} learns from the study's own human {what}, and "
+                           f"study {study.name!r} has none yet on {', '.join(unrated)}: collect {what} first, or "
                            "choose other --criteria")
         pairs = study.pairs_to_compare()
         table = pd.DataFrame({"context_id": [p.first.context.context_id for p in pairs],
                               "system_a": [p.first.system for p in pairs],
                               "system_b": [p.second.system for p in pairs]})
+        fit = {"pair_labels": labels} if study.pairs is not None else {}
         try:
-            fitted = study.cross_fit_differences(table, self.features(pairs), ratings,
-                                                 n_folds=self.parameters["n_folds"], seed=self.parameters["seed"])
+            fitted = study.cross_fit_differences(table, self.features(pairs),
+                                                 study.human_ratings if study.pairs is not None else labels,
+                                                 n_folds=self.parameters["n_folds"], seed=self.parameters["seed"],
+                                                 **fit)
         except ValueError as error:
             raise BadInput(f"learned difference judge {self.name!r} on study {study.name!r}: {error}") from None
-        self._labels_hash = text_hash(sorted(map(tuple, study.human_ratings.astype(str).to_numpy().tolist())))
+        trained_on = study.pair_labels if study.pairs is not None else study.human_ratings
+        assert trained_on is not None
+        self._labels_hash = text_hash(sorted(map(tuple, trained_on.astype(str).to_numpy().tolist())))
         fold_columns = sorted((c for c in fitted.columns if c.startswith("fold_score_")),
                               key=lambda c: int(c.rsplit("_", 1)[1]))
         model = text_hash("differences", self._labels_hash, self.parameters)

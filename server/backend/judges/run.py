@@ -60,7 +60,7 @@ def judge_study(
     if study.pairs is not None:
         raise BadInput(f"study {study.name!r} asks its people to choose between two responses, so judge "
                        f"{judge.name!r}, which scores responses one at a time, has nothing to predict: use a judge "
-                       "of differences (pairwise-http-judge)")
+                       "of differences (pairwise-http-judge or learned-difference-judge)")
     judge.prepare(study)
     version = judge.version(study)
     report = JudgingReport(judge.name, version, study.name, items=len(study.items) * len(study.criteria))

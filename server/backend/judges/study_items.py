@@ -57,6 +57,8 @@ def load_judged_study(
         compared = setup.compared_pairs(row.id)
         pairs = (None if compared is None else
                  tuple(JudgedPair(judged[a], judged[b]) for _, a, b in session.execute(compared)))
+        choices = setup.compared_choices(row.id)
+        pair_labels = None if choices is None else _net_preferences(session.execute(choices).all(), judged)
         ratings = session.execute(
             select(Response.context_id, System.name, Rating.criterion, Annotator.pseudonym, Rating.score)
             .join(StudyItem, StudyItem.id == Rating.item_id).join(Response, Response.id == StudyItem.response_id)
@@ -72,4 +74,22 @@ def load_judged_study(
         study_criteria=config.criteria,
         cross_fit_differences=cross_fit_differences,
         pairs=pairs,
+        pair_labels=pair_labels,
     )
+
+
+PAIR_LABEL_COLUMNS = ["criterion", "context_id", "system_a", "system_b", "label_diff"]
+
+
+def _net_preferences(choices, judged: dict[int, JudgedItem]) -> pd.DataFrame:
+    """Each compared pair's net preference for its first response per criterion (the mean of the choices' values,
+    ``StudySetup.compared_choices``), with the two responses' systems."""
+    table = pd.DataFrame([tuple(c) for c in choices],
+                         columns=["criterion", "context_id", "response_a", "response_b", "value"])
+    if table.empty:
+        return pd.DataFrame(columns=PAIR_LABEL_COLUMNS)
+    means = table.groupby(["criterion", "context_id", "response_a", "response_b"], as_index=False)["value"].mean()
+    return pd.DataFrame({"criterion": means["criterion"], "context_id": means["context_id"],
+                         "system_a": [judged[r].system for r in means["response_a"]],
+                         "system_b": [judged[r].system for r in means["response_b"]],
+                         "label_diff": means["value"].astype(float)})

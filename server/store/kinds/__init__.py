@@ -45,7 +45,7 @@ class StudySetup:
     tables: ClassVar[tuple[type, ...]] = ()
     judged: ClassVar[bool] = False
     # Hooks with a default a kind may keep (tests/test_kinds_complete.py): only the judged kinds supply them.
-    optional_parts: ClassVar[frozenset[str]] = frozenset({"judged_responses", "compared_pairs"})
+    optional_parts: ClassVar[frozenset[str]] = frozenset({"judged_responses", "compared_pairs", "compared_choices"})
 
     @classmethod
     def judged_responses(cls, study_id: int) -> Select | CompoundSelect:
@@ -58,6 +58,13 @@ class StudySetup:
         """The pairs of responses people compare in study `study_id` (controls left out): a SELECT of (context id,
         response a id, response b id), a the smaller id; None when people rate responses one at a time (a judge of
         differences then compares every pair of responses to one context)."""
+        return None
+
+    @classmethod
+    def compared_choices(cls, study_id: int) -> Select | None:
+        """People's choices between the pairs of `compared_pairs` (controls left out): a SELECT of (criterion,
+        context id, response a id, response b id, value), value 1.0 when response a was chosen, -1.0 when b was, 0.0
+        for a tie, whichever side each was shown on; None for a kind without such pairs."""
         return None
 
     @classmethod

@@ -31,6 +31,9 @@ from sqlalchemy import (
     Select,
     String,
     UniqueConstraint,
+    and_,
+    case,
+    or_,
     select,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -89,6 +92,19 @@ class PairwiseSetup(StudySetup):
         """Both responses of each real pair item (with a human share, the pairs of every context)."""
         real = (PairItem.study_id == study_id, PairItem.is_control.is_(False))
         return select(PairItem.response_a_id).where(*real).union(select(PairItem.response_b_id).where(*real))
+
+    @classmethod
+    def compared_choices(cls, study_id: int) -> Select | None:
+        """Each stored choice on a real pair item, +1.0 for the stored a, -1.0 for b, 0.0 for a tie: the screen
+        side chosen turned into a response through the placement's shown_left."""
+        a_chosen = or_(and_(Choice.choice == "left", AssignmentPair.shown_left == "a"),
+                       and_(Choice.choice == "right", AssignmentPair.shown_left == "b"))
+        value = case((Choice.choice == "tie", 0.0), (a_chosen, 1.0), else_=-1.0)
+        return (select(Choice.criterion, PairItem.context_id, PairItem.response_a_id, PairItem.response_b_id, value)
+                .join(AssignmentPair, (AssignmentPair.assignment_id == Choice.assignment_id)
+                      & (AssignmentPair.pair_item_id == Choice.pair_item_id))
+                .join(PairItem, PairItem.id == Choice.pair_item_id)
+                .where(PairItem.study_id == study_id, PairItem.is_control.is_(False)))
 
     @classmethod
     def compared_pairs(cls, study_id: int) -> Select | None:
