@@ -61,7 +61,12 @@ from empeval.tasks.design import Candidate, plan_assignments
 from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
-from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_sample_size, human_share_problem
+from empeval.tasks.kinds.likert_human_share import (
+    draw_human_sample,
+    human_sample_size,
+    human_share_problem,
+    read_human_share,
+)
 from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
 from empeval.tasks.study_create import add_assignments, lacking_controls
 
@@ -238,19 +243,14 @@ class LikertTasks(TaskKind):
         if sampling not in SAMPLINGS:
             raise reader.error("design.sampling", f"must be one of {', '.join(map(repr, SAMPLINGS))}, got "
                                f"{sampling!r}")
-        if "human_share" not in d:
-            if "human_share_seed" in d:
-                raise reader.error("design.human_share_seed", "is the seed of design.human_share's sample; set "
-                                   "design.human_share too, or remove it")
+        read = read_human_share(reader, d, n_contexts=n_contexts, seed=seed)
+        if read is None:
             if sampling == ACTIVE_SAMPLING:
                 raise reader.error("design.sampling", "\"active\" draws design.human_share's contexts: set "
                                    "design.human_share (the expected share people rate) too, or remove it")
             return setup
-        share = d["human_share"]
-        if problem := human_share_problem(share, n_contexts):
-            raise reader.error("design.human_share", problem)
-        sample_seed = reader.integer(d, "human_share_seed", "design.human_share_seed", seed, minimum=0)
-        return replace(setup, human_share=float(share), human_share_seed=sample_seed, sampling=sampling)
+        share, sample_seed = read
+        return replace(setup, human_share=share, human_share_seed=sample_seed, sampling=sampling)
 
     def decision_terms(self, setup: StudySetup, systems: tuple[str, ...]) -> DecisionTerms:
         """Any two of the study's systems, the margin in points of its scale (their mean ratings' difference)."""

@@ -1,12 +1,17 @@
 """Model-assisted evaluation's design for a Likert study: people rate a seeded uniform sample of the contexts
 (`design.human_share` of them, every system's response on each), the judges score every item. What share fits a
-study, how many contexts it samples, and the draw itself.
+study, how many contexts it samples, the study file's two fields read, and the draw itself. An A/B study's human
+share (tasks/kinds/pairwise.py) follows the same rules: people judge the sampled contexts' pairs.
 """
 from __future__ import annotations
 
 import math
 import random
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from empeval.tasks.kind_parts import StudyFileReader
 
 #: Fewest contexts people must rate for a human share (prediction-powered inference needs a variance per system).
 MIN_HUMAN_CONTEXTS = 2
@@ -65,3 +70,22 @@ def draw_human_sample(contexts: Sequence[str], human_share: float, seed: int) ->
         raise ValueError(problem)
     rng = random.Random(f"human-share:{seed}")
     return sorted(rng.sample(sorted(contexts), human_sample_size(human_share, len(contexts))))
+
+
+def read_human_share(reader: StudyFileReader, design: dict, *, n_contexts: int,
+                     seed: int) -> tuple[float, int] | None:
+    """The study file's design.human_share and design.human_share_seed, checked: (share, seed) with the seed
+    defaulting to the study's `seed` (stored resolved, so the stored configuration reproduces the draw), or None
+    without a share. A seed without a share, and a share that does not fit (``human_share_problem``), are refused
+    where they are written."""
+    if "human_share" not in design:
+        if "human_share_seed" in design:
+            raise reader.error("design.human_share_seed", "is the seed of design.human_share's sample; set "
+                               "design.human_share too, or remove it")
+        return None
+    share = design["human_share"]
+    if problem := human_share_problem(share, n_contexts):
+        raise reader.error("design.human_share", problem)
+    sample_seed = reader.integer(design, "human_share_seed", "design.human_share_seed", seed, minimum=0)
+    assert sample_seed is not None
+    return float(share), sample_seed

@@ -63,7 +63,7 @@ from empeval.tasks.decisions_file import DecisionTerms
 from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
-from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem
+from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem, read_human_share
 from empeval.tasks.kinds.pairwise_design import pair_slots, plan_pairwise
 from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
 from empeval.tasks.study_create import add_assignments, lacking_controls
@@ -196,16 +196,11 @@ class PairwiseTasks(TaskKind):
         seeded uniform sample of round(share x contexts) contexts, a judge of differences compares the pairs of
         every context. The rule a Likert study's share follows (likert_human_share.human_share_problem); the seed
         defaults to the study's and is stored resolved, so the stored configuration reproduces the draw."""
-        if "human_share" not in d:
-            if "human_share_seed" in d:
-                raise reader.error("design.human_share_seed", "is the seed of design.human_share's sample; set "
-                                   "design.human_share too, or remove it")
+        read = read_human_share(reader, d, n_contexts=n_contexts, seed=seed)
+        if read is None:
             return setup
-        share = d["human_share"]
-        if problem := human_share_problem(share, n_contexts):
-            raise reader.error("design.human_share", problem)
-        sample_seed = reader.integer(d, "human_share_seed", "design.human_share_seed", seed, minimum=0)
-        return replace(setup, human_share=float(share), human_share_seed=sample_seed)
+        share, sample_seed = read
+        return replace(setup, human_share=share, human_share_seed=sample_seed)
 
     def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
                             criteria: tuple[Criterion, ...], controls: tuple[str, ...]) -> tuple[GoldItem, ...]:
