@@ -390,7 +390,7 @@ class PairwiseTasks(TaskKind):
                       f"{expected} choices expected"
                       + (f"; people judge the pairs of {len(human_ids)} of the {len(chosen.ids)} contexts "
                          f"(design.human_share {setup.human_share:g}, seed {setup.human_share_seed}), a judge of "
-                         "differences every context's" if setup.human_share is not None else "")))
+                         "differences compares those of every context" if setup.human_share is not None else "")))
 
     def simulated_answers(self, engine: Engine, study: str, model: CrowdModel, seed: int) -> Answer:
         """A choice per pair and criterion (pairwise_choices) from the placement's systems, each response with the
