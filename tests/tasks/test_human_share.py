@@ -93,11 +93,14 @@ def test_the_seed_defaults_to_the_studys_and_both_survive_the_stored_json():
 
 def test_every_shipped_study_file_is_valid_and_the_judged_demo_samples_twelve_of_thirty():
     files = sorted(STUDIES_DIR.glob("*.toml"))
-    assert {p.name for p in files} >= {"demo.toml", "demo_ab.toml", "demo_judged.toml"}
+    assert {p.name for p in files} >= {"demo.toml", "demo_ab.toml", "demo_judged.toml", "demo_ab_judged.toml"}
     configs = {p.name: load_study_file(p) for p in files}
     design = configs["demo_judged.toml"].setup
     assert (design.human_share, design.human_share_seed, configs["demo_judged.toml"].contexts.count) == (0.4, 15, 30)
     assert human_share_problem(design.human_share, 30) is None
+    ab = configs["demo_ab_judged.toml"]  # the A/B study file with a human share and [decisions]
+    assert (ab.kind, ab.setup.human_share, ab.setup.human_share_seed) == ("pairwise", 0.5, 15)
+    assert ab.decisions is not None and ab.decisions.stop_when_decided
 
 
 KEYS = [f"hit:{i}_conv:{i}#1" for i in range(10)]
@@ -252,6 +255,18 @@ def test_the_judged_demo_study_file_creates_its_sample(answered, tmp_path: Path)
     assert (summary.contexts, summary.human_contexts, spec.setup.human_share_seed) == (30, 12, 15)
     assert "seed 15" in summary.describe()
     assert human_sample(answered, "demo-judged")["sampled"].sum() == 12
+
+
+def test_the_ab_judged_demo_study_file_creates_its_sample_and_its_decisions(answered, tmp_path: Path):
+    text = (STUDIES_DIR / "demo_ab_judged.toml").read_text(encoding="utf-8")
+    for demo, ours in {"moel": SYSTEMS[0], "gold": SYSTEMS[1], "kemp": SYSTEMS[2]}.items():
+        text = text.replace(f'"{demo}', f'"{ours}').replace(f"vs {demo} ", f"vs {ours} ")
+    text = text.replace('"retrieval", "mime", ', "")
+    path = tmp_path / "demo_ab_judged.toml"
+    path.write_text(text, encoding="utf-8")
+    summary = create_study(answered, load_study_file(path))
+    assert "people judge the pairs of 15 of the 30 contexts (design.human_share 0.5, seed 15)" in summary.sentence
+    assert human_sample(answered, "demo-ab-judged")["sampled"].sum() == 15
 
 
 def test_a_one_system_study_samples_its_contexts_like_any_other(answered):
