@@ -271,6 +271,77 @@ def ppi_paired_confidence_sequence(
     return ppi_confidence_sequence(*differences, planned_n=planned_n, alpha=alpha, prior_variance=prior_variance)
 
 
+def ipw_ppi_confidence_sequence(
+    labels,
+    judged_rated,
+    probabilities,
+    judged_all,
+    *,
+    expected_rated: float,
+    planned_n: float,
+    alpha: float = 0.05,
+    prior_variance: float | None = None,
+) -> pd.DataFrame:
+    """The model-assisted confidence sequence for the mean label over all N contexts of an actively sampled study
+    (``analysis.stats.ppi.active``): each context was drawn for human rating with its own probability pi_i, so the
+    rated contexts are not a uniform sample and the plain sequences above would estimate the mean of the contexts
+    the judges found hard, not of the study. ``labels``, ``judged_rated`` and ``probabilities`` are aligned, one
+    per human-rated context in the order they were rated; ``judged_all`` holds the judge's score of every context
+    of the study (rated or not); ``expected_rated`` is B = sum_i pi_i over all of them (the draw's expected size).
+
+    Each look's value is the inverse-probability weighted PPI++ term of active inference (Zrnic and Candès, ICML
+    2024),
+
+        v_k = lambda_k * mean(judged_all) + (B / N) * (Y_k - lambda_k f_k) / pi_k,
+
+    whose mean over the drawn contexts estimates the study's mean label for any lambda_k fixed before look k
+    (sum over the draw of (Y - lambda f) / pi is unbiased for the sum over every context, and the draw holds B of
+    them on average); lambda_k is the predictable weight of ``ppi_confidence_sequence``. With all judge scores 0
+    (lambda 0) it is the human-only Horvitz-Thompson sequence; with pi_i = B / N for every context, PPI++ with the
+    judge's mean over the whole study. The looks are the drawn contexts in an order that does not depend on their
+    labels (the hand-out's); the sequence is ``confidence_sequence``'s over the v_k.
+
+    Returns
+    -------
+    sequence : pandas.DataFrame
+        As ``confidence_sequence``; ``lam`` is each look's weight.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(3)
+    >>> quality = rng.normal(3.5, 0.6, 2000)
+    >>> judge = quality + rng.normal(0, 0.3, 2000)
+    >>> pi = np.clip(0.05 + 0.2 * np.abs(judge - 3.5), 0.05, 0.6)  # harder contexts drawn more often
+    >>> drawn = rng.random(2000) < pi
+    >>> labels = quality[drawn] + rng.normal(0, 0.4, drawn.sum())
+    >>> last = ipw_ppi_confidence_sequence(labels, judge[drawn], pi[drawn], judge, expected_rated=pi.sum(),
+    ...                                    planned_n=pi.sum()).iloc[-1]
+    >>> bool(last["low"] < quality.mean() < last["high"]), round(float(last["estimate"]), 2)
+    (True, 3.5)
+    """
+    y, f = _finite(labels, "labels"), _finite(judged_rated, "judged_rated")
+    pi, f_all = _finite(probabilities, "probabilities"), _finite(judged_all, "judged_all")
+    if not (y.shape == f.shape == pi.shape):
+        raise ValueError(f"labels, judged_rated and probabilities must be aligned (one per human-rated context), got "
+                         f"{y.size}, {f.size} and {pi.size}")
+    if not ((pi > 0) & (pi <= 1)).all():
+        raise ValueError("probabilities must lie in (0, 1]: a rated context was drawn with a positive probability")
+    if f_all.size < max(y.size, 1):
+        raise ValueError(f"judged_all must hold the judge's score of every context of the study, got {f_all.size} for "
+                         f"{y.size} rated contexts")
+    if not 0 < expected_rated <= f_all.size:
+        raise ValueError(f"expected_rated must lie in (0, {f_all.size}] (the sum of every context's probability), got "
+                         f"{expected_rated!r}")
+    if not planned_n >= 1:
+        raise ValueError(f"planned_n must be at least 1 (the contexts people are planned to rate), got {planned_n!r}")
+    n = np.arange(1, y.size + 1)
+    lam = _predictable_lambda(y, f)
+    values = lam * f_all.mean() + (expected_rated / f_all.size) * (y - lam * f) / pi
+    estimate = np.cumsum(values) / n
+    sd = _running_sd(values, estimate, prior_variance)
+    return _sequence(n, estimate, sd, lam, planned_n=planned_n, alpha=alpha)
+
+
 def decide(low: float, high: float, *, margin: float | None = None) -> Decision:
     """The state of a comparison whose interval for a - b is [low, high]: "A better" when it lies above 0, "B better"
     below 0, "equivalent within margin" when it lies inside [-margin, margin] (needs a margin), else "undecided".

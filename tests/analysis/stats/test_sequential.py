@@ -12,6 +12,7 @@ from empeval.analysis.stats.sequential import (
     Decision,
     confidence_sequence,
     decide,
+    ipw_ppi_confidence_sequence,
     mixture_log_martingale,
     normal_mixture_boundary,
     normal_mixture_rho,
@@ -190,3 +191,44 @@ def test_net_preference_sequences_of_an_ab_study_cover_at_every_look_and_a_judge
         ratios.append(ppi["radius"].iloc[-1] / human["radius"].iloc[-1])
     assert human_covered / replications >= 0.93 and ppi_covered / replications >= 0.93
     assert np.median(ratios) < 0.9
+
+
+def test_an_actively_sampled_study_needs_the_weighted_sequences_which_cover_at_every_look():
+    """Contexts the judge scores high are drawn three times as often (as an active draw does with the contexts it
+    is unsure of): the plain sequence over the rated contexts then estimates their mean, not the study's, and
+    misses it; the inverse-probability weighted sequences, human-only and model-assisted, cover at every look."""
+    rng = np.random.default_rng(41)
+    contexts, replications = 600, 200
+    covered = {"plain": 0, "weighted": 0, "weighted model-assisted": 0}
+    ratios = []
+    for _ in range(replications):
+        difference = rng.normal(0.2, 0.6, contexts)
+        judge = difference + rng.normal(0, 0.4, contexts)
+        pi = np.where(judge > 0.3, 0.4, 0.12)
+        order = rng.permutation(np.flatnonzero(rng.random(contexts) < pi))  # drawn, in hand-out order
+        labels = difference[order] + rng.normal(0, 0.5, order.size)
+        truth, budget = difference.mean(), pi.sum()
+        sequences = {
+            "plain": confidence_sequence(labels, planned_n=budget, prior_variance=LIKERT_VARIANCE),
+            "weighted": ipw_ppi_confidence_sequence(labels, np.zeros(order.size), pi[order], np.zeros(contexts),
+                                                    expected_rated=budget, planned_n=budget,
+                                                    prior_variance=LIKERT_VARIANCE),
+            "weighted model-assisted": ipw_ppi_confidence_sequence(labels, judge[order], pi[order], judge,
+                                                                   expected_rated=budget, planned_n=budget,
+                                                                   prior_variance=LIKERT_VARIANCE)}
+        for name, sequence in sequences.items():
+            covered[name] += bool(((sequence["low"] <= truth) & (truth <= sequence["high"])).all())
+        weighted = sequences["weighted"]["radius"].iloc[-1]
+        ratios.append(sequences["weighted model-assisted"]["radius"].iloc[-1] / weighted)
+    assert covered["plain"] / replications < 0.5
+    assert covered["weighted"] / replications >= 0.93 and covered["weighted model-assisted"] / replications >= 0.93
+    assert np.median(ratios) < 0.9
+
+
+def test_the_weighted_sequence_refuses_what_it_cannot_weigh():
+    with pytest.raises(ValueError, match=r"probabilities must lie in \(0, 1\]"):
+        ipw_ppi_confidence_sequence([1.0], [1.0], [0.0], [1.0, 2.0], expected_rated=1.0, planned_n=2)
+    with pytest.raises(ValueError, match="every context of the study"):
+        ipw_ppi_confidence_sequence([1.0, 2.0], [1.0, 2.0], [0.5, 0.5], [1.0], expected_rated=1.0, planned_n=2)
+    with pytest.raises(ValueError, match="expected_rated must lie in"):
+        ipw_ppi_confidence_sequence([1.0], [1.0], [0.5], [1.0, 2.0], expected_rated=3.0, planned_n=2)
