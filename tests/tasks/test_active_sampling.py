@@ -52,10 +52,10 @@ def study_id(engine, name="active") -> int:
         return session.scalar(select(Study.id).where(Study.name == name))
 
 
-def store_scores(engine, judge: str, score, *, skip: int = 0) -> None:
-    """A judge's stored scores of every real item of study "active" on every criterion (the last `skip` left
-    out): score(context index, system, criterion) -> float."""
-    sid = study_id(engine)
+def store_scores(engine, judge: str, score, *, skip: int = 0, study: str = "active") -> None:
+    """A judge's stored scores of every real item of `study` on every criterion (the last `skip` left out):
+    score(context index, system, criterion) -> float."""
+    sid = study_id(engine, study)
     with unit_of_work(engine) as session:
         rows = session.execute(select(StudyItem.response_id, Response.context_id, StudyItem.design)
                                .join(Response, Response.id == StudyItem.response_id)

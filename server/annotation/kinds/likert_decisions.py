@@ -1,16 +1,24 @@
 """The Likert kind's part in a look at a study's pre-registered decisions (server/annotation/decisions.py): each
 comparison's paired sequence over the items' mean ratings, a - b, on the study's scale (prior variance: the scale's
 span squared, the largest variance of a difference), model-assisted with a judge's scores (PPI++ with a predictable
-lambda) when a judge scored every rated context and some contexts only the judge scored."""
+lambda) when a judge scored every rated context and some contexts only the judge scored. An actively sampled study
+(design.sampling = "active") is looked at with the inverse-probability weighted sequences, human-only and
+model-assisted, over every context of the study (the draw's recorded probabilities)."""
 from __future__ import annotations
 
 import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from empeval.analysis.stats.sequential import decide, paired_confidence_sequence, ppi_paired_confidence_sequence
+from empeval.analysis.stats.sequential import (
+    Decision,
+    decide,
+    ipw_ppi_confidence_sequence,
+    paired_confidence_sequence,
+    ppi_paired_confidence_sequence,
+)
 from empeval.server.annotation.decision_state import ComparisonState, DecisionLook, KindLook, last_interval
-from empeval.server.store.kinds.likert import LikertSetup, Rating, StudyContext, StudyItem
+from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, LikertSetup, Rating, StudyContext, StudyItem
 from empeval.server.store.models import Response, Study, System
 from empeval.server.store.study_decisions import Comparison, Decisions
 
@@ -27,8 +35,13 @@ def likert_look(session: Session, study: Study, decisions: Decisions, judge_scor
         .where(StudyItem.study_id == study.id, StudyItem.is_control.is_(False))).all()
     paid = session.scalar(select(func.count(Rating.id)).join(StudyItem, StudyItem.id == Rating.item_id)
                           .where(StudyItem.study_id == study.id)) or 0
-    sampled = dict(session.execute(select(StudyContext.context_id, StudyContext.human_rated)
-                                   .where(StudyContext.study_id == study.id)).all())
+    recorded = session.execute(select(StudyContext.context_id, StudyContext.human_rated,
+                                      StudyContext.inclusion_probability)
+                               .where(StudyContext.study_id == study.id)).all()
+    sampled = {context_id: human for context_id, human, _ in recorded}
+    # An active draw (design.sampling = "active") recorded each context's probability: the sequences weigh by it.
+    drawn_with = ({context_id: float(p) for context_id, _, p in recorded if p is not None}
+                  if setup.sampling == ACTIVE_SAMPLING else None)
     ratings = pd.DataFrame([tuple(r) for r in rows], columns=["context_id", "system", "criterion", "score", "at"])
     planned = sum(sampled.values()) if sampled else len(set(ratings["context_id"])) or 1
     spread = float(setup.scale.max - setup.scale.min)
@@ -36,13 +49,14 @@ def likert_look(session: Session, study: Study, decisions: Decisions, judge_scor
     notes: list[str] = []
     for comparison in decisions.comparisons:
         states.append(comparison_state(comparison, ratings, judge_scores, sampled, decisions,
-                                        planned_n=max(planned, 1), prior_variance=max(spread**2, 1.0), notes=notes))
+                                        planned_n=max(planned, 1), prior_variance=max(spread**2, 1.0), notes=notes,
+                                        drawn_with=drawn_with))
     return KindLook(tuple(states), int(paid), tuple(notes))
 
 
 def comparison_state(comparison: Comparison, ratings: pd.DataFrame, judge_scores: pd.DataFrame | None,
                       sampled: dict[int, bool], decisions: Decisions, *, planned_n: int, prior_variance: float,
-                      notes: list[str]) -> ComparisonState:
+                      notes: list[str], drawn_with: dict[int, float] | None = None) -> ComparisonState:
     """One comparison of a Likert study: the paired anytime-valid sequence of a - b over the contexts rated for both
     systems (each context's label the mean of its item's ratings, in the order their last rating came in;
     Waudby-Smith et al. 2024), and with judge scores the PPI++ sequence beside it (a predictable lambda); each
@@ -58,6 +72,9 @@ def comparison_state(comparison: Comparison, ratings: pd.DataFrame, judge_scores
     labels_a = both["label"][a].to_numpy(dtype=float) if len(both) else []
     labels_b = both["label"][b].to_numpy(dtype=float) if len(both) else []
     alpha, margin = decisions.alpha_each, decisions.margin
+    if drawn_with is not None:
+        return _actively_drawn_state(comparison, both, labels_a, labels_b, judge_scores, drawn_with, decisions,
+                                     prior_variance=prior_variance, notes=notes)
     human = paired_confidence_sequence(labels_a, labels_b, planned_n=planned_n, alpha=alpha,
                                        prior_variance=prior_variance)
     estimate, low, high = last_interval(human)
@@ -83,6 +100,49 @@ def comparison_state(comparison: Comparison, ratings: pd.DataFrame, judge_scores
         prior_variance=prior_variance).iloc[-1]
     p_low, p_high = float(ppi["low"]), float(ppi["high"])
     return ComparisonState(comparison, len(both), estimate, low, high, state.human_state, float(ppi["estimate"]),
+                           p_low, p_high, decide(p_low, p_high, margin=margin))
+
+
+def _actively_drawn_state(comparison: Comparison, both: pd.DataFrame, labels_a, labels_b,
+                          judge_scores: pd.DataFrame | None, drawn_with: dict[int, float], decisions: Decisions, *,
+                          prior_variance: float, notes: list[str]) -> ComparisonState:
+    """One comparison of an actively sampled study: the inverse-probability weighted sequences
+    (``ipw_ppi_confidence_sequence``) of the mean difference over every context of the study, human-only (a judge of
+    zeros) and, with judge scores of every context, model-assisted. The plain sequences would estimate the mean of
+    the contexts the draw favoured (the ones the judges were unsure of), not the study's."""
+    a, b = comparison.system_a, comparison.system_b
+    alpha, margin = decisions.alpha_each, decisions.margin
+    if not len(both):  # nothing rated yet (before the draw, or before the first submission)
+        return ComparisonState(comparison, 0, float("nan"), float("-inf"), float("inf"), Decision.UNDECIDED)
+    contexts = sorted(drawn_with)
+    budget = sum(drawn_with.values())
+    rated = [c for c in both.index if c in drawn_with]
+    if len(rated) < len(both) or not contexts or budget <= 0:
+        notes.append(f"{comparison.describe()}: no interval (the active draw recorded no probability for "
+                     f"{len(both) - len(rated)} rated context(s); run `empeval study sample` again)")
+        return ComparisonState(comparison, len(both), float("nan"), float("-inf"), float("inf"), Decision.UNDECIDED)
+    pi = [drawn_with[c] for c in rated]
+    differences = (pd.Series(labels_a, index=both.index) - pd.Series(labels_b, index=both.index)).loc[rated]
+    planned = max(budget, 1.0)
+    human = ipw_ppi_confidence_sequence(differences.to_numpy(), [0.0] * len(rated), pi, [0.0] * len(contexts),
+                                        expected_rated=budget, planned_n=planned, alpha=alpha,
+                                        prior_variance=prior_variance)
+    estimate, low, high = last_interval(human)
+    state = ComparisonState(comparison, len(rated), estimate, low, high, decide(low, high, margin=margin))
+    if judge_scores is None:
+        return state
+    scores = judge_scores[judge_scores["criterion"] == comparison.criterion].pivot_table(
+        index="context_id", columns="system", values="judge_score", aggfunc="first")
+    judged = (scores[a] - scores[b]).dropna() if {a, b} <= set(scores.columns) else pd.Series(dtype=float)
+    if not set(contexts) <= set(judged.index):
+        notes.append(f"{comparison.describe()}: no model-assisted interval (the judge did not score every context "
+                     "of the actively sampled study)")
+        return state
+    ppi = ipw_ppi_confidence_sequence(differences.to_numpy(), judged.loc[rated].to_numpy(), pi,
+                                      judged.loc[contexts].to_numpy(), expected_rated=budget, planned_n=planned,
+                                      alpha=alpha, prior_variance=prior_variance).iloc[-1]
+    p_low, p_high = float(ppi["low"]), float(ppi["high"])
+    return ComparisonState(comparison, len(rated), estimate, low, high, state.human_state, float(ppi["estimate"]),
                            p_low, p_high, decide(p_low, p_high, margin=margin))
 
 
