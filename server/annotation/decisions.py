@@ -19,7 +19,8 @@ Per kind, a look reads the study's labels its own way: the kind's annotation par
 (``AnnotationKind.decision_look``; server/annotation/decision_state.py); a kind without one is refused (BadInput).
 Likert (server/annotation/kinds/likert_decisions.py): the labels are the items' mean ratings on the study's scale,
 per system, and the sequence is the paired one over a - b (prior variance: the scale's span squared, the largest
-variance of a difference), model-assisted with a judge's scores. Pairwise (A/B,
+variance of a difference), model-assisted with a judge's scores; an actively sampled study's sequences weigh each
+rated context by the inverse of the probability its draw recorded. Pairwise (A/B,
 server/annotation/kinds/pairwise_decisions.py): a context's label is its net preference for A over B, the mean over
 its judgments of +1 (A chosen), -1 (B chosen) and 0 (a tie), whichever side each system was shown on, and the
 sequence is the one-sample one over those labels (``confidence_sequence``: their mean is A's net preference over B;
