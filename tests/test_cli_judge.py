@@ -104,6 +104,11 @@ def test_plan_refuses_a_judge_correlation_outside_minus_one_to_one_naming_the_op
     assert result.exit_code == 2 and "--judge-correlation" in result.output
 
 
-def test_plan_refuses_a_judge_correlation_with_pairwise(tmp_path):
-    result = CliRunner().invoke(cli, ["plan", "--judge-correlation", "0.5", "--pairwise"])
-    assert result.exit_code == 2 and "--judge-correlation" in result.output and "--pairwise" in result.output
+def test_plan_with_pairwise_and_a_judge_correlation_adds_the_model_assisted_ab_plan(tmp_path):
+    """A judge of differences' correlation plans the A/B study's human share (analysis.stats.power
+    .net_preference_contexts; tests/analysis/test_net_preference_power.py checks its figures by simulation)."""
+    result = CliRunner().invoke(cli, ["plan", "--judge-correlation", "0.7", "--pairwise", "--ks", "3"])
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("  k = 3: human-only")]
+    assert line.startswith("  k = 3: human-only 46 contexts, 138 judgments; share 0.5: people judge 35 of 70 contexts")
+    assert "share 0.25: people judge 29 of 116 contexts, 87 judgments (37% fewer)" in line

@@ -619,3 +619,69 @@ def _check_rates(p_win: float, tie_rate: float, k: int) -> None:
         raise ValueError(f"tie_rate must lie in [0, 1), got {tie_rate}")
     if k < 1:
         raise ValueError(f"k (judgments per context and pair) must be at least 1, got {k}")
+
+
+def net_preference_moments(*, p_win: float, tie_rate: float, k: int, context_share: float = 0.0) -> tuple[float, float]:
+    """Mean and standard deviation of a context's net preference for the better system, (wins - losses) / k over
+    its k judgments, under the judgment model of ``context_outcome_probabilities`` (the label an A/B study's
+    decisions and model-assisted estimates average: analysis.kinds.pairwise.judged).
+
+    Given the context's rates (q_win, q_loss), the label has mean q_win - q_loss and variance
+    (q_win + q_loss - (q_win - q_loss)^2) / k; over contexts (Gauss-Hermite quadrature over the shared part) the
+    mean is the average of the means and the variance the average variance plus the variance of the means.
+
+    Returns
+    -------
+    mean, sd : float
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in net_preference_moments(p_win=0.6, tie_rate=0.2, k=1)]
+    [0.16, 0.88]
+    >>> [round(v, 4) for v in net_preference_moments(p_win=0.6, tie_rate=0.2, k=3, context_share=0.3)]
+    [0.16, 0.612]
+    """
+    _check_rates(p_win, tie_rate, k)
+    if not 0 <= context_share < 1:
+        raise ValueError(f"context_share must lie in [0, 1), got {context_share}")
+    q_win, q_loss, _ = _judgment_rates_by_context(p_win, tie_rate, context_share)
+    weights = _QUADRATURE[1] if context_share > 0 else np.ones(1)
+    means = q_win - q_loss
+    within = (q_win + q_loss - means**2) / k
+    mean = float(np.dot(weights, means))
+    variance = float(np.dot(weights, within) + np.dot(weights, (means - mean) ** 2))
+    return mean, math.sqrt(max(variance, 0.0))
+
+
+def net_preference_contexts(*, p_win: float, tie_rate: float, k: int, alpha: float = 0.05, power: float = 0.8,
+                            context_share: float = 0.0, judge_correlation: float = 0.0,
+                            human_share: float = 1.0) -> int:
+    """Contexts people must judge for a two-sided z-test of A's mean net preference (``net_preference_moments``) to
+    reach ``power`` at ``alpha``: n = ((z_{1-alpha/2} + z_power) sd / mean)^2, human-only; with a judge of
+    differences whose verdict correlates ``judge_correlation`` (rho) with a context's net preference and compares
+    the pairs of every context while people judge ``human_share`` (s) of them, PPI++'s optimal variance is
+    sd^2 (1 - rho^2 (1 - s)) / n (Angelopoulos, Duchi and Zrnic 2023: N / (n + N) = 1 - s), so n shrinks by that
+    factor. The study then holds n / s contexts.
+
+    Returns
+    -------
+    contexts : int
+        The contexts people judge (rounded up; at least 2).
+
+    Examples
+    --------
+    >>> net_preference_contexts(p_win=0.65, tie_rate=0.2, k=3)
+    34
+    >>> net_preference_contexts(p_win=0.65, tie_rate=0.2, k=3, judge_correlation=0.7, human_share=0.25)
+    22
+    """
+    if not -1 <= judge_correlation <= 1:
+        raise ValueError(f"judge_correlation must lie in [-1, 1], got {judge_correlation}")
+    if not 0 < human_share <= 1:
+        raise ValueError(f"human_share must lie in (0, 1], got {human_share}")
+    mean, sd = net_preference_moments(p_win=p_win, tie_rate=tie_rate, k=k, context_share=context_share)
+    if mean == 0:
+        raise ValueError("with p_win 0.5 the systems are equal: no number of contexts detects a difference")
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    n = (z * sd / mean) ** 2 * (1 - judge_correlation**2 * (1 - human_share))
+    return max(2, math.ceil(n))

@@ -2,6 +2,7 @@
 `--pairwise`, how many contexts an A/B study needs for its per-context sign test."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -113,7 +114,9 @@ def _ints(text: str) -> list[int]:
 @click.option("--judge-correlation", type=FiniteRange(-1, 1, min_open=True, max_open=True), default=None, metavar="R",
               callback=_judge_correlation,
               help="Plan a model-assisted study instead: the human-rated contexts a judge with correlation R to the "
-                   "item labels needs for --half-width on a system mean (PPI++), beside the human-only figure.")
+                   "item labels needs for --half-width on a system mean (PPI++), beside the human-only figure. With "
+                   "--pairwise: R is a judge of differences' correlation to a context's net preference, and the plan "
+                   "adds the contexts people judge at human shares 0.5 and 0.25.")
 @click.option("--half-width", type=positive(10), default=0.1, show_default=True,
               help="With --judge-correlation: the target CI half-width on a system mean, in scale points.")
 @click.option("--judge-contexts", type=count(2), default=None,
@@ -162,13 +165,11 @@ def plan(obj: CliContext, study_file, pilot_study, pilot_export, criterion, effe
                          minutes_per_assignment=minutes_per_assignment,
                          difference_correlation=difference_correlation, margin=margin)
         return
-    if judge_correlation is not None and pairwise:
-        raise click.BadParameter("plans Likert system means; it cannot be combined with --pairwise",
-                                 param_hint="--judge-correlation")
     if pairwise:
         _plan_pairwise(p_win=p_win, tie_rate=tie_rate, context_share=context_share, target_power=target_power,
                        alpha=alpha, ks=_ints(ks), contexts=_ints(contexts), pairs=pairs,
-                       pairs_per_assignment=items_per_assignment, control_rate=control_rate, reward=reward, fee=fee)
+                       pairs_per_assignment=items_per_assignment, control_rate=control_rate, reward=reward, fee=fee,
+                       judge_correlation=judge_correlation)
         return
     import pandas as pd
 
@@ -342,7 +343,7 @@ def _even_pair_slots(size: int, control_rate: float) -> int:
 
 def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, target_power: float, alpha: float,
                    ks: list[int], contexts: list[int], pairs: int, pairs_per_assignment: int, control_rate: float,
-                   reward: float | None, fee: float) -> None:
+                   reward: float | None, fee: float, judge_correlation: float | None = None) -> None:
     import pandas as pd
 
     from empeval.analysis.stats.power import pairwise_plan_table, sign_test_contexts
@@ -378,3 +379,39 @@ def _plan_pairwise(*, p_win: float, tie_rate: float, context_share: float, targe
         assignments = assignments_for(needed, k)
         cost = f", cost {round(assignments * reward * (1 + fee), 2):.2f}" if reward is not None else ""
         click.echo(f"  k = {k}: {needed} contexts; {needed * pairs * k} judgments, {assignments} assignments{cost}")
+    if judge_correlation is not None:
+        _plan_pairwise_with_judge(p_win=p_win, tie_rate=tie_rate, context_share=context_share,
+                                  target_power=target_power, alpha=alpha, ks=ks, pairs=pairs,
+                                  judge_correlation=judge_correlation, assignments_for=assignments_for,
+                                  reward=reward, fee=fee)
+
+
+#: The human shares a model-assisted A/B plan prints (design.human_share), beside people judging every context.
+PAIRWISE_SHARES = (0.5, 0.25)
+
+
+def _plan_pairwise_with_judge(*, p_win: float, tie_rate: float, context_share: float, target_power: float,
+                              alpha: float, ks: list[int], pairs: int, judge_correlation: float, assignments_for,
+                              reward: float | None, fee: float) -> None:
+    """The model-assisted A/B plan: the contexts people judge for the z-test of the mean net preference
+    (analysis.stats.power.net_preference_contexts), human-only and with a judge of differences at each human share,
+    the study's contexts (people's / share) and the paid judgments."""
+    from empeval.analysis.stats.power import net_preference_contexts
+
+    click.echo(f"\nmodel-assisted (PPI++ on the mean net preference, as `empeval report --judge` and the decisions "
+               f"estimate it): a judge of differences with correlation {judge_correlation:g} to a context's net "
+               f"preference compares every context's pairs, people judge a share of them (design.human_share); "
+               f"power {target_power:g} for the z-test, alpha {alpha:g}:")
+    for k in ks:
+        alone = net_preference_contexts(p_win=p_win, tie_rate=tie_rate, k=k, alpha=alpha, power=target_power,
+                                        context_share=context_share)
+        parts = [f"human-only {alone} contexts, {alone * pairs * k} judgments"]
+        for human_share in PAIRWISE_SHARES:
+            people = net_preference_contexts(p_win=p_win, tie_rate=tie_rate, k=k, alpha=alpha, power=target_power,
+                                             context_share=context_share, judge_correlation=judge_correlation,
+                                             human_share=human_share)
+            assignments = assignments_for(people, k)
+            cost = f", cost {round(assignments * reward * (1 + fee), 2):.2f}" if reward is not None else ""
+            parts.append(f"share {human_share:g}: people judge {people} of {math.ceil(people / human_share)} "
+                         f"contexts, {people * pairs * k} judgments ({1 - people / alone:.0%} fewer){cost}")
+        click.echo(f"  k = {k}: " + "; ".join(parts))
