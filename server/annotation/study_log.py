@@ -21,6 +21,9 @@ from empeval.server.store.statuses import AssignmentStatus
 WITHDRAWAL = "withdrawal"
 EXPORT = "export"
 REPORT = "report"
+#: An active draw of a Likert study (tasks.kinds.likert_active); a two-phase design's burn-in entry has phase 1 and
+#: its contexts in ``drawn``.
+ACTIVE_DRAW = "active-draw"
 RELEASES = (EXPORT, REPORT)  # the events by which answers left the store
 
 

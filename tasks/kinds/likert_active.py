@@ -41,6 +41,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
+from empeval.server.annotation.study_log import ACTIVE_DRAW as STUDY_LOG_ACTIVE_DRAW
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, LikertSetup, Rating, StudyContext, StudyItem
@@ -50,8 +51,8 @@ from empeval.tasks.design import Candidate
 from empeval.tasks.kinds.likert import write_assignments
 from empeval.tasks.kinds.likert_human_share import MIN_HUMAN_CONTEXTS
 
-#: The study-log event of an active draw.
-ACTIVE_DRAW = "active-draw"
+#: The study-log event of an active draw (named once, in the server's study log: the decisions read it too).
+ACTIVE_DRAW = STUDY_LOG_ACTIVE_DRAW
 #: The phases of the two-phase design, as its log entries record them (a single draw records none: ``SINGLE``).
 SINGLE, BURN_IN, SECOND_PHASE = 0, 1, 2
 

@@ -100,3 +100,43 @@ def test_an_actively_sampled_studys_decisions_weigh_each_rated_context_by_its_dr
                                       planned_n=budget, prior_variance=16.0).iloc[-1]
     assert state.ppi_estimate is not None and np.isclose(state.ppi_estimate, float(ppi["estimate"]))
     assert np.isclose(state.ppi_low, float(ppi["low"])) and np.isclose(state.ppi_high, float(ppi["high"]))
+
+
+def test_a_two_phase_studys_decisions_use_its_uniform_burn_in_and_say_so(sample_engine):
+    """The burn-in is handed out before phase 2, so the looks are not drawn in proportion to the overall
+    probabilities: the intervals use the burn-in's contexts alone (a uniform sample), and a note says so."""
+    from empeval.server.annotation.study_log import ACTIVE_DRAW, study_log
+    from tests.tasks.test_active_two_phase import BURN, judge_study, rate_burn_in
+    from tests.tasks.test_active_two_phase import COUNT as PHASED_COUNT
+
+    engine = sample_engine
+    add_responses(engine, SYSTEMS, PHASED_COUNT)
+    create_study(engine, parse_study({
+        "name": "phased", "seed": 5, "contexts": {"split": "test", "count": PHASED_COUNT},
+        "systems": {"names": SYSTEMS},
+        "design": {"ratings_per_response": 2, "items_per_assignment": 6, "control_rate": 0.0, "sampling": "active",
+                   "human_share": 0.5},
+        "decisions": {"comparisons": ["sys-a vs sys-b on empathy"], "margin": 0.5}}, "phased.toml"))
+    judge_study(engine, "phased")
+    sample_study(engine, "phased", burn_in=BURN)
+    rate_burn_in(engine, "phased")
+    sample_study(engine, "phased")
+    rate_burn_in(engine, "phased")  # phase 2's assignments, all of them
+    burn_in = {int(c) for entry in study_log(engine, "phased")
+               if entry.event == ACTIVE_DRAW and entry.detail.get("phase") == 1 for c in entry.detail["drawn"]}
+    status = decision_status(engine, "phased")
+    (state,) = status.comparisons
+    assert status.notes == (f"two-phase active design: the intervals use the {len(burn_in)} contexts of the uniform "
+                            "burn-in (the report, `empeval report`, weighs both phases)",)
+    with unit_of_work(engine) as session:
+        rows = session.execute(select(Response.context_id, StudyItem.design, Rating.score)
+                               .join(StudyItem, StudyItem.id == Rating.item_id)
+                               .join(Response, Response.id == StudyItem.response_id)
+                               .where(Rating.criterion == "empathy")).all()
+        rated = {c for c, _, _ in rows}
+    table = pd.DataFrame([(c, d["system"], s) for c, d, s in rows], columns=["context", "system", "score"])
+    labels = table.groupby(["context", "system"])["score"].mean().unstack()
+    difference = (labels["sys-a"] - labels["sys-b"]).dropna()
+    assert rated - burn_in  # phase 2 was rated too, and left out
+    assert state.n == len(burn_in & set(difference.index))
+    assert np.isclose(state.human_estimate, difference.loc[sorted(burn_in & set(difference.index))].mean())

@@ -18,8 +18,9 @@ from empeval.analysis.stats.sequential import (
     ppi_paired_confidence_sequence,
 )
 from empeval.server.annotation.decision_state import ComparisonState, DecisionLook, KindLook, last_interval
+from empeval.server.annotation.study_log import ACTIVE_DRAW
 from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, LikertSetup, Rating, StudyContext, StudyItem
-from empeval.server.store.models import Response, Study, System
+from empeval.server.store.models import Response, Study, StudyLogEntry, System
 from empeval.server.store.study_decisions import Comparison, Decisions
 
 
@@ -42,11 +43,24 @@ def likert_look(session: Session, study: Study, decisions: Decisions, judge_scor
     # An active draw (design.sampling = "active") recorded each context's probability: the sequences weigh by it.
     drawn_with = ({context_id: float(p) for context_id, _, p in recorded if p is not None}
                   if setup.sampling == ACTIVE_SAMPLING else None)
-    ratings = pd.DataFrame([tuple(r) for r in rows], columns=["context_id", "system", "criterion", "score", "at"])
+    notes: list[str] = []
+    burn_in = _burn_in(session, study.id) if drawn_with is not None else None
+    if burn_in is not None:
+        # A two-phase design hands out its uniform burn-in first, then phase 2: the looks are not drawn in
+        # proportion to the overall probabilities, so the anytime-valid intervals use the burn-in alone, a uniform
+        # sample of the study (the report weighs both phases).
+        drawn_with = None
+        sampled = {context_id: context_id in burn_in for context_id in sampled}
+        ratings_rows = [r for r in rows if r[0] in burn_in]
+        notes.append(f"two-phase active design: the intervals use the {len(burn_in)} contexts of the uniform burn-in "
+                     "(the report, `empeval report`, weighs both phases)")
+    else:
+        ratings_rows = list(rows)
+    ratings = pd.DataFrame([tuple(r) for r in ratings_rows],
+                           columns=["context_id", "system", "criterion", "score", "at"])
     planned = sum(sampled.values()) if sampled else len(set(ratings["context_id"])) or 1
     spread = float(setup.scale.max - setup.scale.min)
     states: list[ComparisonState] = []
-    notes: list[str] = []
     for comparison in decisions.comparisons:
         states.append(comparison_state(comparison, ratings, judge_scores, sampled, decisions,
                                         planned_n=max(planned, 1), prior_variance=max(spread**2, 1.0), notes=notes,
@@ -101,6 +115,15 @@ def comparison_state(comparison: Comparison, ratings: pd.DataFrame, judge_scores
     p_low, p_high = float(ppi["low"]), float(ppi["high"])
     return ComparisonState(comparison, len(both), estimate, low, high, state.human_state, float(ppi["estimate"]),
                            p_low, p_high, decide(p_low, p_high, margin=margin))
+
+
+def _burn_in(session: Session, study_id: int) -> set[int] | None:
+    """The contexts a two-phase active design's burn-in drew (its phase-1 log entry's ``drawn``), None for a study
+    drawn in one go or not yet drawn."""
+    entries = session.scalars(select(StudyLogEntry.detail).where(StudyLogEntry.study_id == study_id,
+                                                                 StudyLogEntry.event == ACTIVE_DRAW)).all()
+    phase_one = [detail for detail in entries if detail.get("phase") == 1]
+    return {int(c) for c in phase_one[0].get("drawn", ())} if phase_one else None
 
 
 def _actively_drawn_state(comparison: Comparison, both: pd.DataFrame, labels_a, labels_b,
