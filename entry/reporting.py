@@ -114,7 +114,9 @@ def _judge_request(engine: Engine, study: str, judge: str, version: str | None, 
     """The stored scores of `judge` for the study (server.backend.judges.scores), with their folds when it is a
     learned judge, and the design's record of which contexts people rate (human_sample), as the report's
     JudgeRequest. For a study whose people choose between two responses (A/B: ``judge_input``), `judge` is a judge
-    of differences and its verdicts on the study's pairs are the request's `pair_scores`."""
+    of differences and its verdicts on the study's pairs are the request's `pair_scores`; a pair whose verdicts
+    failed on contexts people judged gets no model-assisted numbers and a row note saying so (whatever
+    `allow_missing`: dropping those contexts would leave the labelled sample the design drew)."""
     from empeval.analysis.kinds import JudgeRequest
     from empeval.server.annotation.decisions import JudgeInput, judge_input
     from empeval.server.backend.judges.pair_scores import judge_pair_scores, pair_judges

@@ -158,10 +158,11 @@ def model_assisted_section_blocks(table: pd.DataFrame, *, judge: str, design_sam
     share = ""
     if design_sample is not None and len(design_sample):
         people = int(design_sample["sampled"].sum())
-        share = (f" People judged the pairs of {people} of the study's {len(design_sample)} contexts (its human "
-                 "share), the judge those of every context.")
+        share = (f" People judged the pairs of {people} of the study's {len(design_sample)} contexts"
+                 + (" (its human share), the judge those of every context." if people < len(design_sample) else
+                    ", all of them: with no context left to the judge alone, it cannot narrow the intervals."))
     blocks: list = [Heading("Model-assisted net preferences"), Paragraph(
-        f"Judge of differences **{judge}** compared each pair of responses on every context, in both orders.{share} "
+        f"Judge of differences **{judge}** compared each pair of responses on every context.{share} "
         "A context's label is its net preference for A (the mean over its judgments of +1 for A, -1 for B, 0 for a "
         "tie); the judge's verdict predicts it, and prediction-powered inference (PPI++, Angelopoulos, Duchi and "
         "Zrnic 2023) corrects the judge's mean by the labels, unbiased whatever the judge's quality, with its weight "

@@ -191,7 +191,9 @@ def pairwise_report(judgments: pd.DataFrame, *, name: str, focus: str | None = N
 
         verdicts = judge.pair_scores.assign(system_a=[shown(s, names) for s in judge.pair_scores["system_a"]],
                                             system_b=[shown(s, names) for s in judge.pair_scores["system_b"]])
-        assisted = model_assisted_net_preferences(analysed, verdicts, judge.design_sample, focus=focus)
+        # The judgments the results use: flagged raters left out as asked, late ones too with --without-late.
+        used = analysed if include_late else analysed.loc[~analysed["late"]]
+        assisted = model_assisted_net_preferences(used, verdicts, judge.design_sample, focus=focus)
         report.add(Section("model_assisted", model_assisted_section_blocks(
             assisted, judge=judge.pair_judge or judge.name, design_sample=judge.design_sample),
             tables={"ab_model_assisted": assisted}))

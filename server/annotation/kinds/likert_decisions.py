@@ -87,8 +87,9 @@ def comparison_state(comparison: Comparison, ratings: pd.DataFrame, judge_scores
     labels_b = both["label"][b].to_numpy(dtype=float) if len(both) else []
     alpha, margin = decisions.alpha_each, decisions.margin
     if drawn_with is not None:
+        drawn = {c: p for c, p in drawn_with.items() if sampled.get(c, False)}  # a rated context the draw made
         return _actively_drawn_state(comparison, both, labels_a, labels_b, judge_scores, drawn_with, decisions,
-                                     prior_variance=prior_variance, notes=notes)
+                                     prior_variance=prior_variance, notes=notes, drawn=drawn)
     human = paired_confidence_sequence(labels_a, labels_b, planned_n=planned_n, alpha=alpha,
                                        prior_variance=prior_variance)
     estimate, low, high = last_interval(human)
@@ -128,7 +129,7 @@ def _burn_in(session: Session, study_id: int) -> set[int] | None:
 
 def _actively_drawn_state(comparison: Comparison, both: pd.DataFrame, labels_a, labels_b,
                           judge_scores: pd.DataFrame | None, drawn_with: dict[int, float], decisions: Decisions, *,
-                          prior_variance: float, notes: list[str]) -> ComparisonState:
+                          prior_variance: float, notes: list[str], drawn: dict[int, float]) -> ComparisonState:
     """One comparison of an actively sampled study: the inverse-probability weighted sequences
     (``ipw_ppi_confidence_sequence``) of the mean difference over every context of the study, human-only (a judge of
     zeros) and, with judge scores of every context, model-assisted. The plain sequences would estimate the mean of
@@ -139,10 +140,10 @@ def _actively_drawn_state(comparison: Comparison, both: pd.DataFrame, labels_a, 
         return ComparisonState(comparison, 0, float("nan"), float("-inf"), float("inf"), Decision.UNDECIDED)
     contexts = sorted(drawn_with)
     budget = sum(drawn_with.values())
-    rated = [c for c in both.index if c in drawn_with]
+    rated = [c for c in both.index if c in drawn]
     if len(rated) < len(both) or not contexts or budget <= 0:
-        notes.append(f"{comparison.describe()}: no interval (the active draw recorded no probability for "
-                     f"{len(both) - len(rated)} rated context(s); run `empeval study sample` again)")
+        notes.append(f"{comparison.describe()}: no interval ({len(both) - len(rated)} rated context(s) were not "
+                     "drawn by the active draw, or it recorded no probability for them)")
         return ComparisonState(comparison, len(both), float("nan"), float("-inf"), float("inf"), Decision.UNDECIDED)
     pi = [drawn_with[c] for c in rated]
     differences = (pd.Series(labels_a, index=both.index) - pd.Series(labels_b, index=both.index)).loc[rated]
