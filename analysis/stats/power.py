@@ -624,7 +624,7 @@ def _check_rates(p_win: float, tie_rate: float, k: int) -> None:
 def net_preference_moments(*, p_win: float, tie_rate: float, k: int, context_share: float = 0.0) -> tuple[float, float]:
     """Mean and standard deviation of a context's net preference for the better system, (wins - losses) / k over
     its k judgments, under the judgment model of ``context_outcome_probabilities`` (the label an A/B study's
-    decisions and model-assisted estimates average: analysis.kinds.pairwise.judged).
+    decisions and model-assisted estimates average).
 
     Given the context's rates (q_win, q_loss), the label has mean q_win - q_loss and variance
     (q_win + q_loss - (q_win - q_loss)^2) / k; over contexts (Gauss-Hermite quadrature over the shared part) the
