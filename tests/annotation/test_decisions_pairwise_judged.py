@@ -184,33 +184,13 @@ def test_raters_claiming_at_once_get_only_the_sampled_contexts_pairs(sample_engi
     """The hand-out follows the A/B human share under concurrent claims (each rater with her own engine): every
     claimed pair sits on a context people judge by design, no assignment goes twice, and the judge-only pairs are in
     no assignment."""
-    import threading
-
-    from empeval.server.annotation.handout import next_assignment
-    from empeval.server.store import make_engine
     from empeval.server.store.kinds.pairwise import AssignmentPair, PairItem
+    from tests.tasks.test_active_sampling import claims_at_once
 
     _study(sample_engine, share=0.5)
     raters = [_rater(sample_engine, f"claimer-{i}", "ab-judged")[0].id for i in range(6)]
-    url = sample_engine.url.render_as_string(hide_password=False)
-    barrier, claimed, errors = threading.Barrier(len(raters)), [], []
-
-    def claim(annotator_id: int) -> None:
-        engine = make_engine(url)
-        try:
-            barrier.wait()
-            claimed.append(next_assignment(engine, "ab-judged", annotator_id))
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-        finally:
-            engine.dispose()
-
-    threads = [threading.Thread(target=claim, args=(rater,)) for rater in raters]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == [] and None not in claimed and len(set(claimed)) == len(raters)
+    claimed = claims_at_once(sample_engine, "ab-judged", raters)
+    assert None not in claimed and len(set(claimed)) == len(raters)
     with unit_of_work(sample_engine) as session:
         sampled = set(session.scalars(select(StudyContext.context_id).where(StudyContext.human_rated.is_(True))))
         handed = set(session.scalars(select(PairItem.context_id)

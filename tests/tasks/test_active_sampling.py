@@ -183,6 +183,33 @@ def test_the_draw_writes_probabilities_assignments_and_the_log_in_one_go_and_onl
     assert assignment_count(active) == draw.assignments and len(study_log(active, "active")) == 1
 
 
+def claims_at_once(engine, study: str, raters: list[int], timeout: float = 60) -> list:
+    """`next_assignment` of `study` for each of `raters` at the same moment, each with her own engine (as separate
+    requests would have); the assignments claimed, after checking that none raised."""
+    from empeval.server.annotation.handout import next_assignment
+
+    url = engine.url.render_as_string(hide_password=False)
+    barrier, claimed, errors = threading.Barrier(len(raters)), [], []
+
+    def claim(annotator_id: int) -> None:
+        own = make_engine(url)
+        try:
+            barrier.wait()
+            claimed.append(next_assignment(own, study, annotator_id))
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+        finally:
+            own.dispose()
+
+    threads = [threading.Thread(target=claim, args=(rater,)) for rater in raters]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert errors == []
+    return claimed
+
+
 def draws_at_once(engine, study: str, timeout: float = 120) -> list:
     """`sample_study` of `study` run twice at the same moment, each with its own engine and connections (as two
     processes would have); the draws made, after checking that neither raised."""
@@ -259,25 +286,8 @@ def test_the_hand_out_follows_the_draw_under_concurrent_claims(active):
     assert next_assignment(active, "active", raters[0]) is None
     judge_both(active)
     draw = sample_study(active, "active")
-    url = active.url.render_as_string(hide_password=False)
-    barrier, claimed, errors = threading.Barrier(len(raters)), [], []
-
-    def claim(annotator_id: int) -> None:
-        engine = make_engine(url)
-        try:
-            barrier.wait()
-            claimed.append(next_assignment(engine, "active", annotator_id))
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-        finally:
-            engine.dispose()
-
-    threads = [threading.Thread(target=claim, args=(rater,)) for rater in raters]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == [] and None not in claimed and len(set(claimed)) == len(raters) <= draw.assignments
+    claimed = claims_at_once(active, "active", raters)
+    assert None not in claimed and len(set(claimed)) == len(raters) <= draw.assignments
     sid = study_id(active)
     with unit_of_work(active) as session:
         drawn = set(session.scalars(select(StudyContext.context_id).where(StudyContext.study_id == sid,

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from empeval.analysis.kinds.pairwise.schema import PAIR_SEPARATOR, TIE
-from empeval.analysis.stats.ppi.differences import ppi_difference_interval
-from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS
-from empeval.analysis.stats.significance import adjust_pvalues
+
+# The estimators (scipy, statsmodels) are imported where the table is computed: the A/B decisions' look imports this
+# module for ``oriented_verdicts`` when the annotation app starts, and must not pay for them there.
 
 NET_PREFERENCE_COLUMNS = (
     "criterion", "system_a", "system_b", "n_human", "n_judge_only", "correlation", "human_diff", "human_ci_low",
@@ -111,6 +110,12 @@ def model_assisted_net_preferences(judgments: pd.DataFrame, pair_scores: pd.Data
     >>> bool(row["width_ratio"] < 1), bool(row["ppi_ci_low"] < row["ppi_diff"] < row["ppi_ci_high"])
     (True, True)
     """
+    from scipy import stats
+
+    from empeval.analysis.stats.ppi.differences import ppi_difference_interval
+    from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS
+    from empeval.analysis.stats.significance import adjust_pvalues
+
     real = judgments[~judgments["is_control"]]
     sampled = (dict(zip(design_sample["context_id"], design_sample["sampled"], strict=True))
                if design_sample is not None else None)

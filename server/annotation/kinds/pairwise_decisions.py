@@ -24,6 +24,7 @@ import pandas as pd
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
+from empeval.analysis.kinds.pairwise.judged import oriented_verdicts
 from empeval.analysis.stats.sequential import confidence_sequence, decide, ppi_confidence_sequence
 from empeval.server.annotation.decision_state import (
     ComparisonState,
@@ -127,19 +128,6 @@ def pairwise_look(session: Session, study: Study, decisions: Decisions, judge_di
     return KindLook(states, paid, tuple(notes))
 
 
-def oriented_verdicts(judge_diffs: pd.DataFrame, comparison: Comparison) -> pd.Series:
-    """A judge of differences' verdicts on the comparison's pair and criterion, per context, oriented to the
-    comparison (A's advantage over B: the stored verdict is the stored A's, the response with the smaller id);
-    failed verdicts left out."""
-    a, b = comparison.system_a, comparison.system_b
-    rows = judge_diffs[(judge_diffs["criterion"] == comparison.criterion)
-                       & (((judge_diffs["system_a"] == a) & (judge_diffs["system_b"] == b))
-                          | ((judge_diffs["system_a"] == b) & (judge_diffs["system_b"] == a)))]
-    rows = rows[rows["judge_diff"].notna()]
-    sign = rows["system_a"].eq(a).map({True: 1.0, False: -1.0})
-    return pd.Series((rows["judge_diff"] * sign).to_numpy(dtype=float), index=rows["context_id"].to_numpy())
-
-
 def net_preference_state(comparison: Comparison, labels: NetPreferences, decisions: Decisions,
                           judge_diffs: pd.DataFrame | None = None, sampled: dict[int, bool] | None = None,
                           notes: list[str] | None = None) -> ComparisonState:
@@ -160,7 +148,7 @@ def net_preference_state(comparison: Comparison, labels: NetPreferences, decisio
                             decide(low, high, margin=decisions.margin))
     if judge_diffs is None or not labels.labels:
         return state
-    verdicts = oriented_verdicts(judge_diffs, comparison)
+    verdicts = oriented_verdicts(judge_diffs, comparison.system_a, comparison.system_b, comparison.criterion)
     missing = [c for c in labels.contexts if c not in verdicts.index]
     unrated = sorted(c for c in verdicts.index if sampled is not None and sampled.get(c) is False)
     if missing or not unrated:

@@ -80,12 +80,14 @@ class LearnedDifferenceJudge(PairJudge):
                            "JudgedStudy.cross_fit_differences; `empeval judge` hands it down")
         keys = [criterion.key for criterion in study.criteria]
         # An A/B study's labels are its pairs' net preferences (people choose); a Likert study's, rating differences.
-        labels = study.pair_labels if study.pairs is not None else study.human_ratings
-        labels = (labels if labels is not None else pd.DataFrame(columns=["criterion"]))
-        labels = labels.loc[labels["criterion"].isin(keys)]
+        choices = study.pairs is not None
+        trained_on = study.pair_labels if choices else study.human_ratings
+        if trained_on is None:
+            trained_on = pd.DataFrame(columns=["criterion"])
+        labels = trained_on.loc[trained_on["criterion"].isin(keys)]
         unrated = [key for key in keys if key not in set(labels["criterion"])]
         if unrated:
-            what = "choices" if study.pairs is not None else "ratings"
+            what = "choices" if choices else "ratings"
             raise BadInput(f"learned difference judge {self.name!r} learns from the study's own human {what}, and "
                            f"study {study.name!r} has none yet on {', '.join(unrated)}: collect {what} first, or "
                            "choose other --criteria")
@@ -93,16 +95,13 @@ class LearnedDifferenceJudge(PairJudge):
         table = pd.DataFrame({"context_id": [p.first.context.context_id for p in pairs],
                               "system_a": [p.first.system for p in pairs],
                               "system_b": [p.second.system for p in pairs]})
-        fit = {"pair_labels": labels} if study.pairs is not None else {}
+        ratings, fit = (study.human_ratings, {"pair_labels": labels}) if choices else (labels, {})
         try:
-            fitted = study.cross_fit_differences(table, self.features(pairs),
-                                                 study.human_ratings if study.pairs is not None else labels,
+            fitted = study.cross_fit_differences(table, self.features(pairs), ratings,
                                                  n_folds=self.parameters["n_folds"], seed=self.parameters["seed"],
                                                  **fit)
         except ValueError as error:
             raise BadInput(f"learned difference judge {self.name!r} on study {study.name!r}: {error}") from None
-        trained_on = study.pair_labels if study.pairs is not None else study.human_ratings
-        assert trained_on is not None
         self._labels_hash = text_hash(sorted(map(tuple, trained_on.astype(str).to_numpy().tolist())))
         fold_columns = sorted((c for c in fitted.columns if c.startswith("fold_score_")),
                               key=lambda c: int(c.rsplit("_", 1)[1]))
