@@ -16,6 +16,10 @@ import pytest
 from sqlalchemy import Engine, make_url, text
 
 from empeval.server.store import make_engine
+from tests import empty_store_template
+
+empty_store_template.install(lambda engine, real_upgrade: process_sample_templates().recreate_at_head(
+    engine, real_upgrade))
 
 REPO = Path(__file__).resolve().parents[1]
 FULL_ED = Path(os.environ.get("EMPEVAL_FULL_ED", REPO.parent / "shared" / "data" / "empatheticdialogues"))
@@ -216,7 +220,7 @@ class SampleTemplates:
         self.folder = folder
         self._sqlite: Path | None = None
         self._admins: dict[str, Engine] = {}
-        self._templates: dict[str, str] = {}  # PostgreSQL admin URL -> its template database
+        self._templates: dict[str, str] = {}  # PostgreSQL admin URL (head: + it for the empty head) -> template
         self._filled: set[str] = set()  # PostgreSQL databases created as a copy of the template (create_filled)
 
     @staticmethod
@@ -268,6 +272,30 @@ class SampleTemplates:
             connection.execute(text(f'CREATE DATABASE "{parsed.database}" TEMPLATE "{template}"'))
         self._filled.add(url)
 
+    def recreate_at_head(self, engine: Engine, real_upgrade) -> None:
+        """Make the empty PostgreSQL database of `engine` again as a copy of its server's head template, a database
+        `real_upgrade` (the real migrations) brought to head once (tests/empty_store_template.py). The engine's
+        pooled connections are closed first; it opens new ones on the copy."""
+        url = engine.url
+        admin = self.admin(url.render_as_string(hide_password=False))
+        admin_url = url.set(database="postgres").render_as_string(hide_password=False)
+        key = f"head:{admin_url}"
+        template = self._templates.get(key)
+        if template is None:
+            template = f"head_{uuid.uuid4().hex[:12]}"
+            with admin.connect() as connection:
+                connection.execute(text(f'CREATE DATABASE "{template}"'))
+            builder = make_engine(url.set(database=template).render_as_string(hide_password=False))
+            try:
+                real_upgrade(builder)
+            finally:
+                builder.dispose()
+            self._templates[key] = template
+        engine.dispose()
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE "{url.database}" WITH (FORCE)'))
+            connection.execute(text(f'CREATE DATABASE "{url.database}" TEMPLATE "{template}"'))
+
     def admin(self, url: str) -> Engine:
         """One AUTOCOMMIT engine on the server of `url` (its `postgres` database), kept for the session: the
         fixtures create and drop each test's database through it rather than through an engine of their own."""
@@ -278,9 +306,9 @@ class SampleTemplates:
         return admin
 
     def close(self) -> None:
-        for admin_url, template in self._templates.items():
+        for key, template in self._templates.items():
             try:  # the session's own server may already be stopped; an outside one keeps no template
-                with self._admins[admin_url].connect() as connection:
+                with self._admins[key.removeprefix("head:")].connect() as connection:
                     connection.execute(text(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)'))
             except Exception:  # noqa: BLE001 - nothing to clean up on a server that is gone
                 pass
@@ -347,6 +375,10 @@ def _holds_crowd_venv(rootdir: Path, path: str) -> bool:
         return "crowd_python" in (rootdir / path).read_text(encoding="utf-8")
     except OSError:
         return False
+
+
+def pytest_runtest_setup(item):
+    empty_store_template.real_migrations_for(item)
 
 
 @pytest.hookimpl(optionalhook=True)

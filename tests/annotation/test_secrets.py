@@ -39,6 +39,8 @@ def store(tmp_path, monkeypatch):
     engine.dispose()
 
 
+# the files a real migration leaves (its writer lock among them), not a copy of the tests' head template
+@pytest.mark.real_migrations
 def test_a_new_sqlite_store_and_its_wal_and_shm_files_are_readable_by_their_owner_only(tmp_path):
     previous = os.umask(0o022)  # the usual umask, which gave 0644 before
     path = tmp_path / "fresh.db"

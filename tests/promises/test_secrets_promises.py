@@ -84,6 +84,8 @@ def test_the_secret_shows_in_no_repr_of_what_holds_it(lab, tmp_path):
     assert _secret_free(f"{refused.value!r} {refused.value}", first, second)
 
 
+# the net must catch every statement a real migration logs, not a copy of the tests' head template
+@pytest.mark.real_migrations
 def test_the_secret_is_in_no_log_line_from_creating_it_to_rotating_it(tmp_path, no_secret_from_the_environment,
                                                                       caplog):
     # Every logger at DEBUG from before the store is opened: SQLAlchemy's statements, their parameters and rows too.
