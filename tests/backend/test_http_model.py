@@ -57,8 +57,15 @@ def url(server, path=""):
     return f"http://127.0.0.1:{server.server_port}{path}"
 
 
+# A timeout far above any answer's time on a loaded machine: with 0.3 s, a stub answer that the busy machine held
+# back was retried, so a route counted two calls, or one yet to be recorded (a fresh-clone run, 2026-12-04). The
+# tests of the timeout itself give 0.3 s to a route that never answers (/slow), so the timeout alone decides.
+SLOW_ENOUGH = 10.0
+
+
 def model(server, path, **parameters):
-    return HttpModel("remote", {"url": url(server, path), "timeout": 0.3, "retries": 2, "backoff": 0.01, **parameters})
+    return HttpModel("remote", {"url": url(server, path), "timeout": SLOW_ENOUGH, "retries": 2, "backoff": 0.01,
+                                **parameters})
 
 
 def test_plain_json_protocol_sends_the_documented_request_and_reads_the_response(server):
@@ -88,7 +95,7 @@ def test_openai_protocol_maps_speaker_to_user_and_listener_to_assistant(server, 
 
 
 def test_timeout_is_retried_then_reported_per_context(server):
-    [outcome] = model(server, "/slow").respond_batch([CONTEXT])
+    [outcome] = model(server, "/slow", timeout=0.3).respond_batch([CONTEXT])
     assert not outcome.ok and outcome.text is None
     assert "timed out" in outcome.error and outcome.error_kind == "upstream"
     assert outcome.provenance["attempts"] == 3 and len(server.calls) == 3

@@ -74,9 +74,14 @@ def server():
         yield httpd
 
 
+# Far above any answer's time on a loaded machine (0.3 s let a held-back answer be retried); the timeout's own test
+# gives 0.3 s to /slow, which never answers.
+SLOW_ENOUGH = 10.0
+
+
 def judge(server, route, **parameters):
     return HttpJudge("llm", {"base_url": f"http://127.0.0.1:{server.server_port}{route}", "model": "tiny-judge",
-                             "timeout": 0.3, "retries": 2, "backoff": 0.01, **parameters})
+                             "timeout": SLOW_ENOUGH, "retries": 2, "backoff": 0.01, **parameters})
 
 
 def test_a_valid_answer_is_a_score_from_the_documented_request(server, monkeypatch):
@@ -130,7 +135,7 @@ def test_a_server_error_is_retried_a_bounded_number_of_times_then_a_failure(serv
 
 
 def test_a_timeout_is_retried_then_a_failure(server):
-    [verdict] = judge(server, "/slow", retries=1).score_batch([ITEM], EMPATHY, SCALE)
+    [verdict] = judge(server, "/slow", retries=1, timeout=0.3).score_batch([ITEM], EMPATHY, SCALE)
     assert not verdict.ok and "timed out after 0.3 s" in verdict.error and len(server.calls) == 2
 
 

@@ -65,7 +65,7 @@ def server():
 
 def pairwise(server, route, **parameters):
     return PairwiseHttpJudge("pairs", {"base_url": f"http://127.0.0.1:{server.server_port}{route}",
-                                       "model": "tiny-judge", "timeout": 0.5, "retries": 1, "backoff": 0.01,
+                                       "model": "tiny-judge", "timeout": 10.0, "retries": 1, "backoff": 0.01,
                                        **parameters})
 
 
