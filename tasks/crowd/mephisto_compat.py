@@ -13,6 +13,8 @@ patches nest (an ExitStack unwinds them in reverse) and a process can run the ru
   router_on_host         the node router (copied by `router_source`) bound to one interface
   recording_router       LocalArchitect.deploy reports the router process it started and its server dir
   deploy_behind_public_url  LocalArchitect.deploy hands MTurk the public URL instead of "hostname:port"
+  patient_channel_start  the operator waits 60 s (not 10) for the router to open a launching run's channel
+  one_registration_per_request  a registration resent under the same request id is answered once
 
 Waits: `units_launched` keeps the loop running until launch_task_run's unit thread has launched every unit
 (before that, an arriving worker is blocked with "no available work").
@@ -165,6 +167,34 @@ def patient_channel_start(seconds: float = CHANNEL_START_SECONDS) -> Iterator[No
     import mephisto.operations.client_io_handler as client_io_module
 
     with _replaced(client_io_module, "START_DEATH_TIME", seconds):
+        yield
+
+
+@contextlib.contextmanager
+def one_registration_per_request() -> Iterator[None]:
+    """A worker's registration packet that arrives again while the first one with its request id is still being
+    answered is not registered a second time; the pending answer goes to the channel the repeat came on.
+
+    In 1.1.1 the client resends its registration (same request_id) when its socket reconnects before the answer
+    came. ClientIOHandler._register_agent then starts a second WorkerPool.register_worker for it: when only one
+    unit is left, one of the two reserves it and the other is answered NO_AVAILABLE_UNITS, and that answer
+    (enqueue_agent_details) deletes the request id, so the first crashes with KeyError in
+    associate_agent_with_registration and the worker is shown "no available work" with the unit reserved for
+    nobody (seen in a full test run, 2026-12-04)."""
+    from mephisto.operations.client_io_handler import ClientIOHandler
+
+    register = ClientIOHandler._register_agent
+
+    def register_once(self: Any, packet: Any, channel_id: str) -> None:
+        request_id = packet.data["request_id"]
+        if request_id in self.request_id_to_channel_id:
+            log.warning("registration %s arrived again while it is being answered: answering it once, on the "
+                        "channel it came on last", request_id)
+            self.request_id_to_channel_id[request_id] = channel_id
+            return
+        register(self, packet, channel_id)
+
+    with _replaced(ClientIOHandler, "_register_agent", register_once):
         yield
 
 

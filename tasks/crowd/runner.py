@@ -241,6 +241,7 @@ def launch(job_dir: Path, *, prepare_operator: Callable[[Any], None] | None = No
                 patches.enter_context(compat.router_on_host(job.router_host))
                 patches.enter_context(compat.metrics_on_localhost())
                 patches.enter_context(compat.patient_channel_start())
+                patches.enter_context(compat.one_registration_per_request())
                 patches.enter_context(compat.recording_router(
                     lambda pid, server_dir: compat.record_owned(job_dir, pid=pid, directory=server_dir)))
                 if job.public_url:

@@ -1,10 +1,11 @@
 """Runs in the crowd virtualenv: enters one of tasks/crowd/mephisto_compat.py's patches, looks at what it
 changed, leaves it, and prints one JSON object saying what was there before, inside and after.
 
-    python compat_probe.py home|input|metrics|router_host|deploy JOB_DIR
+    python compat_probe.py home|input|metrics|router_host|channel|registration|deploy JOB_DIR
 """
 from __future__ import annotations
 
+import asyncio
 import builtins
 import importlib.util
 import json
@@ -83,6 +84,45 @@ def probe_channel(job_dir: Path) -> dict:
     with compat.patient_channel_start():
         inside = client_io_module.START_DEATH_TIME
     return {"before": before, "inside": inside, "after": client_io_module.START_DEATH_TIME}
+
+
+def probe_registration(job_dir: Path) -> dict:
+    """The same registration packet twice (the second on another channel) before it is answered, then another
+    request, through 1.1.1's real ClientIOHandler._register_agent with and without the patch; the worker pool
+    is a stand-in that records what it was asked to register."""
+    from mephisto.data_model.packet import PACKET_TYPE_REGISTER_AGENT, Packet
+    from mephisto.operations.client_io_handler import ClientIOHandler
+
+    def registration(request_id: str) -> Packet:
+        return Packet(packet_type=PACKET_TYPE_REGISTER_AGENT, subject_id="mephisto",
+                      data={"request_id": request_id,
+                            "provider_data": {"worker_name": "w1", "agent_registration_id": "w1-reg"}})
+
+    def run_twice() -> dict:
+        handler = ClientIOHandler(db=None)
+        registered = []
+
+        def register_worker(crowd_data, request_id):
+            registered.append(request_id)
+            return asyncio.sleep(0)
+
+        pool = types.SimpleNamespace(register_worker=register_worker)
+        execute_coro = asyncio.run
+        handler._live_run = types.SimpleNamespace(worker_pool=pool,
+                                                  loop_wrap=types.SimpleNamespace(execute_coro=execute_coro))
+        handler.get_live_run = lambda: handler._live_run
+        handler._register_agent(registration("r1"), "channel-a")
+        handler._register_agent(registration("r1"), "channel-b")
+        handler._register_agent(registration("r2"), "channel-c")
+        return {"registered": registered, "answer_to": dict(handler.request_id_to_channel_id)}
+
+    original = ClientIOHandler._register_agent
+    unpatched = run_twice()
+    with compat.one_registration_per_request():
+        replaced = ClientIOHandler._register_agent is not original
+        patched = run_twice()
+    return {"unpatched": unpatched, "patched": patched, "replaced": replaced,
+            "restored": ClientIOHandler._register_agent is original}
 
 
 def probe_deploy(job_dir: Path) -> dict:

@@ -57,6 +57,17 @@ def test_the_router_gets_longer_than_ten_seconds_to_open_its_channel_and_mephist
     assert compat.CHANNEL_START_SECONDS > 10
 
 
+def test_a_registration_resent_before_its_answer_is_registered_once_and_answered_on_the_latest_channel(
+        crowd_python, job_dir):
+    seen = probe(crowd_python, "registration", job_dir)
+    # 1.1.1 as it is: the repeat starts a second registration for the same request (the race that answered a
+    # worker "no available work" while a unit was reserved for nobody).
+    assert seen["unpatched"]["registered"] == ["r1", "r1", "r2"]
+    assert seen["patched"]["registered"] == ["r1", "r2"]
+    assert seen["patched"]["answer_to"] == {"r1": "channel-b", "r2": "channel-c"}
+    assert seen["replaced"] and seen["restored"]
+
+
 def test_home_moves_into_the_job_while_mephisto_runs_and_comes_back(crowd_python, job_dir, tmp_path):
     home = tmp_path / "home"
     seen = probe(crowd_python, "home", job_dir, HOME=str(home))
