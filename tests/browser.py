@@ -3,6 +3,7 @@ Chromium driven by Playwright, allowed to reach 127.0.0.1 only."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -32,12 +33,15 @@ def live_server(app) -> Iterator[str]:
 
 
 _SHARED: dict = {}
+#: Browser contexts not in use, by their options: a test's page is opened in one of them after it was wiped
+_IDLE: dict[str, list] = {}
+_BLANK_PAGE = b"<!doctype html><title>keeper</title>"
 
 
 def _browser():
     """One headless Chromium for the whole test session (launching one costs about a second, two under load, and
-    the suite opens over a hundred pages); every page still gets a fresh context, so no cookie, storage or route
-    leaks from one test to the next. Relaunched if it died; closed when the session ends."""
+    the suite opens over a hundred pages). Relaunched if it died (its contexts are then forgotten); closed when
+    the session ends."""
     browser = _SHARED.get("browser")
     if browser is None or not browser.is_connected():
         from playwright.sync_api import sync_playwright
@@ -45,34 +49,112 @@ def _browser():
         if "playwright" not in _SHARED:
             _SHARED["playwright"] = sync_playwright().start()
             atexit.register(_close_shared)
+        _IDLE.clear()
         browser = _SHARED["browser"] = _SHARED["playwright"].chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
     return browser
 
 
+def _keeper_url() -> str:
+    """A blank page on 127.0.0.1 from a server that lives as long as the session, so no test's server can be
+    given its port: each context keeps one page open there (see `chromium_page`)."""
+    if "keeper" not in _SHARED:
+        def blank(environ, start_response):
+            start_response("200 OK", [("Content-Type", "text/html"), ("Cache-Control", "no-store")])
+            return [_BLANK_PAGE]
+
+        server = make_server("127.0.0.1", 0, blank, threaded=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        _SHARED["keeper"] = server
+    return f"http://127.0.0.1:{_SHARED['keeper'].server_port}/"
+
+
 def _close_shared() -> None:
     browser, playwright = _SHARED.pop("browser", None), _SHARED.pop("playwright", None)
+    keeper = _SHARED.pop("keeper", None)
+    _IDLE.clear()
     try:
         if browser is not None and browser.is_connected():
             browser.close()
     finally:
         if playwright is not None:
             playwright.stop()
+        if keeper is not None:
+            keeper.shutdown()
+            keeper.server_close()
+
+
+def _only_local(route) -> None:
+    if urlparse(route.request.url).hostname == "127.0.0.1":
+        route.continue_()
+    else:
+        route.abort()
+
+
+def _new_context(options: dict):
+    context = _browser().new_context(**options)
+    context.route("**/*", _only_local)
+    keeper = context.new_page()
+    keeper.goto(_keeper_url())
+    return context, keeper
+
+
+def _wipe(context, keeper, origins: set[str]) -> None:
+    """Leave `context` as a new one would be: only its keeper page open, no cookie, no permission, no route but
+    the 127.0.0.1-only one, and nothing stored (local storage, IndexedDB, cache storage, service workers, the HTTP
+    cache) for any origin the test reached."""
+    for page in context.pages:
+        if page is not keeper:
+            page.close()
+    context.clear_cookies()
+    context.clear_permissions()
+    context.unroute_all(behavior="wait")
+    context.route("**/*", _only_local)
+    session = context.new_cdp_session(keeper)
+    try:
+        for origin in sorted(origins):
+            session.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+        session.send("Network.clearBrowserCache")
+    finally:
+        session.detach()
 
 
 @contextmanager
 def chromium_page(**context_options) -> Iterator:
-    """A headless Chromium page, in a context of its own (`context_options` go to Browser.new_context), whose
-    requests can reach 127.0.0.1 only."""
+    """A headless Chromium page whose requests can reach 127.0.0.1 only, in a context with `context_options`
+    (Browser.new_context's) that no other open page shares and that holds nothing from an earlier test: no
+    cookie, storage, cache entry, permission, route or other page.
+
+    The context itself is reused, wiped, from test to test (`_wipe`): a new context starts a new renderer process
+    and loads and compiles each page's scripts afresh, which made Chromium the suite's largest single cost (about
+    0.6 s of CPU per page on the 2-core machine, more than the tests' own processes in the browser files). Each
+    context keeps one blank page open on 127.0.0.1 (`_keeper_url`) so its renderer process stays up between
+    tests."""
     if not os.path.exists(CHROMIUM):
         message = f"Chromium not found at {CHROMIUM} (make test installs Debian's chromium package)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    context = _browser().new_context(**context_options)
+    _browser()  # first: a relaunched browser forgets the idle contexts of the one that died
+    idle = _IDLE.setdefault(repr(sorted(context_options.items())), [])
+    context, keeper = idle.pop() if idle else _new_context(context_options)
+    origins: set[str] = set()
+
+    def reached(request) -> None:
+        parts = urlparse(request.url)
+        if parts.scheme in ("http", "https"):
+            origins.add(f"{parts.scheme}://{parts.netloc}")
+
+    context.on("request", reached)
     try:
-        context.route("**/*", lambda route: route.continue_()
-                      if urlparse(route.request.url).hostname == "127.0.0.1" else route.abort())
         yield context.new_page()
     finally:
-        context.close()
+        context.remove_listener("request", reached)
+        try:
+            _wipe(context, keeper, origins)
+        except Exception:  # noqa: BLE001 - a context that cannot be wiped is closed, never reused
+            with contextlib.suppress(Exception):
+                context.close()
+        else:
+            if _browser() is context.browser:
+                idle.append((context, keeper))

@@ -233,9 +233,7 @@ class SampleTemplates:
         try:
             upgrade(engine)
             import_dialogues(engine, parse_ed_csv(SAMPLE_ED / "test.csv", "test"), dataset="empatheticdialogues")
-            if engine.dialect.name == "sqlite":  # the whole store in the main file, nothing left in the WAL
-                with engine.connect() as connection:
-                    connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            empty_store_template.settle_wal(engine)
         finally:
             engine.dispose()
 

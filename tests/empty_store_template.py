@@ -50,6 +50,14 @@ def _is_empty(engine: Engine) -> bool:
         return connection.exec_driver_sql(query).scalar() == 0
 
 
+def settle_wal(engine: Engine) -> None:
+    """Move a SQLite store's whole content into its main file, nothing left in the WAL (so a file copy or the
+    backup API copies all of it); PostgreSQL needs nothing."""
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def _build_template(real_upgrade: Callable[..., None]) -> Path:
     from empeval.server.store.engine import make_engine
 
@@ -59,8 +67,7 @@ def _build_template(real_upgrade: Callable[..., None]) -> Path:
     engine = make_engine(f"sqlite:///{template}")
     try:
         real_upgrade(engine)
-        with engine.connect() as connection:  # the whole store in the main file, nothing left in the WAL
-            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        settle_wal(engine)
     finally:
         engine.dispose()
     return template

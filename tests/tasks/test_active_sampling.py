@@ -183,56 +183,41 @@ def test_the_draw_writes_probabilities_assignments_and_the_log_in_one_go_and_onl
     assert assignment_count(active) == draw.assignments and len(study_log(active, "active")) == 1
 
 
-def claims_at_once(engine, study: str, raters: list[int], timeout: float = 60) -> list:
-    """`next_assignment` of `study` for each of `raters` at the same moment, each with her own engine (as separate
-    requests would have); the assignments claimed, after checking that none raised."""
-    from empeval.server.annotation.handout import next_assignment
-
+def at_once(engine, calls: list, timeout: float) -> list:
+    """Each of `calls` (a function of an engine) run at the same moment in its own thread with its own engine and
+    connections, as separate requests or processes would have; what they returned, after checking none raised."""
     url = engine.url.render_as_string(hide_password=False)
-    barrier, claimed, errors = threading.Barrier(len(raters)), [], []
+    barrier, results, errors = threading.Barrier(len(calls)), [], []
 
-    def claim(annotator_id: int) -> None:
+    def run(call) -> None:
         own = make_engine(url)
         try:
             barrier.wait()
-            claimed.append(next_assignment(own, study, annotator_id))
+            results.append(call(own))
         except Exception as error:  # noqa: BLE001 - reported below
             errors.append(error)
         finally:
             own.dispose()
 
-    threads = [threading.Thread(target=claim, args=(rater,)) for rater in raters]
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout)
     assert errors == []
-    return claimed
+    return results
+
+
+def claims_at_once(engine, study: str, raters: list[int], timeout: float = 60) -> list:
+    """`next_assignment` of `study` for each of `raters` at the same moment; the assignments claimed."""
+    from empeval.server.annotation.handout import next_assignment
+
+    return at_once(engine, [lambda own, rater=rater: next_assignment(own, study, rater) for rater in raters], timeout)
 
 
 def draws_at_once(engine, study: str, timeout: float = 120) -> list:
-    """`sample_study` of `study` run twice at the same moment, each with its own engine and connections (as two
-    processes would have); the draws made, after checking that neither raised."""
-    url = engine.url.render_as_string(hide_password=False)
-    barrier, draws, errors = threading.Barrier(2), [], []
-
-    def run() -> None:
-        own = make_engine(url)
-        try:
-            barrier.wait()
-            draws.append(sample_study(own, study))
-        except Exception as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-        finally:
-            own.dispose()
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout)
-    assert errors == []
-    return draws
+    """`sample_study` of `study` run twice at the same moment; the draws made."""
+    return at_once(engine, [lambda own: sample_study(own, study)] * 2, timeout)
 
 
 def test_two_draws_at_once_make_exactly_one(active):
