@@ -55,23 +55,25 @@ def _browser():
     return browser
 
 
+def _blank(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/html"), ("Cache-Control", "no-store")])
+    return [_BLANK_PAGE]
+
+
 def _keeper_url() -> str:
     """A blank page on 127.0.0.1 from a server that lives as long as the session, so no test's server can be
     given its port: each context keeps one page open there (see `chromium_page`)."""
     if "keeper" not in _SHARED:
-        def blank(environ, start_response):
-            start_response("200 OK", [("Content-Type", "text/html"), ("Cache-Control", "no-store")])
-            return [_BLANK_PAGE]
-
-        server = make_server("127.0.0.1", 0, blank, threaded=True)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        _SHARED["keeper"] = server
-    return f"http://127.0.0.1:{_SHARED['keeper'].server_port}/"
+        stack = contextlib.ExitStack()
+        _SHARED["keeper_url"] = stack.enter_context(live_server(_blank)) + "/"
+        _SHARED["keeper"] = stack
+    return _SHARED["keeper_url"]
 
 
 def _close_shared() -> None:
     browser, playwright = _SHARED.pop("browser", None), _SHARED.pop("playwright", None)
     keeper = _SHARED.pop("keeper", None)
+    _SHARED.pop("keeper_url", None)
     _IDLE.clear()
     try:
         if browser is not None and browser.is_connected():
@@ -80,8 +82,7 @@ def _close_shared() -> None:
         if playwright is not None:
             playwright.stop()
         if keeper is not None:
-            keeper.shutdown()
-            keeper.server_close()
+            keeper.close()
 
 
 def _only_local(route) -> None:
@@ -155,6 +156,5 @@ def chromium_page(**context_options) -> Iterator:
         except Exception:  # noqa: BLE001 - a context that cannot be wiped is closed, never reused
             with contextlib.suppress(Exception):
                 context.close()
-        else:
-            if _browser() is context.browser:
-                idle.append((context, keeper))
+        else:  # wiped, so its browser is alive: the one _browser() returns
+            idle.append((context, keeper))
