@@ -24,6 +24,9 @@ FAST_WORKERS ?= 2
 unexport PYTHONDONTWRITEBYTECODE
 
 BIN := $(VENV)/bin
+UV_SPEC ?= uv==0.13.9
+UV := $(BIN)/uv
+UV_INSTALL := $(BIN)/python scripts/uv_install.py $(if $(filter --quiet,$(PIP_FLAGS)),--quiet)
 STAMP := $(VENV)/.installed
 LINKED := $(VENV)/.linked
 ROOM_FILES := $(VENV)/.room-files
@@ -50,12 +53,18 @@ help:
 venv: $(LINKED)
 
 # Re-installs only when the project's requirements change; a second run costs a stat().
-$(STAMP): pyproject.toml setup.py Makefile
+# The installer is uv (UV_SPEC, from the package registry), run by scripts/uv_install.py with pip's package sources
+# on this machine: a fresh .venv took 89 s with pip, about 50 s with uv (2026-12-04, 2 cores). Modules are
+# compiled at install (--compile-bytecode), as pip does, so that four test workers do not each compile them.
+$(UV): Makefile
 	@# pip is the last thing venv writes: a creation killed half-way (python there, pip not) is made again.
 	@test -x $(BIN)/pip || $(PYTHON) -m venv --clear $(VENV)
-	$(BIN)/pip install $(PIP_FLAGS) --upgrade pip setuptools wheel
-	$(BIN)/pip install $(PIP_FLAGS) "$(TORCH_SPEC)"
-	$(BIN)/pip install $(PIP_FLAGS) -e ".[backend,dev]" "$(TORCH_SPEC)" $(EDITABLE)
+	$(BIN)/pip install $(PIP_FLAGS) "$(UV_SPEC)"
+	@touch $(UV)
+
+$(STAMP): pyproject.toml setup.py Makefile scripts/uv_install.py $(UV)
+	$(UV_INSTALL) --python $(BIN)/python --compile-bytecode \
+	  -e ".[backend,dev]" "$(TORCH_SPEC)" "setuptools>=64" wheel -C editable_mode=strict
 	@touch $(STAMP)
 
 # The one import name: setup.py maps the rooms under `empeval`, and the install is editable in setuptools' strict
@@ -85,7 +94,7 @@ $(CROWD_BUNDLE): $(UI_BUNDLE)
 crowd: $(CROWD_STAMP) $(CROWD_BUNDLE)
 
 # Mephisto goes in with --no-deps (its `detoxify` requirement pulls a multi-GB torch); the rest is pinned.
-$(CROWD_STAMP): tasks/crowd-requirements.txt Makefile
+$(CROWD_STAMP): tasks/crowd-requirements.txt Makefile scripts/uv_install.py $(UV)
 	@py="$(CROWD_PYTHON)"; \
 	if [ -z "$$py" ]; then \
 	  for c in "$$(command -v python3.10)" "$$(pyenv root 2>/dev/null)"/versions/3.10*/bin/python3.10 \
@@ -101,8 +110,8 @@ $(CROWD_STAMP): tasks/crowd-requirements.txt Makefile
 	fi; \
 	echo "crowd environment: $(CROWD_VENV) with $$py"; \
 	test -x $(CROWD_VENV)/bin/pip || "$$py" -m venv --clear $(CROWD_VENV)
-	$(CROWD_VENV)/bin/pip install $(PIP_FLAGS) -r tasks/crowd-requirements.txt
-	$(CROWD_VENV)/bin/pip install $(PIP_FLAGS) --no-deps mephisto==1.1.1
+	$(UV_INSTALL) --python $(CROWD_VENV)/bin/python --compile-bytecode -r tasks/crowd-requirements.txt
+	$(UV_INSTALL) --python $(CROWD_VENV)/bin/python --compile-bytecode --no-deps mephisto==1.1.1
 	@touch $(CROWD_STAMP)
 
 # System packages the tests meet for real (PostgreSQL server, Chromium). Installed only when missing.
