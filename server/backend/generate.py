@@ -1,7 +1,7 @@
 """Filling the response table: one system, the chosen contexts, batched, resumable, one transaction per batch."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, select
@@ -52,17 +52,20 @@ def generate_responses(
     dataset: str,
     split: str,
     limit: int | None = None,
+    context_ids: Collection[int] | None = None,
     batch_size: int = 64,
     on_batch: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
 ) -> GenerationReport:
-    """Responses of `model` for the first `limit` contexts of `split`, skipping those this system version
-    already answered. Each batch's responses are written in one transaction, so an interrupted run keeps
-    every finished batch and the next run resumes after it. Errors are reported, never stored."""
+    """Responses of `model` for the first `limit` contexts of `split` (of those in `context_ids`, when given),
+    skipping those this system version already answered. Each batch's responses are written in one transaction,
+    so an interrupted run keeps every finished batch and the next run resumes after it. Errors are reported, never
+    stored."""
     system_id = system_row(engine, model)
     report = GenerationReport(model.name, model.version)
     with unit_of_work(engine) as session:
-        contexts = load_contexts(session, dataset=dataset, split=split, limit=limit)
+        contexts = load_contexts(session, dataset=dataset, split=split, limit=limit,
+                                 context_ids=None if context_ids is None else sorted(context_ids))
         done = set(session.scalars(select(Response.context_id).where(Response.system_id == system_id)))
     report.contexts = len(contexts)
     todo = [c for c in contexts if c.context_id not in done]

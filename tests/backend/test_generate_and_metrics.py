@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from empeval.cli import cli
+from empeval.server.backend.contexts import load_contexts
 from empeval.server.backend.controls import GenericControl
 from empeval.server.backend.generate import generate_responses
 from empeval.server.backend.metrics import corpus_bleu, moel_tokenise
@@ -29,6 +30,23 @@ def test_generate_is_resumable_and_skips_what_the_same_version_answered(fresh_en
     second = generate_responses(fresh_engine, gold, dataset="empatheticdialogues", split="test", limit=50)
     assert (second.stored, second.skipped) == (20, 30)
     assert count(fresh_engine) == 50
+
+
+def test_generate_answers_only_the_contexts_it_is_given_and_then_the_rest(fresh_engine, tmp_path):
+    resources = BackendResources(engine=fresh_engine, cache_dir=tmp_path, show_progress=False)
+    gold = Registry.from_config(None, resources).get("gold")
+    with unit_of_work(fresh_engine) as session:
+        test_ids = [c.context_id for c in load_contexts(session, dataset="empatheticdialogues", split="test")]
+        train_id = load_contexts(session, dataset="empatheticdialogues", split="train", limit=1)[0].context_id
+    chosen = set(test_ids[5:25:2]) | {train_id}  # a context of another split is not the test split's to answer
+    first = generate_responses(fresh_engine, gold, dataset="empatheticdialogues", split="test", context_ids=chosen)
+    with unit_of_work(fresh_engine) as session:
+        answered = set(session.scalars(select(Response.context_id)))
+    assert first.stored == 10 and answered == chosen - {train_id}
+    rest = generate_responses(fresh_engine, gold, dataset="empatheticdialogues", split="test")
+    assert (rest.stored, rest.skipped) == (len(test_ids) - 10, 10)
+    assert generate_responses(fresh_engine, gold, dataset="empatheticdialogues", split="test",
+                              context_ids=set()).contexts == 0
 
 
 def test_a_new_version_is_a_new_system_row_with_its_own_responses(fresh_engine, tmp_path):

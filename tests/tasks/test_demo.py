@@ -29,6 +29,11 @@ def test_reduced_demo_runs_end_to_end_and_its_report_ranks_gold_first(tmp_path, 
         stored = s.scalar(select(func.count(Rating.id)))
         open_try_it = s.scalar(select(func.count(Assignment.id)).where(Assignment.status == "open"))
         rated = s.scalar(select(func.count(func.distinct(Rating.annotator_id))))
+        answered = dict(s.execute(select(System.name, func.count(Response.id)).join(Response)
+                                  .group_by(System.name)).all())
+    # the systems answer a seeded draw of the split that the studies draw from (twice the count, 20 more at
+    # least), not the whole sample's 668 test contexts: retrieval encodes every context it answers
+    assert set(answered.values()) == {max(2 * 12, 12 + 20)} and {"gold", "retrieval", "kemp"} <= set(answered)
     assert result.main.answers == stored > 0 and result.main.counted == "ratings"
     # the raters the demo says worked are those whose ratings the report counts, not every one offered work
     assert result.main.worked == rated and 0 < rated <= result.main.raters == 36
