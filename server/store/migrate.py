@@ -8,6 +8,7 @@ killed may say it is at one revision while holding part of the next; an upgrade 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,7 +65,11 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+@functools.cache
 def head_revision() -> str | None:
+    """The newest revision of the migrations shipped with this code, read once per process: alembic loads every
+    revision script to find it (8 ms, and `ensure_schema` asks on every app made, every CLI command that opens a
+    store)."""
     return ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
 
 
