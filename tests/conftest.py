@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
 import socket
@@ -373,6 +374,13 @@ def _holds_crowd_venv(rootdir: Path, path: str) -> bool:
         return "crowd_python" in (rootdir / path).read_text(encoding="utf-8")
     except OSError:
         return False
+
+
+def pytest_collection_finish(session):
+    """What collecting imported (torch, pandas, scipy, the app: some 376,000 objects a worker keeps to the end) is
+    moved out of the garbage collector's way: each full collection walked all of it again. Measured on
+    tests/analysis, 4 workers: 8.8 s of CPU in the collector, 5.8 s frozen."""
+    gc.freeze()
 
 
 def pytest_runtest_setup(item):
