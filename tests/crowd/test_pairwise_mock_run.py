@@ -1,6 +1,7 @@
 """A pairwise (A/B) unit through a real Mephisto mock run: the page Mephisto serves gets the job's A/B text for its
 preview, a browser worker compares every pair by keyboard, the runner scores the control pair, ingest stores the
-choices, and SQL holds them on the sides the worker saw."""
+choices, and SQL holds them on the sides the worker saw. The study is a model-assisted one (design.human_share,
+issue 28): the crowd is given the pairs of the sampled contexts only, never a pair left to the judge."""
 from __future__ import annotations
 
 import json
@@ -10,13 +11,15 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from empeval.server.store.kinds.likert import StudyContext
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
-from empeval.server.store.models import Assignment
+from empeval.server.store.models import Assignment, Study
 from empeval.tasks.crowd import contract, jobs
 from empeval.tasks.kinds.pairwise import LISTING
+from empeval.tasks.study_create import create_study
+from empeval.tasks.study_file import parse_study
 from tests.browser import chromium_page
 from tests.crowd.conftest import empeval, free_port, leftovers, wait_until
-from tests.crowd.test_pairwise_ingest import ab_store  # noqa: F401 - the fixture
 from tests.crowd.workers import do_unit, wait_for_task_or_block
 
 pytestmark = pytest.mark.slow
@@ -24,14 +27,37 @@ KEYS = {"empathy": "B", "relevance": "A", "fluency": "B"}  # the worker's answer
 SIDE_OF = {"A": "left", "B": "right"}
 
 
+@pytest.fixture
+def ab_share_store(crowd_store):
+    """Beside `pilot`: `ab`, A/B on 8 contexts of which people judge a seeded half (human_share 0.5), no ties,
+    one control pair per assignment; the other 4 contexts' pairs are stored for a judge of differences alone."""
+    create_study(crowd_store, parse_study({
+        "name": "ab", "kind": "pairwise", "seed": 3,
+        "contexts": {"split": "test", "count": 8},
+        "systems": {"names": ["sys-a", "sys-b"], "controls": ["control-generic"]},
+        "design": {"judgments_per_pair": 2, "items_per_assignment": 3, "control_rate": 0.34, "ties": False,
+                   "assignment_minutes": 30, "human_share": 0.5, "human_share_seed": 11},
+        "pay": {"per_assignment": 0.5, "currency": "USD"}}))
+    return crowd_store
+
+
 def test_a_browser_worker_does_a_pairwise_unit_and_its_choices_land_in_sql(crowd_python, crowd_dir,
-                                                                           ab_store):  # noqa: F811
+                                                                           ab_share_store):
+    ab_store = ab_share_store
+    with Session(ab_store) as session:
+        sampled = dict(session.execute(select(StudyContext.context_id, StudyContext.human_rated)
+                                       .join(Study).where(Study.name == "ab")).all())
+        judge_only_pairs = set(session.scalars(select(PairItem.id).join(Study).where(
+            Study.name == "ab", PairItem.context_id.in_([c for c, human in sampled.items() if not human]))))
+    assert len(sampled) == 8 and sum(sampled.values()) == 4 and judge_only_pairs
     port = free_port()
     result = empeval("crowd", "launch", "ab", "--provider", "mock", "--units", "1", "--port", str(port),
                      "--timeout", "240", "--no-onboarding")
     assert result.exit_code == 0, result.output
     job_dir = next(crowd_dir.glob("ab/*/"))
     (unit,) = contract.read_items(job_dir).values()
+    # The job's units are the sampled contexts' assignments: no unit holds a pair left to the judge.
+    assert not {item["item_id"] for item in unit.payload["items"]} & judge_only_pairs
     try:
         wait_until(lambda: jobs.read_status(job_dir).state == contract.RUNNING, 120, "the run to go live")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/task_config.json", timeout=30) as answer:
@@ -64,6 +90,13 @@ def test_a_browser_worker_does_a_pairwise_unit_and_its_choices_land_in_sql(crowd
             .join(AssignmentPair, AssignmentPair.pair_item_id == PairItem.id)
             .where(AssignmentPair.assignment_id == unit.assignment_id)).all()
     assert stored == {(pair.id, criterion, SIDE_OF[key]) for pair in pairs for criterion, key in KEYS.items()}
+    with Session(ab_store) as session:
+        judged_contexts = set(session.scalars(select(PairItem.context_id).join(Choice)
+                                              .where(~PairItem.is_control)))
+        handed_out = set(session.scalars(select(AssignmentPair.pair_item_id).join(Assignment).join(Study)
+                                         .where(Study.name == "ab")))
+    assert judged_contexts and all(sampled[c] for c in judged_contexts)  # people judged sampled contexts only
+    assert not handed_out & judge_only_pairs  # and no assignment of the study holds a judge-only pair
     # The control pair scored by the runner: passed when the worker chose the label the control was not shown
     # under, on the criterion it targets (from SQL: the control's side against the side shown left).
     controls = [pair for pair in pairs if pair.is_control]
