@@ -56,9 +56,9 @@ def test_a_browser_worker_does_a_pairwise_unit_and_its_choices_land_in_sql(crowd
     assert result.exit_code == 0, result.output
     job_dir = next(crowd_dir.glob("ab/*/"))
     (unit,) = contract.read_items(job_dir).values()
-    # The job's units are the sampled contexts' assignments: no unit holds a pair left to the judge.
-    assert not {item["item_id"] for item in unit.payload["items"]} & judge_only_pairs
     try:
+        # The job's units are the sampled contexts' assignments: no unit holds a pair left to the judge.
+        assert not {item["item_id"] for item in unit.payload["items"]} & judge_only_pairs
         wait_until(lambda: jobs.read_status(job_dir).state == contract.RUNNING, 120, "the run to go live")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/task_config.json", timeout=30) as answer:
             served = json.loads(answer.read())
