@@ -17,10 +17,11 @@ import pytest
 from sqlalchemy import Engine, make_url, text
 
 from empeval.server.store import make_engine
-from tests import empty_store_template
+from tests import empty_store_template, route_builders
 
 empty_store_template.install(lambda engine, real_upgrade: process_sample_templates().recreate_at_head(
     engine, real_upgrade))
+route_builders.install()  # the suite makes thousands of apps from the same routes: see tests/route_builders.py
 
 REPO = Path(__file__).resolve().parents[1]
 FULL_ED = Path(os.environ.get("EMPEVAL_FULL_ED", REPO.parent / "shared" / "data" / "empatheticdialogues"))
