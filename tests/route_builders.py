@@ -37,8 +37,3 @@ def install() -> None:
 def uninstall() -> None:
     """werkzeug's own compile again (for the test that compares the two)."""
     Rule._compile_builder = _compile_builder
-
-
-def cached() -> int:
-    """How many builders this process keeps."""
-    return len(_BUILDERS)

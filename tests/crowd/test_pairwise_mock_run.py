@@ -28,7 +28,7 @@ SIDE_OF = {"A": "left", "B": "right"}
 
 
 @pytest.fixture
-def ab_share_store(crowd_store):
+def ab_store(crowd_store):
     """Beside `pilot`: `ab`, A/B on 8 contexts of which people judge a seeded half (human_share 0.5), no ties,
     one control pair per assignment; the other 4 contexts' pairs are stored for a judge of differences alone."""
     create_study(crowd_store, parse_study({
@@ -42,8 +42,7 @@ def ab_share_store(crowd_store):
 
 
 def test_a_browser_worker_does_a_pairwise_unit_and_its_choices_land_in_sql(crowd_python, crowd_dir,
-                                                                           ab_share_store):
-    ab_store = ab_share_store
+                                                                           ab_store):
     with Session(ab_store) as session:
         sampled = dict(session.execute(select(StudyContext.context_id, StudyContext.human_rated)
                                        .join(Study).where(Study.name == "ab")).all())
