@@ -1,7 +1,14 @@
-"""`empeval study sample NAME`: the active draw of a Likert study with design.sampling = "active", wired from the
-rooms: the judges' stored scores (server.backend.judges.scores), checked complete; each context's uncertainty and
-probability (analysis.stats.ppi.active: square-root rule scaled to human_share x contexts, mixed with uniform);
-the draw itself, in one transaction (tasks.kinds.likert_active).
+"""`empeval study sample NAME`: the active draw of a Likert or A/B study with design.sampling = "active", wired from
+the rooms: the judges' stored scores (server.backend.judges.scores; an A/B study's judges of differences' verdicts,
+server.backend.judges.pair_scores), checked complete; each context's uncertainty and probability
+(analysis.stats.ppi.active: square-root rule scaled to human_share x contexts, mixed with uniform); the draw itself,
+in one transaction (tasks.kinds.likert_active).
+
+An A/B study's uncertainty is its judges of differences' disagreement: each verdict (A's advantage over B, oriented
+to the pair's sorted-first system) standardised per judge and criterion, the variance across judges per pair and
+criterion, averaged over the context's pairs and criteria (``context_uncertainty`` with a pair in the place of a
+system). One judge of differences alone gives uniform probabilities, and says so. The two-phase design is a Likert
+study's: ``burn_in`` is refused for an A/B study.
 
 With ``burn_in`` (a share; `empeval study sample --burn-in SHARE`) the draw is the two-phase design of
 analysis.stats.ppi.active_phases: the first run draws a uniform burn-in of ``burn_in`` x the budget; once its
@@ -32,6 +39,7 @@ from empeval.analysis.stats.ppi.active_phases import (
     burn_in_probability,
     two_phase_probabilities,
 )
+from empeval.server.backend.judges.pair_scores import judge_pair_scores, pair_judges
 from empeval.server.backend.judges.scores import judge_scores, study_judges
 from empeval.server.errors import BadInput
 from empeval.tasks.kinds.likert_active import (
@@ -66,6 +74,8 @@ def sample_study(engine: Engine, study: str, *, judges: Sequence[str] | None = N
         if design.drawn.phase == BURN_IN:
             return _second_phase(engine, design, seed)
         return design.drawn
+    if design.pairs:
+        return _sample_pairs(engine, design, judges=judges, seed=seed, tau=tau, burn_in=burn_in)
     names = list(dict.fromkeys(judges)) if judges else study_judges(engine, study)
     if not names:
         raise BadInput(f"no judge has scored study {study!r}: run `empeval judge {study} --judges NAME,...` first "
@@ -86,6 +96,58 @@ def sample_study(engine: Engine, study: str, *, judges: Sequence[str] | None = N
         basis += (f"; drawn in one go: a burn-in of {burn_in:.0%} would hold {burn_in * budget:.1f} contexts, the "
                   f"residual model needs {MIN_BURN_IN_CONTEXTS}")
     return draw_active_sample(engine, study, probabilities, basis=basis, judges=names, tau=tau, seed=seed)
+
+
+def _sample_pairs(engine: Engine, design: ActiveDesign, *, judges: Sequence[str] | None, seed: int | None,
+                  tau: float, burn_in: float | None) -> ActiveDraw:
+    """An A/B study's draw (module docstring): every named judge of differences' verdicts, checked complete, their
+    disagreement per context, the probabilities, the draw."""
+    study = design.study
+    if burn_in is not None:
+        raise BadInput(f"study {study!r} is an A/B study; the two-phase design (--burn-in) is a Likert study's: "
+                       "sample it without --burn-in")
+    names = list(dict.fromkeys(judges)) if judges else sorted(pair_judges(engine, study))
+    if not names:
+        raise BadInput(f"no judge of differences has compared the pairs of study {study!r}: run `empeval judge "
+                       f"{study} --judges NAME,...` with pairwise-http-judge judges first (two or more, so that "
+                       "their disagreement can guide the draw), then sample again")
+    tables = []
+    for name in names:
+        verdicts = judge_pair_scores(engine, study, name)
+        _check_pairs_complete(verdicts, design, name)
+        flip = verdicts["system_a"] > verdicts["system_b"]
+        tables.append(pd.DataFrame({
+            "judge": name, "context_id": verdicts["context_id"].astype(int), "criterion": verdicts["criterion"],
+            "system": [f"{min(a, b)}|{max(a, b)}" for a, b in zip(verdicts["system_a"], verdicts["system_b"],
+                                                                   strict=True)],
+            "judge_score": verdicts["judge_diff"].where(~flip, -verdicts["judge_diff"])}))
+    uncertainty = context_uncertainty(pd.concat(tables, ignore_index=True))
+    pi = sampling_probabilities(uncertainty["uncertainty"].to_numpy(), design.human_share * len(design.contexts),
+                                tau=tau)
+    probabilities = {int(cid): float(p) for cid, p in zip(uncertainty["context_id"], pi, strict=True)}
+    return draw_active_sample(engine, study, probabilities, basis=uncertainty.attrs["basis"], judges=names, tau=tau,
+                              seed=seed)
+
+
+def _check_pairs_complete(verdicts: pd.DataFrame, design: ActiveDesign, judge: str) -> None:
+    """BadInput unless `judge` has a verdict on every (context, pair, criterion) of the design."""
+    def key(row) -> tuple[int, tuple[str, str], str]:
+        a, b = row.system_a, row.system_b
+        return int(row.context_id), (a, b) if a <= b else (b, a), row.criterion
+
+    have = {key(row) for row in verdicts.itertuples() if pd.notna(row.judge_diff)}
+    failed = {key(row) for row in verdicts.itertuples() if pd.isna(row.judge_diff)}
+    missing = [(cid, pair, criterion) for cid in sorted(design.contexts) for pair in design.pairs
+               for criterion in design.criteria if (cid, pair, criterion) not in have]
+    if missing:
+        cid, pair, criterion = missing[0]
+        total = len(design.contexts) * len(design.pairs) * len(design.criteria)
+        why = "the judge failed on it" if (cid, pair, criterion) in failed else "the judge never compared it"
+        raise BadInput(f"judge {judge!r} has not compared every pair of study {design.study!r}: {len(missing)} of "
+                       f"{total} pair-criterion verdicts are missing (first: {pair[0]} vs {pair[1]}, context "
+                       f"{design.contexts[cid]}, criterion {criterion!r}: {why}); the draw's probabilities need "
+                       f"every pair compared: run `empeval judge {design.study} --judges {judge}` (it retries "
+                       "failures), then sample again")
 
 
 def _complete_scores(engine: Engine, design: ActiveDesign, names: Sequence[str]) -> pd.DataFrame:

@@ -71,6 +71,59 @@ def test_without_a_human_share_the_report_says_why_it_has_no_model_assisted_numb
     assert "n/a: no context only the judge compared" in (out / "report.md").read_text()
 
 
+def test_an_actively_sampled_ab_study_is_judged_drawn_rated_and_reported_weighted(store, server,  # noqa: F811
+                                                                                  tmp_path):
+    """design.sampling = "active" through the commands: two judges of differences compare every pair, `empeval study
+    sample` draws (they agree everywhere, so uniformly, and it says why), people judge the drawn contexts only, and
+    the report's model-assisted table is the inverse-probability weighted one, its interval covering the study's own
+    net preference over all its contexts."""
+    from sqlalchemy import select
+
+    from empeval.server.store import make_engine, unit_of_work
+    from empeval.server.store.kinds.likert import StudyContext
+    from empeval.server.store.kinds.pairwise import AssignmentPair, PairItem
+    from empeval.server.store.models import Study
+    from empeval.tasks.study_create import create_study
+    from empeval.tasks.study_file import parse_study
+
+    engine = make_engine(store)
+    create_study(engine, parse_study({
+        "name": "ab-active", "kind": "pairwise", "seed": 3, "contexts": {"split": "test", "count": 24},
+        "systems": {"names": ["sys-a", "sys-b"]},
+        "design": {"judgments_per_pair": 2, "items_per_assignment": 4, "control_rate": 0.0, "human_share": 0.5,
+                   "sampling": "active"}}, "ab-active.toml"))
+    config = tmp_path / "judges.toml"
+    endpoint = f"http://127.0.0.1:{server.server_port}/"
+    config.write_text("".join(f'[judges.{name}]\nkind = "pairwise-http-judge"\nbase_url = "{endpoint}"\nmodel = "m"\n\n'
+                              for name in ("pairs", "pairs2")), encoding="utf-8")
+    judged = run(store, "judge", "ab-active", "--judges", "pairs,pairs2", "--config", str(config))
+    assert judged.exit_code == 0, judged.output
+    drawn = run(store, "study", "sample", "ab-active")
+    assert drawn.exit_code == 0, drawn.output
+    assert "study ab-active: drew" in drawn.output and "(12.0 expected" in drawn.output
+    _judge_everything(engine, "ab-active")
+    with unit_of_work(engine) as session:
+        sid = session.scalar(select(Study.id).where(Study.name == "ab-active"))
+        sampled = dict(session.execute(select(StudyContext.context_id, StudyContext.human_rated)
+                                       .where(StudyContext.study_id == sid)).all())
+        placed = set(session.scalars(select(PairItem.context_id).where(PairItem.study_id == sid)
+                                     .join(AssignmentPair, AssignmentPair.pair_item_id == PairItem.id)))
+    engine.dispose()
+    assert placed == {c for c, human in sampled.items() if human}
+    out = tmp_path / "report"
+    result = run(store, "report", "ab-active", "--judge", "pairs", "--out", str(out), "--n-boot", "100")
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "tables" / "ab_model_assisted.csv")
+    n_drawn = sum(sampled.values())
+    assert set(table["n_human"]) == {n_drawn} and set(table["n_judge_only"]) == {24 - n_drawn}
+    assert table["note"].isna().all() and table["ppi_diff"].notna().all()
+    truth = sum(((1 + c % 3 > 2) - (1 + c % 3 < 2)) for c in sampled) / 24
+    assert ((table["ppi_ci_low"] <= truth) & (truth <= table["ppi_ci_high"])).all()
+    markdown = " ".join((out / "report.md").read_text().split())
+    assert f"People judged the pairs of an active sample, {n_drawn} of the study's 24 contexts (12.0 expected)" \
+        in markdown
+
+
 def _context_ids(store) -> list[int]:
     from sqlalchemy import select
 

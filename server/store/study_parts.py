@@ -21,6 +21,13 @@ from empeval.server.errors import BadInput
 
 RECRUITMENT_PLATFORMS = ("local", "prolific", "mturk")
 
+#: How a human share's contexts are drawn (design.sampling, Likert and A/B studies): a seeded uniform sample of fixed
+#: size at study creation, or a Poisson sample with probabilities from the judges' uncertainty, drawn once the judges
+#: have scored every item (`empeval study sample`; analysis.stats.ppi.active).
+UNIFORM_SAMPLING = "uniform"
+ACTIVE_SAMPLING = "active"
+SAMPLINGS = (UNIFORM_SAMPLING, ACTIVE_SAMPLING)
+
 
 class StudyConfigError(BadInput):
     """A stored study configuration does not validate; says which study and which key."""

@@ -65,7 +65,7 @@ class TaskKind:
     # The hooks below with a default most kinds keep (tests/test_kinds_complete.py does not ask for them).
     optional_parts: ClassVar[frozenset[str]] = frozenset({"check_live_systems", "criteria_asked", "linked_study",
                                                           "study_contexts", "qualification_items",
-                                                          "qualification_rows", "decision_terms"})
+                                                          "qualification_rows", "decision_terms", "write_drawn"})
 
     # --- the study file ---------------------------------------------------------------------------------------
     def parse(self, reader: StudyFileReader, data: dict[str, Any], parts: StudyFileParts) -> tuple[StudySetup,
@@ -127,6 +127,13 @@ class TaskKind:
         """Plan the study's assignments over the chosen contexts and write its units and placements (in the caller's
         transaction, `study` already flushed); StudySetupError when the store lacks what the design needs."""
         raise self._missing("create")
+
+    def write_drawn(self, session: Session, study: Study, drawn: set[int]) -> int:
+        """For a kind whose human share may be drawn actively (design.sampling = "active"; tasks.kinds.likert_active
+        makes the draw): write the assignments of the `drawn` contexts' units, controls included, in the draw's
+        transaction, so that the hand-out serves those contexts only; the number of assignments written. BadInput
+        (nothing written) when the drawn contexts cannot hold the design."""
+        raise self._missing("write_drawn")
 
     # --- simulated raters -------------------------------------------------------------------------------------
     def simulated_answers(self, engine: Engine, study: str, model: CrowdModel, seed: int) -> Answer:

@@ -259,6 +259,31 @@ class LikertTasks(TaskKind):
     def system_role(self, spec: StudyConfig, system: str) -> str:
         return ""
 
+    def write_drawn(self, session: Session, study: Study, drawn: set[int]) -> int:
+        """The assignments of the drawn contexts' items (every system's, k distinct annotators each) with the
+        study's controls on those contexts (each control system's latest), written in the draw's transaction
+        (write_assignments); the number of assignments."""
+        spec = study.config
+        items = session.execute(select(StudyItem, Response.context_id)
+                                .join(Response, Response.id == StudyItem.response_id)
+                                .where(StudyItem.study_id == study.id)).all()
+        study_items: dict[Any, StudyItem] = {item.response_id: item for item, _ in items}
+        rated = [Candidate(key=item.response_id, context=cid, system=item.design["system"])
+                 for item, cid in items if not item.is_control and cid in drawn]
+        rated.sort(key=lambda c: (c.context, spec.systems.index(c.system)))
+        control_responses: dict[int, dict[str, int | None]] = {cid: {} for cid in drawn}
+        for name in spec.controls:
+            system_id = session.scalar(select(System.id).where(System.name == name)
+                                       .order_by(System.created_at.desc(), System.id.desc()))
+            if system_id is None:
+                continue
+            for response_id, cid in session.execute(select(Response.id, Response.context_id)
+                                                    .where(Response.system_id == system_id,
+                                                           Response.context_id.in_(drawn))).all():
+                control_responses[cid][name] = response_id
+        plan, _ = write_assignments(session, spec, study, rated, control_responses, study_items)
+        return len(plan)
+
     def create(self, session: Session, spec: StudyConfig, study: Study, chosen: ChosenContexts) -> StudySummary:
         setup = spec.setup
         assert isinstance(setup, LikertSetup)

@@ -1,8 +1,10 @@
-"""Active sampling's draw for a Likert study with design.sampling = "active" (analysis.stats.ppi.active).
+"""Active sampling's draw for a study with design.sampling = "active" (analysis.stats.ppi.active): a Likert study,
+or an A/B study (the kinds whose human share is drawn, their setups' `sampling`).
 
-Such a study is created with every context's items, for the judges, and no assignment. Once the judges have
-scored every item, `empeval study sample NAME` (entry: empeval.sampling) computes each context's probability from
-their uncertainty and hands it here, where the draw happens in ONE transaction:
+Such a study is created with every context's items (an A/B study's: its pairs), for the judges, and no assignment.
+Once the judges have scored every item (an A/B study's judges of differences: compared every pair), `empeval study
+sample NAME` (entry: empeval.sampling) computes each context's probability from their uncertainty and hands it
+here, where the draw happens in ONE transaction:
 
 * the study row is locked (SELECT ... FOR UPDATE on PostgreSQL; SQLite's BEGIN IMMEDIATE takes the write lock
   up front), and a study already drawn is left as it is: a second run, or a second process at the same moment,
@@ -12,24 +14,25 @@ their uncertainty and hands it here, where the draw happens in ONE transaction:
   the same probabilities and seed draw the same contexts in any store;
 * every study_context row gets its ``inclusion_probability`` (the estimator weights by its inverse) and
   ``human_rated`` (drawn or not);
-* the drawn contexts' items get their assignments (tasks.kinds.likert.write_assignments: k distinct annotators
-  per response, the study's controls interleaved), so the hand-out follows the probabilities by construction:
-  only drawn contexts have work;
+* the drawn contexts' units get their assignments, written by the study's kind (TaskKind.write_drawn: a Likert
+  study's items k distinct annotators per response, an A/B study's pairs k judgments per (context, pair) with
+  left/right counterbalanced; the study's controls interleaved), so the hand-out follows the probabilities by
+  construction: only drawn contexts have work;
 * the draw is logged in the study's log (event ``active-draw``: counts, seed, the uncertainty's basis, the judges).
 
-The two-phase design (analysis.stats.ppi.active_phases) runs the same way twice. Phase 1 (``BURN_IN``) is an active
-draw whose probabilities are all p1 (a uniform burn-in of a share of the budget); its log entry's detail holds
-``phase`` 1, the burn-in share, p1 and the number of folds. Phase 2 (``SECOND_PHASE``, ``draw_second_phase``) is
-one more transaction, once the burn-in's ratings are in: the study row locked as above, a study whose phase 2 was
-drawn left as it is; refused while a burn-in item has fewer than k raters; the burn-in's labels (mean rating per
-item and criterion) and the responses' lengths read in the same transaction and handed to the caller's planner,
-which returns each context's overall probability p1 + (1 - p1) q and phase-2 probability q; every context not
-drawn in phase 1 is drawn with its q (``draw_poisson`` on its own stream, "active-sample-2"); every study_context
-row gets its overall probability (the weight's inverse) and human_rated (drawn in either phase); the phase-2
-contexts' assignments are written after the burn-in's in hand-out order; the log entry has ``phase`` 2, the
-phase-2 contexts and the model's basis. Which phase drew a context: the burn-in's contexts are the phase-1
-entry's ``drawn``, redrawn by ``draw_poisson`` from the keys, p1 and the seed; the rest of the rated ones are
-phase 2's (its entry's ``drawn``).
+The two-phase design (analysis.stats.ppi.active_phases; Likert studies) runs the same way twice. Phase 1
+(``BURN_IN``) is an active draw whose probabilities are all p1 (a uniform burn-in of a share of the budget); its log
+entry's detail holds ``phase`` 1, the burn-in share, p1 and the number of folds. Phase 2 (``SECOND_PHASE``,
+``draw_second_phase``) is one more transaction, once the burn-in's ratings are in: the study row locked as above, a
+study whose phase 2 was drawn left as it is; refused while a burn-in item has fewer than k raters; the burn-in's
+labels (mean rating per item and criterion) and the responses' lengths read in the same transaction and handed to
+the caller's planner, which returns each context's overall probability p1 + (1 - p1) q and phase-2 probability q;
+every context not drawn in phase 1 is drawn with its q (``draw_poisson`` on its own stream, "active-sample-2");
+every study_context row gets its overall probability (the weight's inverse) and human_rated (drawn in either phase);
+the phase-2 contexts' assignments are written after the burn-in's in hand-out order; the log entry has ``phase`` 2,
+the phase-2 contexts and the model's basis. Which phase drew a context: the burn-in's contexts are the phase-1
+entry's ``drawn``, redrawn by ``draw_poisson`` from the keys, p1 and the seed; the rest of the rated ones are phase
+2's (its entry's ``drawn``).
 """
 from __future__ import annotations
 
@@ -45,10 +48,10 @@ from empeval.server.annotation.study_log import ACTIVE_DRAW as STUDY_LOG_ACTIVE_
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, LikertSetup, Rating, StudyContext, StudyItem
-from empeval.server.store.models import Assignment, Context, Dialogue, Response, Study, StudyLogEntry, System, utcnow
+from empeval.server.store.kinds.pairwise import PairwiseSetup
+from empeval.server.store.models import Assignment, Context, Dialogue, Response, Study, StudyLogEntry, utcnow
 from empeval.server.store.queries import study_by_name
-from empeval.tasks.design import Candidate
-from empeval.tasks.kinds.likert import write_assignments
+from empeval.tasks.kinds import task_kind
 from empeval.tasks.kinds.likert_human_share import MIN_HUMAN_CONTEXTS
 
 #: The study-log event of an active draw (named once, in the server's study log: the decisions read it too).
@@ -59,8 +62,9 @@ SINGLE, BURN_IN, SECOND_PHASE = 0, 1, 2
 
 @dataclass(frozen=True)
 class ActiveDesign:
-    """What an active draw needs to know of a study: its contexts (id -> key "conv_id#n_turns"), systems, criteria,
-    the expected share and the draw's default seed; and the draw already made, if any."""
+    """What an active draw needs to know of a study: its kind, contexts (id -> key "conv_id#n_turns"), systems,
+    criteria, the expected share and the draw's default seed; and the draw already made, if any; an A/B study's
+    pairs of systems (sorted names; empty for a Likert study)."""
 
     study: str
     contexts: dict[int, str]
@@ -69,6 +73,8 @@ class ActiveDesign:
     human_share: float
     seed: int
     drawn: ActiveDraw | None
+    kind: str = "likert"
+    pairs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,9 +134,12 @@ def active_design(engine: Engine, study: str) -> ActiveDesign:
         contexts = _context_keys(session, row.id)
         drawn = _previous_draw(session, row, contexts)
         assert setup.human_share is not None
+        pairs = tuple((p.first, p.second) if p.first <= p.second else (p.second, p.first)
+                      for p in setup.pairs) if isinstance(setup, PairwiseSetup) else ()
         return ActiveDesign(study=study, contexts=contexts, systems=tuple(row.config.systems),
                             criteria=tuple(c.key for c in row.config.criteria),
-                            human_share=setup.human_share, seed=_default_seed(row), drawn=drawn)
+                            human_share=setup.human_share, seed=_default_seed(row), drawn=drawn, kind=setup.kind,
+                            pairs=pairs)
 
 
 def draw_poisson(keys: Sequence[str], probabilities: Sequence[float], seed: int, *,
@@ -208,13 +217,13 @@ def draw_active_sample(engine: Engine, study: str, probabilities: Mapping[int, f
         for context in session.scalars(select(StudyContext).where(StudyContext.study_id == row.id)):
             context.human_rated = context.context_id in drawn
             context.inclusion_probability = float(probabilities[context.context_id])
-        plan = _write_drawn_assignments(session, row, setup, drawn)
+        written = task_kind(setup.kind).write_drawn(session, row, drawn)
         logged = {"n_contexts": len(ids), "n_drawn": len(drawn), "expected": round(expected, 6),
-                  "assignments": len(plan), "seed": seed, "tau": tau, "basis": basis, "judges": list(judges),
+                  "assignments": written, "seed": seed, "tau": tau, "basis": basis, "judges": list(judges),
                   **({"phase": phase, "drawn": sorted(drawn)} if phase != SINGLE else {}), **(detail or {})}
         session.add(StudyLogEntry(study_id=row.id, event=ACTIVE_DRAW, annotator_id=None, at=utcnow(), detail=logged))
         return ActiveDraw(study=study, new=True, n_contexts=len(ids), n_drawn=len(drawn), expected=expected,
-                          assignments=len(plan), seed=seed, basis=basis, judges=tuple(judges), phase=phase)
+                          assignments=written, seed=seed, basis=basis, judges=tuple(judges), phase=phase)
 
 
 @dataclass(frozen=True)
@@ -256,6 +265,8 @@ def draw_second_phase(engine: Engine, study: str, planner: Callable[[BurnIn], Se
             study_by_name(session, study)
         assert row is not None
         setup = _active_setup(row)
+        if not isinstance(setup, LikertSetup):
+            raise BadInput(f"study {study!r} is a {setup.label} study; the two-phase design is a Likert study's")
         contexts = _context_keys(session, row.id)
         previous = _previous_draw(session, row, contexts)
         if previous is None:
@@ -289,18 +300,18 @@ def draw_second_phase(engine: Engine, study: str, planner: Callable[[BurnIn], Se
         # Phase 2's assignments come after the burn-in's in hand-out order.
         last_index = session.scalar(select(func.max(Assignment.design_index)).where(Assignment.study_id == row.id))
         last_id = session.scalar(select(func.max(Assignment.id)).where(Assignment.study_id == row.id))
-        plan_written = _write_drawn_assignments(session, row, setup, drawn)
+        plan_written = task_kind(setup.kind).write_drawn(session, row, drawn)
         if last_id is not None and plan_written:
             session.execute(update(Assignment).where(Assignment.study_id == row.id, Assignment.id > last_id)
                             .values(design_index=Assignment.design_index + (last_index or 0) + 1))
         expected = float(sum(plan.probability.values()))
         judges = tuple(phase_one.get("judges", ()))
         logged = {"n_contexts": len(contexts), "n_drawn": len(drawn), "n_rated": len(burnt) + len(drawn),
-                  "expected": round(expected, 6), "assignments": len(plan_written), "seed": seed, "basis": plan.basis,
+                  "expected": round(expected, 6), "assignments": plan_written, "seed": seed, "basis": plan.basis,
                   "judges": list(judges), "phase": SECOND_PHASE, "drawn": sorted(drawn), **plan.detail}
         session.add(StudyLogEntry(study_id=row.id, event=ACTIVE_DRAW, annotator_id=None, at=utcnow(), detail=logged))
         return ActiveDraw(study=study, new=True, n_contexts=len(contexts), n_drawn=len(drawn), expected=expected,
-                          assignments=len(plan_written), seed=seed, basis=plan.basis, judges=judges,
+                          assignments=plan_written, seed=seed, basis=plan.basis, judges=judges,
                           phase=SECOND_PHASE)
 
 
@@ -331,11 +342,13 @@ def _burn_in_labels(session: Session, row: Study, setup: LikertSetup, burnt: fro
             for (cid, system, criterion), values in sorted(scores.items())]
 
 
-def _active_setup(row: Study) -> LikertSetup:
+def _active_setup(row: Study) -> LikertSetup | PairwiseSetup:
+    """The study's setup when it is actively sampled (a Likert or A/B study with design.sampling = "active" and a
+    human share); BadInput naming what it is otherwise."""
     setup = row.config.setup
-    if not isinstance(setup, LikertSetup):
-        raise BadInput(f"study {row.name!r} is a {setup.label} study; active sampling is a Likert study's design "
-                       "(design.sampling = \"active\" with design.human_share)")
+    if not isinstance(setup, LikertSetup | PairwiseSetup):
+        raise BadInput(f"study {row.name!r} is a {setup.label} study; active sampling is a Likert or A/B study's "
+                       "design (design.sampling = \"active\" with design.human_share)")
     if setup.sampling != ACTIVE_SAMPLING or setup.human_share is None:
         raise BadInput(f"study {row.name!r} is not actively sampled (design.sampling is {setup.sampling!r}"
                        + (", with no design.human_share" if setup.human_share is None else
@@ -346,7 +359,7 @@ def _active_setup(row: Study) -> LikertSetup:
 
 def _default_seed(row: Study) -> int:
     setup = row.config.setup
-    assert isinstance(setup, LikertSetup)
+    assert isinstance(setup, LikertSetup | PairwiseSetup)
     return setup.human_share_seed if setup.human_share_seed is not None else row.seed
 
 
@@ -379,27 +392,3 @@ def _previous_draw(session: Session, row: Study, contexts: Mapping[int, str]) ->
                       expected=float(sum(p for _, p in recorded)), assignments=int(detail.get("assignments", 0)),
                       seed=int(detail.get("seed", _default_seed(row))), basis=str(detail.get("basis", "?")),
                       judges=tuple(detail.get("judges", ())), phase=int(detail.get("phase", SINGLE)))
-
-
-def _write_drawn_assignments(session: Session, row: Study, setup: LikertSetup, drawn: set[int]) -> list[Any]:
-    """The assignments of the drawn contexts' items (every system's), with the study's controls."""
-    spec = row.config
-    items = session.execute(select(StudyItem, Response.context_id)
-                            .join(Response, Response.id == StudyItem.response_id)
-                            .where(StudyItem.study_id == row.id)).all()
-    study_items: dict[Any, StudyItem] = {item.response_id: item for item, _ in items}
-    rated = [Candidate(key=item.response_id, context=cid, system=item.design["system"])
-             for item, cid in items if not item.is_control and cid in drawn]
-    rated.sort(key=lambda c: (c.context, spec.systems.index(c.system)))
-    control_responses: dict[int, dict[str, int | None]] = {cid: {} for cid in drawn}
-    for name in spec.controls:
-        system_id = session.scalar(select(System.id).where(System.name == name)
-                                   .order_by(System.created_at.desc(), System.id.desc()))
-        if system_id is None:
-            continue
-        for response_id, cid in session.execute(select(Response.id, Response.context_id)
-                                                .where(Response.system_id == system_id,
-                                                       Response.context_id.in_(drawn))).all():
-            control_responses[cid][name] = response_id
-    plan, _ = write_assignments(session, spec, row, rated, control_responses, study_items)
-    return plan

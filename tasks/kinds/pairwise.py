@@ -20,6 +20,9 @@ systems and picks the better one per criterion, or a tie. Its study file adds to
     # human_share_seed = 11          # uniform sample of a quarter of the contexts, a judge of differences compares
                                      # every context's pairs (`empeval judge NAME --judges pairwise-http-judge`);
                                      # the seed defaults to the study's
+    # sampling = "active"            # optional, with human_share: the share is drawn after the judges of
+                                     # differences compared every pair (`empeval study sample NAME`), each context
+                                     # with a probability from their disagreement (tasks.kinds.likert_active)
 
 Its default criteria ask the paper's three questions as a choice ("Which response shows more understanding of
 the feelings ...?"); a [[criteria]] question is shown as written, so write it as a choice. A pairwise study has no
@@ -47,24 +50,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, aliased
 
+from empeval.server.errors import BadInput
 from empeval.server.store.kinds import StudySetup
 from empeval.server.store.kinds.likert import StudyContext, StudyItem
 from empeval.server.store.kinds.pairwise import AssignmentPair, Pair, PairItem, PairwiseSetup
-from empeval.server.store.models import Response, Study, System
+from empeval.server.store.models import Assignment, Response, Study, System
 from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Panel, ShownTurn
 from empeval.server.store.queries import study_by_name
 from empeval.server.store.study_config import StudyConfig
-from empeval.server.store.study_parts import Criterion, Design
+from empeval.server.store.study_parts import ACTIVE_SAMPLING, SAMPLINGS, UNIFORM_SAMPLING, Criterion, Design
 from empeval.tasks.crowd.contract import Control
 from empeval.tasks.decisions_file import DecisionTerms
+from empeval.tasks.design import controls_per_assignment
 from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
 from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem, read_human_share
-from empeval.tasks.kinds.pairwise_design import pair_slots, plan_pairwise
+from empeval.tasks.kinds.pairwise_design import PlannedPairAssignment, pair_slots, plan_pairwise
 from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
 from empeval.tasks.study_create import add_assignments, lacking_controls
 
@@ -165,10 +170,8 @@ class PairwiseTasks(TaskKind):
     setup = PairwiseSetup
     fields: ClassVar[dict[str, frozenset[str]]] = {"systems": frozenset({"pairs", "anchor"}),
                                                    "design": frozenset({"judgments_per_pair", "ties", "human_share",
-                                                                        "human_share_seed"})}
+                                                                        "human_share_seed", "sampling"})}
     foreign_hints: ClassVar[dict[str, str]] = {
-        "design.sampling": "a pairwise study's human share is a seeded uniform sample of the contexts (active "
-                           "sampling is a Likert study's design): leave design.sampling out",
         "design.ratings_per_response": "a pairwise study counts judgments per (context, pair): use "
                                        "design.judgments_per_pair",
         "scale": "a pairwise study has no scale: raters choose A, B (or a tie)"}
@@ -192,15 +195,24 @@ class PairwiseTasks(TaskKind):
     @staticmethod
     def _human_share(reader: StudyFileReader, d: dict, setup: PairwiseSetup, *, n_contexts: int,
                      seed: int) -> PairwiseSetup:
-        """design.human_share and design.human_share_seed (model-assisted decisions): people judge the pairs of a
-        seeded uniform sample of round(share x contexts) contexts, a judge of differences compares the pairs of
-        every context. The rule a Likert study's share follows (likert_human_share.human_share_problem); the seed
-        defaults to the study's and is stored resolved, so the stored configuration reproduces the draw."""
+        """design.human_share, design.human_share_seed and design.sampling (model-assisted decisions): people judge
+        the pairs of a seeded uniform sample of round(share x contexts) contexts (or, with sampling "active", of an
+        active sample of that many expected, drawn once judges of differences compared every pair), a judge of
+        differences compares the pairs of every context. The rules a Likert study's share follows
+        (likert_human_share.human_share_problem); the seed defaults to the study's and is stored resolved, so the
+        stored configuration reproduces the draw."""
+        sampling = d.get("sampling", UNIFORM_SAMPLING)
+        if sampling not in SAMPLINGS:
+            raise reader.error("design.sampling", f"must be one of {', '.join(map(repr, SAMPLINGS))}, got "
+                               f"{sampling!r}")
         read = read_human_share(reader, d, n_contexts=n_contexts, seed=seed)
         if read is None:
+            if sampling == ACTIVE_SAMPLING:
+                raise reader.error("design.sampling", "\"active\" draws design.human_share's contexts: set "
+                                   "design.human_share (the expected share people judge) too, or remove it")
             return setup
         share, sample_seed = read
-        return replace(setup, human_share=share, human_share_seed=sample_seed)
+        return replace(setup, human_share=share, human_share_seed=sample_seed, sampling=sampling)
 
     def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
                             criteria: tuple[Criterion, ...], controls: tuple[str, ...]) -> tuple[GoldItem, ...]:
@@ -324,35 +336,19 @@ class PairwiseTasks(TaskKind):
         setup = spec.setup
         assert isinstance(setup, PairwiseSetup)
         human_ids = list(chosen.ids)
+        active = setup.sampling == ACTIVE_SAMPLING
         if setup.human_share is not None:
             if problem := human_share_problem(setup.human_share, len(chosen.keys)):
                 raise StudySetupError(f"design.human_share: {problem}")
             seed = spec.seed if setup.human_share_seed is None else setup.human_share_seed
-            drawn = {chosen.key_to_id[key] for key in draw_human_sample(chosen.keys, setup.human_share, seed)}
+            # An active study's sample is drawn later (`empeval study sample`, write_drawn): nobody judges yet.
+            drawn = set() if active else {chosen.key_to_id[key] for key in draw_human_sample(
+                chosen.keys, setup.human_share, seed)}
             human_ids = [cid for cid in chosen.ids if cid in drawn]
-        control_contexts = {name: [cid for cid in human_ids if chosen.response(cid, name)] for name in spec.controls}
-        lacking_controls(spec, chosen, human_ids)
-        plan = plan_pairwise(human_ids, [(pair.first, pair.second) for pair in setup.pairs],
-                             judgments_per_pair=setup.judgments_per_pair,
-                             items_per_assignment=spec.design.items_per_assignment,
-                             control_rate=spec.design.control_rate if spec.controls else 0.0,
-                             controls=control_contexts, seed=spec.seed)
-        pair_items: dict[tuple[Any, tuple[str, str]], PairItem] = {}
-        for planned in plan:
-            for placed in planned.items:
-                key = (placed.context, placed.systems)
-                if key in pair_items:
-                    continue
-                by_response = sorted((chosen.response(placed.context, name) or 0, name) for name in placed.systems)
-                (response_a, system_a), (response_b, system_b) = by_response
-                control_side = None
-                if placed.control is not None:
-                    control_side = "a" if system_a == placed.control else "b"
-                pair_items[key] = PairItem(
-                    study_id=study.id, context_id=placed.context, response_a_id=response_a, response_b_id=response_b,
-                    is_control=placed.control is not None,
-                    control_target=spec.control_targets[placed.control] if placed.control else None,
-                    control_side=control_side, design={"pair": placed.label, "systems": [system_a, system_b]})
+        lacking_controls(spec, chosen, chosen.ids if active else human_ids)
+        plan = _plan(spec, setup, human_ids, {name: [cid for cid in human_ids if chosen.response(cid, name)]
+                                              for name in spec.controls})
+        pair_items = _planned_items(spec, study, plan, chosen.response, {})
         # With a human share, the other contexts' pairs are written too, for the judge of differences, and no
         # assignment holds them; study_context records which contexts people judge.
         judge_only = [cid for cid in chosen.ids if cid not in set(human_ids)]
@@ -368,13 +364,7 @@ class PairwiseTasks(TaskKind):
             session.add_all(StudyContext(study_id=study.id, context_id=cid, human_rated=cid not in judge_only)
                             for cid in chosen.ids)
         session.flush()
-        for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
-            for position, placed in enumerate(planned.items):
-                item = pair_items[(placed.context, placed.systems)]
-                left_response = chosen.response(placed.context, placed.left)
-                session.add(AssignmentPair(assignment_id=assignment.id, pair_item_id=item.id, position=position,
-                                           shown_left="a" if left_response == item.response_a_id else "b"))
-        session.flush()
+        _place(session, study, plan, pair_items, chosen.response)
 
         n_slots = sum(len(a.items) for a in plan)
         expected = n_slots * len(spec.criteria)
@@ -388,9 +378,57 @@ class PairwiseTasks(TaskKind):
                       f"systems = {len(real)} pair items (+{len(pair_items) - len(real)} control pairs), "
                       f"{len(plan)} assignments, k={setup.judgments_per_pair} judgments per (context, pair), "
                       f"{expected} choices expected"
-                      + (f"; people judge the pairs of {len(human_ids)} of the {len(chosen.ids)} contexts "
+                      + (f"; people will judge the pairs of an active sample of about "
+                         f"{setup.human_share * len(chosen.ids):.0f} of the {len(chosen.ids)} contexts "
+                         f"(design.human_share {setup.human_share:g} expected, design.sampling active, seed "
+                         f"{setup.human_share_seed}), drawn with probabilities from the judges of differences' "
+                         f"disagreement once they have compared every pair: run `empeval judge {spec.name} --judges "
+                         f"NAME,...` (two judges of differences or more), then `empeval study sample {spec.name}`; "
+                         "no assignment exists until then" if active and setup.human_share is not None else
+                         f"; people judge the pairs of {len(human_ids)} of the {len(chosen.ids)} contexts "
                          f"(design.human_share {setup.human_share:g}, seed {setup.human_share_seed}), a judge of "
                          "differences compares those of every context" if setup.human_share is not None else "")))
+
+    def write_drawn(self, session: Session, study: Study, drawn: set[int]) -> int:
+        """The assignments of the drawn contexts' pairs (every pair of the study, k judgments each, left/right
+        counterbalanced as at creation) with the study's control pairs on those contexts (the latest response of
+        each control system there), written in the draw's transaction; the number of assignments."""
+        spec = study.config
+        setup = spec.setup
+        assert isinstance(setup, PairwiseSetup)
+        real = session.scalars(select(PairItem).where(PairItem.study_id == study.id, PairItem.is_control.is_(False),
+                                                      PairItem.context_id.in_(drawn))).all()
+        responses: dict[tuple[int, str], int] = {}
+        for item in real:
+            system_a, system_b = item.design["systems"]
+            responses[item.context_id, system_a] = item.response_a_id
+            responses[item.context_id, system_b] = item.response_b_id
+        for name in spec.controls:
+            system_id = session.scalar(select(System.id).where(System.name == name)
+                                       .order_by(System.created_at.desc(), System.id.desc()))
+            if system_id is not None:
+                for response_id, cid in session.execute(select(func.max(Response.id), Response.context_id)
+                                                        .where(Response.system_id == system_id,
+                                                               Response.context_id.in_(drawn))
+                                                        .group_by(Response.context_id)).all():
+                    responses[cid, name] = response_id
+
+        def response(cid: int, name: str) -> int | None:
+            return responses.get((cid, name))
+
+        ids = sorted(drawn)
+        lacking = [name for name in spec.controls if not any((cid, name) in responses for cid in ids)]
+        if lacking and controls_per_assignment(spec.design.items_per_assignment, spec.design.control_rate):
+            raise BadInput(f"study {study.name!r}: control {lacking[0]!r} has no response on any of the "
+                           f"{len(ids)} drawn contexts, and the design shows controls: draw again with another "
+                           f"seed (`empeval study sample {study.name} --seed N`; nothing was written)")
+        plan = _plan(spec, setup, ids, {name: [cid for cid in ids if response(cid, name)] for name in spec.controls})
+        existing = {(item.context_id, tuple(sorted(item.design["systems"]))): item for item in real}
+        made = _planned_items(spec, study, plan, response, existing)
+        session.add_all(item for key, item in made.items() if key not in existing)
+        session.flush()
+        _place(session, study, plan, made, response)
+        return len(plan)
 
     def simulated_answers(self, engine: Engine, study: str, model: CrowdModel, seed: int) -> Answer:
         """A choice per pair and criterion (pairwise_choices) from the placement's systems, each response with the
@@ -429,3 +467,56 @@ class PairwiseTasks(TaskKind):
                 [Control(item_id=item_id, target=target, rule="one-of", entries="judgments", field="choices",
                          passing=("B",) if side == left else ("A",))
                  for item_id, _, is_control, target, side, left in pairs if is_control])
+
+
+def _plan(spec: StudyConfig, setup: PairwiseSetup, contexts: list[int],
+          controls: Mapping[str, list[int]]) -> list[PlannedPairAssignment]:
+    """The study's pairwise plan over the contexts people judge (tasks.kinds.pairwise_design.plan_pairwise); none
+    when nobody judges yet (an active study before its draw)."""
+    if not contexts:
+        return []
+    return plan_pairwise(contexts, [(pair.first, pair.second) for pair in setup.pairs],
+                         judgments_per_pair=setup.judgments_per_pair,
+                         items_per_assignment=spec.design.items_per_assignment,
+                         control_rate=spec.design.control_rate if spec.controls else 0.0,
+                         controls=controls, seed=spec.seed)
+
+
+def _planned_items(spec: StudyConfig, study: Study, plan: list[PlannedPairAssignment], response: Any,
+                   existing: Mapping[tuple[Any, tuple[str, str]], PairItem]) -> dict[tuple[Any, tuple[str, str]],
+                                                                                    PairItem]:
+    """The pair item of every (context, pair) the plan places, by (context, sorted systems): the `existing` one, or
+    a new one (not yet added to the session) holding the two responses (`response(context, system)`) with the lower
+    id as 'a', a control pair with its control's target and side."""
+    pair_items: dict[tuple[Any, tuple[str, str]], PairItem] = dict(existing)
+    for planned in plan:
+        for placed in planned.items:
+            key = (placed.context, placed.systems)
+            if key in pair_items:
+                continue
+            by_response = sorted((response(placed.context, name) or 0, name) for name in placed.systems)
+            (response_a, system_a), (response_b, system_b) = by_response
+            control_side = None
+            if placed.control is not None:
+                control_side = "a" if system_a == placed.control else "b"
+            pair_items[key] = PairItem(
+                study_id=study.id, context_id=placed.context, response_a_id=response_a, response_b_id=response_b,
+                is_control=placed.control is not None,
+                control_target=spec.control_targets[placed.control] if placed.control else None,
+                control_side=control_side, design={"pair": placed.label, "systems": [system_a, system_b]})
+    return pair_items
+
+
+def _place(session: Session, study: Study, plan: list[PlannedPairAssignment],
+           pair_items: Mapping[tuple[Any, tuple[str, str]], PairItem], response: Any) -> list[Assignment]:
+    """One open assignment per planned one, and its placements: each pair item at its position, with the side the
+    design shows on the left (pair items already flushed)."""
+    assignments = add_assignments(session, study, plan)
+    for assignment, planned in zip(assignments, plan, strict=True):
+        for position, placed in enumerate(planned.items):
+            item = pair_items[(placed.context, placed.systems)]
+            left_response = response(placed.context, placed.left)
+            session.add(AssignmentPair(assignment_id=assignment.id, pair_item_id=item.id, position=position,
+                                       shown_left="a" if left_response == item.response_a_id else "b"))
+    session.flush()
+    return assignments

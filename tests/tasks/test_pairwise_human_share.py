@@ -76,7 +76,8 @@ def test_a_study_without_a_share_is_stored_as_before(sqlite_engine):  # noqa: F8
     ({"human_share": "half"}, "design.human_share", "must be a number"),
     ({"human_share": 0.5, "human_share_seed": -1}, "design.human_share_seed", ""),
     ({"human_share_seed": 3}, "design.human_share_seed", "set design.human_share too"),
-    ({"human_share": 0.5, "sampling": "active"}, "design.sampling", "Likert study's design"),
+    ({"human_share": 0.5, "sampling": "greedy"}, "design.sampling", "must be one of 'uniform', 'active'"),
+    ({"sampling": "active"}, "design.sampling", "draws design.human_share's contexts"),
 ])
 def test_a_share_that_does_not_fit_is_refused_where_it_is_written(design, path, words):
     data = {"name": "ab", "kind": "pairwise", "seed": 5, "contexts": {"split": "test", "count": 12},

@@ -10,8 +10,15 @@ narrowest interval (so the verdicts' units need not be a label's), and lambda = 
 p-values test no preference, Holm-corrected over the table's rows (every pair and criterion), as the A/B table's
 sign tests are.
 
+An actively sampled A/B study (design.sampling = "active": each context drawn for people with its own recorded
+probability, ``design_sample``'s ``inclusion_probability``) gets the inverse-probability weighted PPI++ of
+``analysis.stats.ppi.active.ipw_ppi_mean_interval`` over every context of the study instead (Zrnic and Candès,
+ICML 2024, with the offset of the generalised regression estimator), and its human-only column is the weighted
+(Hájek) mean; a drawn context whose judgments have not come in counts as not drawn.
+
 A pair's row says why it has no model-assisted numbers instead: no context only the judge compared (a study
-without a human share), fewer than two contexts people judged, or the judge failed on contexts people judged.
+without a human share), fewer than two contexts people judged, or the judge failed on contexts people judged (on
+any context of an actively sampled study: its estimator needs every verdict).
 """
 from __future__ import annotations
 
@@ -112,11 +119,17 @@ def model_assisted_net_preferences(judgments: pd.DataFrame, pair_scores: pd.Data
     """
     from scipy import stats
 
+    from empeval.analysis.stats.ppi.active import is_actively_sampled
     from empeval.analysis.stats.ppi.differences import ppi_difference_interval
     from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS
     from empeval.analysis.stats.significance import adjust_pvalues
 
     real = judgments[~judgments["is_control"]]
+    if is_actively_sampled(design_sample):
+        assert design_sample is not None
+        table = _weighted_net_preferences(real, pair_scores, design_sample, focus=focus, ci_level=ci_level)
+        table["p_adj"] = adjust_pvalues(table["p_ppi"].to_numpy(dtype=float)) if len(table) else []
+        return table
     sampled = (dict(zip(design_sample["context_id"], design_sample["sampled"], strict=True))
                if design_sample is not None else None)
     rows = []
@@ -151,6 +164,51 @@ def model_assisted_net_preferences(judgments: pd.DataFrame, pair_scores: pd.Data
     return table
 
 
+def _weighted_net_preferences(real: pd.DataFrame, pair_scores: pd.DataFrame, design_sample: pd.DataFrame, *,
+                               focus: str | None, ci_level: float) -> pd.DataFrame:
+    """``model_assisted_net_preferences`` for an actively sampled study (module docstring): per criterion and pair
+    the weighted PPI++ mean net preference over every context of ``design_sample``, each weighted by the inverse
+    of its recorded ``inclusion_probability``."""
+    from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval
+    from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS
+
+    contexts = design_sample["context_id"].astype(str).to_numpy()  # the export's ids may be read back as text
+    pi = design_sample["inclusion_probability"].to_numpy(dtype=float)
+
+    def by_context(values: pd.Series) -> np.ndarray:
+        return values.set_axis(values.index.astype(str)).reindex(contexts).to_numpy(dtype=float)
+
+    rows = []
+    for (criterion, pair), _ in real.groupby(["criterion", "pair"], sort=True):
+        first, second = pair.split(PAIR_SEPARATOR)
+        a, b = (second, first) if focus is not None and focus == second else (first, second)
+        y = by_context(context_net_preferences(real, a, b, criterion))
+        f = by_context(oriented_verdicts(pair_scores, a, b, criterion))
+        drawn = np.isfinite(y)
+        row: dict = {"criterion": criterion, "system_a": a, "system_b": b, "n_human": int(drawn.sum()),
+                     "n_judge_only": int((~drawn).sum()), "note": ""}
+        if int(drawn.sum()) < MIN_HUMAN_CONTEXTS:
+            row["note"] = f"people judged {int(drawn.sum())} context(s); PPI++ needs at least {MIN_HUMAN_CONTEXTS}"
+        elif not np.isfinite(f).all():
+            row["note"] = (f"the judge has no verdict on {int((~np.isfinite(f)).sum())} of the study's {f.size} "
+                           "contexts (the weighted estimator needs every context's)")
+        keys = ("human_mean", "human_ci_low", "human_ci_high", "ppi_mean", "ppi_ci_low", "ppi_ci_high", "ppi_p",
+                "lam", "width_ratio", "effective_n_human")
+        names = ("human_diff", "human_ci_low", "human_ci_high", "ppi_diff", "ppi_ci_low", "ppi_ci_high", "p_ppi",
+                 "lam", "width_ratio", "effective_n_human")
+        if not row["note"]:
+            result = ipw_ppi_mean_interval(y, f, pi, ci_level=ci_level)
+            row.update({name: result[key] for key, name in zip(keys, names, strict=True)})
+            with np.errstate(invalid="ignore", divide="ignore"):
+                row["correlation"] = (float(np.corrcoef(y[drawn], f[drawn])[0, 1])
+                                      if y[drawn].std() > 0 and f[drawn].std() > 0 else np.nan)
+        elif drawn.sum() >= MIN_HUMAN_CONTEXTS:  # the weighted human-only mean (lambda 0, no judge needed)
+            result = ipw_ppi_mean_interval(y, np.zeros_like(y), pi, ci_level=ci_level, lam=0.0)
+            row.update({name: result[key] for key, name in zip(keys[:3], names[:3], strict=True)})
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=list(NET_PREFERENCE_COLUMNS))
+
+
 def model_assisted_section_blocks(table: pd.DataFrame, *, judge: str, design_sample: pd.DataFrame | None,
                                   ci_level: float = 0.95) -> list:
     """The report's model-assisted blocks for an A/B study: a heading, what was done (the judge, the share people
@@ -158,10 +216,19 @@ def model_assisted_section_blocks(table: pd.DataFrame, *, judge: str, design_sam
     effective human contexts) and, for a row whose PPI++ interval came out wider than the human-only one, which to
     report (the human-only one: PPI++ cannot be narrower in expectation only when the judge adds nothing)."""
     from empeval.analysis.report.document import Heading, Paragraph, Table
+    from empeval.analysis.stats.ppi.active import is_actively_sampled
 
     level = f"{ci_level:.0%}"
     share = ""
-    if design_sample is not None and len(design_sample):
+    if is_actively_sampled(design_sample):
+        assert design_sample is not None
+        people = int(design_sample["sampled"].sum())
+        expected = float(design_sample["inclusion_probability"].sum())
+        share = (f" People judged the pairs of an active sample, {people} of the study's {len(design_sample)} "
+                 f"contexts ({expected:.1f} expected), each context drawn with its own probability, higher where the "
+                 "judges of differences disagreed; every estimate weights a context by the inverse of its "
+                 "probability (Zrnic and Candès 2024), and the human-only column is the weighted (Hájek) mean.")
+    elif design_sample is not None and len(design_sample):
         people = int(design_sample["sampled"].sum())
         share = (f" People judged the pairs of {people} of the study's {len(design_sample)} contexts"
                  + (" (its human share), the judge those of every context." if people < len(design_sample) else

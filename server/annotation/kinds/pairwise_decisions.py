@@ -14,6 +14,12 @@ Model-assisted (a study with design.human_share, whose pairs a judge of differen
 `empeval judge NAME --judges pairwise-http-judge`): PPI++ beside the human-only sequence, the judge's verdict on a
 context's pair the predictor of its net preference, the contexts only the judge compared the unlabelled ones
 (``ppi_confidence_sequence``). The sequences are tuned at the contexts people judge by design.
+
+An actively sampled study (design.sampling = "active", drawn by `empeval study sample`) is looked at with the
+inverse-probability weighted sequences (``ipw_ppi_confidence_sequence``) over every context of the study, with
+each drawn context's recorded probability: human-only (a judge of zeros) and, with a verdict on every context,
+model-assisted. The plain sequences would estimate the mean net preference of the contexts the draw favoured (those
+the judges disagreed on), not the study's.
 """
 from __future__ import annotations
 
@@ -25,7 +31,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from empeval.analysis.kinds.pairwise.judged import oriented_verdicts
-from empeval.analysis.stats.sequential import confidence_sequence, decide, ppi_confidence_sequence
+from empeval.analysis.stats.sequential import (
+    Decision,
+    confidence_sequence,
+    decide,
+    ipw_ppi_confidence_sequence,
+    ppi_confidence_sequence,
+)
 from empeval.server.annotation.decision_state import (
     ComparisonState,
     DecisionLook,
@@ -37,6 +49,7 @@ from empeval.server.store.kinds.likert import StudyContext
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
 from empeval.server.store.models import Response, Study, System
 from empeval.server.store.study_decisions import Comparison, Decisions
+from empeval.server.store.study_parts import ACTIVE_SAMPLING
 
 # A judgment's value for the pair's sorted-first system: +1 when it was chosen, -1 when the other one was.
 _CHOSEN_SIDE = {("left", "a"): "a", ("left", "b"): "b", ("right", "a"): "b", ("right", "b"): "a"}
@@ -120,12 +133,59 @@ def pairwise_look(session: Session, study: Study, decisions: Decisions, judge_di
     docstring) and, with a judge of differences' verdicts (``judge_pair_scores``' table) on a study with a human
     share, the PPI++ sequence beside each; a note says why a model-assisted interval is missing."""
     labels, paid = net_preferences(session, study.id, decisions.comparisons)
-    sampled = dict(session.execute(select(StudyContext.context_id, StudyContext.human_rated)
-                                   .where(StudyContext.study_id == study.id)).all())
+    recorded = session.execute(select(StudyContext.context_id, StudyContext.human_rated,
+                                      StudyContext.inclusion_probability)
+                               .where(StudyContext.study_id == study.id)).all()
+    sampled = {context_id: human for context_id, human, _ in recorded}
     notes: list[str] = []
-    states = tuple(net_preference_state(comparison, labels[comparison], decisions, judge_diffs, sampled, notes)
-                   for comparison in decisions.comparisons)
+    if getattr(study.config.setup, "sampling", None) == ACTIVE_SAMPLING:
+        drawn_with = {context_id: float(p) for context_id, _, p in recorded if p is not None}
+        states = tuple(weighted_net_preference_state(comparison, labels[comparison], decisions, judge_diffs,
+                                                     drawn_with, notes) for comparison in decisions.comparisons)
+    else:
+        states = tuple(net_preference_state(comparison, labels[comparison], decisions, judge_diffs, sampled, notes)
+                       for comparison in decisions.comparisons)
     return KindLook(states, paid, tuple(notes))
+
+
+def weighted_net_preference_state(comparison: Comparison, labels: NetPreferences, decisions: Decisions,
+                                  judge_diffs: pd.DataFrame | None, drawn_with: dict[int, float],
+                                  notes: list[str]) -> ComparisonState:
+    """One comparison of an actively sampled A/B study (module docstring): the inverse-probability weighted
+    sequences of A's mean net preference over every context of the study (``ipw_ppi_confidence_sequence``,
+    prior variance 1 as in ``net_preference_state``), human-only and, with the judge's verdict on every context,
+    model-assisted; each with its state (``decide``). A note says why an interval is missing."""
+    if not labels.labels:  # nothing judged yet (before the draw, or before the first submission)
+        return ComparisonState(comparison, 0, float("nan"), float("-inf"), float("inf"), Decision.UNDECIDED)
+    contexts = sorted(drawn_with)
+    budget = sum(drawn_with.values())
+    if not contexts or budget <= 0 or any(c not in drawn_with for c in labels.contexts):
+        notes.append(f"{comparison.describe()}: no interval (contexts people judged have no probability recorded by "
+                     "the active draw)")
+        return ComparisonState(comparison, len(labels.labels), float("nan"), float("-inf"), float("inf"),
+                               Decision.UNDECIDED)
+    pi = [drawn_with[c] for c in labels.contexts]
+    planned = max(budget, 1.0)
+    human = ipw_ppi_confidence_sequence(list(labels.labels), [0.0] * len(pi), pi, [0.0] * len(contexts),
+                                        expected_rated=budget, planned_n=planned, alpha=decisions.alpha_each,
+                                        prior_variance=1.0)
+    estimate, low, high = last_interval(human)
+    state = ComparisonState(comparison, len(labels.labels), estimate, low, high,
+                            decide(low, high, margin=decisions.margin))
+    if judge_diffs is None:
+        return state
+    verdicts = oriented_verdicts(judge_diffs, comparison.system_a, comparison.system_b, comparison.criterion)
+    if not set(contexts) <= set(verdicts.index):
+        notes.append(f"{comparison.describe()}: no model-assisted interval (the judge compared "
+                     f"{len(set(contexts) & set(verdicts.index))} of the actively sampled study's {len(contexts)} "
+                     "contexts; the weighted estimator needs every one)")
+        return state
+    ppi = ipw_ppi_confidence_sequence(list(labels.labels), verdicts.loc[list(labels.contexts)].to_numpy(), pi,
+                                      verdicts.loc[contexts].to_numpy(), expected_rated=budget, planned_n=planned,
+                                      alpha=decisions.alpha_each, prior_variance=1.0).iloc[-1]
+    p_low, p_high = float(ppi["low"]), float(ppi["high"])
+    return ComparisonState(comparison, len(labels.labels), estimate, low, high, state.human_state,
+                           float(ppi["estimate"]), p_low, p_high, decide(p_low, p_high, margin=decisions.margin))
 
 
 def net_preference_state(comparison: Comparison, labels: NetPreferences, decisions: Decisions,

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, func, select
 
 from empeval.server.errors import BadInput
 from empeval.server.store.engine import unit_of_work
-from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, LikertSetup, StudyContext, StudyItem
+from empeval.server.store.kinds.likert import ACTIVE_SAMPLING, StudyContext, StudyItem
 from empeval.server.store.models import JudgeScore, Response, System
 from empeval.server.store.queries import study_by_name
 
@@ -105,7 +105,7 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
         {"context_id": int, "sampled": bool, "inclusion_probability": float})
     table.attrs.update(human_share=getattr(setup, "human_share", None),
                        human_share_seed=getattr(setup, "human_share_seed", None))
-    if isinstance(setup, LikertSetup) and setup.sampling == ACTIVE_SAMPLING:
+    if getattr(setup, "sampling", None) == ACTIVE_SAMPLING:  # a Likert or A/B study's active draw
         table.attrs["sampling"] = ACTIVE_SAMPLING
         return table
     return table.drop(columns=["inclusion_probability"])

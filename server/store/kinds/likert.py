@@ -26,16 +26,17 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from empeval.server.store.kinds import StudySetup, register
 from empeval.server.store.models import Annotator, Assignment, Base, Response, Study, utcnow
-from empeval.server.store.study_parts import DEFAULT_CRITERIA, ConfigReader, Criterion
+from empeval.server.store.study_parts import (  # noqa: F401 - the sampling names, where they were first
+    ACTIVE_SAMPLING,
+    DEFAULT_CRITERIA,
+    SAMPLINGS,
+    UNIFORM_SAMPLING,
+    ConfigReader,
+    Criterion,
+)
 
 DEFAULT_SCALE_LABELS = ("1 - Not at all", "2 - Slightly", "3 - Moderately", "4 - Mostly", "5 - Completely")
 
-#: How a human share's contexts are drawn (design.sampling): a seeded uniform sample of fixed size at study creation,
-#: or a Poisson sample with probabilities from the judges' uncertainty, drawn once the judges have scored every item
-#: (`empeval study sample`; analysis.stats.ppi.active).
-UNIFORM_SAMPLING = "uniform"
-ACTIVE_SAMPLING = "active"
-SAMPLINGS = (UNIFORM_SAMPLING, ACTIVE_SAMPLING)
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,15 @@
 """The pairwise (A/B) kind in the store: its setup and its tables.
 
-A pairwise study shows one context with the responses of two systems side by side and asks, per criterion,
-which is better (or a tie), as the A/B tests of MoEL (Lin et al., 2019) and MIME (Majumder et al., 2020) do. Its
-setup holds the pairs of systems compared, the anchor ("ours") when the study file named one, whether ties are
-allowed, k, the distinct annotators per (context, pair), and optionally a human share (model-assisted decisions:
-people judge a seeded sample of the contexts, a judge of differences every context's pairs; the sample is recorded
-per context in `study_context`, as a Likert study's is). Its tables: `pair_item` (two responses to one
-context, stored once whatever the sides), `assignment_pair` (a placement: position and the side shown on the
-left) and `choice` (one answer per pair, annotator and criterion, made about a placement of that very
-assignment). Stored under the study JSON's `pairwise` key.
+A pairwise study shows one context with the responses of two systems side by side and asks, per criterion, which is
+better (or a tie), as the A/B tests of MoEL (Lin et al., 2019) and MIME (Majumder et al., 2020) do. Its setup holds the
+pairs of systems compared, the anchor ("ours") when the study file named one, whether ties are allowed, k, the distinct
+annotators per (context, pair), and optionally a human share (model-assisted decisions: people judge a seeded sample of
+the contexts, or with `sampling` "active" a sample drawn later with probabilities from the judges of differences'
+disagreement, a judge of differences every context's pairs; the sample, and an active draw's probabilities, are recorded
+per context in `study_context`, as a Likert study's are). Its tables: `pair_item` (two responses to one context, stored
+once whatever the sides), `assignment_pair` (a placement: position and the side shown on the left) and `choice` (one
+answer per pair, annotator and criterion, made about a placement of that very assignment). Stored under the study JSON's
+`pairwise` key.
 
 >>> setup = PairwiseSetup(pairs=(Pair("moel", "gold"),), anchor="moel")
 >>> setup.pairs[0].label, setup.judgments_per_pair, setup.ties
@@ -40,7 +41,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from empeval.server.store.kinds import StudySetup, register
 from empeval.server.store.models import Annotator, Assignment, Base, Context, Response, Study, utcnow
-from empeval.server.store.study_parts import DEFAULT_CRITERIA, ConfigReader, Criterion
+from empeval.server.store.study_parts import DEFAULT_CRITERIA, UNIFORM_SAMPLING, ConfigReader, Criterion
 
 # Rashkin et al.'s questions turned into a choice between responses A and B, as the A/B tests of MoEL and MIME put
 # them: which response is better on the criterion, or a tie. The definitions are the Likert ones.
@@ -121,6 +122,9 @@ class PairwiseSetup(StudySetup):
     # judge of differences compares the pairs of every context (None: people judge every context).
     human_share: float | None = None
     human_share_seed: int | None = None  # the sample's seed (the study file's default: the study's seed)
+    # How the human share is drawn (study_parts.SAMPLINGS): "active" leaves the draw to `empeval study sample`
+    # once judges of differences compared every context's pairs (tasks.kinds.likert_active).
+    sampling: str = UNIFORM_SAMPLING
 
     @classmethod
     def from_stored(cls, reader: ConfigReader, stored: dict[str, Any]) -> PairwiseSetup:
@@ -140,7 +144,8 @@ class PairwiseSetup(StudySetup):
             judgments_per_pair=reader.integer(setup, "judgments_per_pair", "pairwise.judgments_per_pair",
                                               defaults.judgments_per_pair),
             human_share=reader.number(setup, "human_share", "pairwise.human_share", None),
-            human_share_seed=reader.integer(setup, "human_share_seed", "pairwise.human_share_seed", None))
+            human_share_seed=reader.integer(setup, "human_share_seed", "pairwise.human_share_seed", None),
+            sampling=reader.text(setup, "sampling", "pairwise.sampling", UNIFORM_SAMPLING))
 
     def stored(self) -> dict[str, Any]:
         stored: dict[str, Any] = {"pairs": [{"first": p.first, "second": p.second} for p in self.pairs],
@@ -150,6 +155,8 @@ class PairwiseSetup(StudySetup):
             stored["human_share"] = self.human_share
         if self.human_share_seed is not None:
             stored["human_share_seed"] = self.human_share_seed
+        if self.sampling != UNIFORM_SAMPLING:
+            stored["sampling"] = self.sampling
         return {"pairwise": stored}
 
 
