@@ -342,6 +342,46 @@ def ipw_ppi_confidence_sequence(
     return _sequence(n, estimate, sd, lam, planned_n=planned_n, alpha=alpha)
 
 
+def two_phase_interval(burn_in: tuple[float, float, float], phase_two: tuple[float, float, float] | None, *,
+                       known_sum: float, n_total: int, n_rest: int) -> tuple[float, float, float]:
+    """A two-phase active draw's anytime-valid interval for the study's mean label at one look (estimate, low,
+    high), from two sequences each run at alpha / 2 (chosen when the burn-in is drawn, so fixed in advance):
+
+    * ``burn_in``: the burn-in's sequence for the study mean (its contexts are a uniform sample of the study:
+      ``confidence_sequence`` and its paired and PPI++ forms), its last look;
+    * ``phase_two``: the phase-2 sequence for the mean label over the ``n_rest`` contexts the burn-in did not draw
+      (``ipw_ppi_confidence_sequence`` with each one's phase-2 probability q_i: given the burn-in, phase 2 is a
+      Poisson draw of those contexts), its last look; None before phase 2 has a label.
+
+    Once phase 2 is drawn the burn-in's labels are all in (the draw waits for them), so the study mean is
+    (``known_sum`` + ``n_rest`` x m_rest) / ``n_total``, ``known_sum`` the sum of the labels of the contexts the
+    burn-in drew: phase 2's interval for m_rest maps to one for the study mean. Each sequence misses the study mean
+    at some look with probability at most alpha / 2, so their intersection misses with at most alpha (a union
+    bound) and may be looked at after every label, across both phases. An empty intersection (only when one of the
+    two missed) gives the narrower of the two; the estimate is the narrower one's, kept inside the intersection.
+
+    Examples
+    --------
+    >>> two_phase_interval((0.4, 0.1, 0.7), None, known_sum=6.0, n_total=40, n_rest=30)
+    (0.4, 0.1, 0.7)
+    >>> two_phase_interval((0.4, 0.1, 0.7), (0.5, 0.3, 0.7), known_sum=6.0, n_total=40, n_rest=30)
+    (0.525, 0.375, 0.675)
+    >>> two_phase_interval((0.4, 0.1, 0.7), (0.1, -0.5, 0.7), known_sum=6.0, n_total=40, n_rest=30)
+    (0.4, 0.1, 0.675)
+    """
+    if phase_two is None:
+        return burn_in
+    if not (n_total > 0 and 0 < n_rest <= n_total):
+        raise ValueError(f"need 0 < n_rest <= n_total, got n_rest {n_rest} and n_total {n_total}")
+    mapped = ((known_sum + n_rest * phase_two[0]) / n_total, (known_sum + n_rest * phase_two[1]) / n_total,
+              (known_sum + n_rest * phase_two[2]) / n_total)
+    narrower = min((burn_in, mapped), key=lambda interval: interval[2] - interval[1])
+    low, high = max(burn_in[1], mapped[1]), min(burn_in[2], mapped[2])
+    if not low <= high:
+        return narrower
+    return min(max(narrower[0], low), high), low, high
+
+
 def decide(low: float, high: float, *, margin: float | None = None) -> Decision:
     """The state of a comparison whose interval for a - b is [low, high]: "A better" when it lies above 0, "B better"
     below 0, "equivalent within margin" when it lies inside [-margin, margin] (needs a margin), else "undecided".

@@ -21,8 +21,8 @@ from empeval.server.store.statuses import AssignmentStatus
 WITHDRAWAL = "withdrawal"
 EXPORT = "export"
 REPORT = "report"
-#: An active draw of a Likert study (tasks.kinds.likert_active); a two-phase design's burn-in entry has phase 1 and
-#: its contexts in ``drawn``.
+#: An active draw of a Likert or A/B study (tasks.kinds.likert_active); a two-phase design's burn-in entry has phase
+#: 1 and its contexts in ``drawn``, its phase-2 entry phase 2 and its own.
 ACTIVE_DRAW = "active-draw"
 RELEASES = (EXPORT, REPORT)  # the events by which answers left the store
 

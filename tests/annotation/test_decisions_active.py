@@ -102,9 +102,12 @@ def test_an_actively_sampled_studys_decisions_weigh_each_rated_context_by_its_dr
     assert np.isclose(state.ppi_low, float(ppi["low"])) and np.isclose(state.ppi_high, float(ppi["high"]))
 
 
-def test_a_two_phase_studys_decisions_use_its_uniform_burn_in_and_say_so(sample_engine):
+def test_a_two_phase_studys_decisions_join_its_burn_in_and_phase_two_at_half_the_error_rate_each(sample_engine):
     """The burn-in is handed out before phase 2, so the looks are not drawn in proportion to the overall
-    probabilities: the intervals use the burn-in's contexts alone (a uniform sample), and a note says so."""
+    probabilities: the interval is the burn-in's sequence (a uniform sample) at alpha / 2 until phase 2 has labels,
+    then intersected with phase 2's weighted sequence at alpha / 2 over the contexts the burn-in left
+    (two_phase_interval), and a note says so."""
+    from empeval.analysis.stats.sequential import paired_confidence_sequence, two_phase_interval
     from empeval.server.annotation.study_log import ACTIVE_DRAW, study_log
     from tests.tasks.test_active_two_phase import BURN, judge_study, rate_burn_in
     from tests.tasks.test_active_two_phase import COUNT as PHASED_COUNT
@@ -120,23 +123,56 @@ def test_a_two_phase_studys_decisions_use_its_uniform_burn_in_and_say_so(sample_
     judge_study(engine, "phased")
     sample_study(engine, "phased", burn_in=BURN)
     rate_burn_in(engine, "phased")
+    entries = [e.detail for e in study_log(engine, "phased") if e.event == ACTIVE_DRAW]
+    burn_in, p1 = {int(c) for c in entries[0]["drawn"]}, float(entries[0]["p1"])
+    status = decision_status(engine, "phased")
+    assert status.notes == (f"two-phase active design: the intervals intersect the sequence of the {len(burn_in)} "
+                            "contexts of the uniform burn-in with phase 2's weighted one, each at half the error "
+                            "rate (phase 2 is not drawn yet)",)
+    alpha = status.decisions.alpha_each / 2
+
+    def differences(contexts):
+        """Per context a - b on empathy, in the order the contexts' last ratings came in."""
+        with unit_of_work(engine) as session:
+            rows = session.execute(select(Response.context_id, StudyItem.design, Rating.score, Rating.submitted_at)
+                                   .join(StudyItem, StudyItem.id == Rating.item_id)
+                                   .join(Response, Response.id == StudyItem.response_id)
+                                   .where(Rating.criterion == "empathy")).all()
+        table = pd.DataFrame([(c, d["system"], s, at) for c, d, s, at in rows if c in contexts],
+                             columns=["context", "system", "score", "at"])
+        labels = table.groupby(["context", "system"])["score"].mean().unstack()
+        last = table.groupby("context")["at"].max().sort_values(kind="stable")
+        return (labels["sys-a"] - labels["sys-b"]).dropna().reindex(last.index).dropna()
+
+    first = differences(burn_in)
+    burnt = paired_confidence_sequence(first.to_numpy() + 0.0, np.zeros(len(first)), planned_n=len(burn_in),
+                                       alpha=alpha, prior_variance=16.0).iloc[-1]
+    (state,) = status.comparisons
+    assert state.n == len(first) == len(burn_in)
+    assert np.isclose(state.human_estimate, first.mean())
+    assert np.isclose(state.human_low, burnt["low"]) and np.isclose(state.human_high, burnt["high"])
+
     sample_study(engine, "phased")
     rate_burn_in(engine, "phased")  # phase 2's assignments, all of them
-    burn_in = {int(c) for entry in study_log(engine, "phased")
-               if entry.event == ACTIVE_DRAW and entry.detail.get("phase") == 1 for c in entry.detail["drawn"]}
-    status = decision_status(engine, "phased")
-    (state,) = status.comparisons
-    assert status.notes == (f"two-phase active design: the intervals use the {len(burn_in)} contexts of the uniform "
-                            "burn-in (the report, `empeval report`, weighs both phases)",)
+    entries = [e.detail for e in study_log(engine, "phased") if e.event == ACTIVE_DRAW]
+    phase_two = {int(c) for c in entries[1]["drawn"]}
     with unit_of_work(engine) as session:
-        rows = session.execute(select(Response.context_id, StudyItem.design, Rating.score)
-                               .join(StudyItem, StudyItem.id == Rating.item_id)
-                               .join(Response, Response.id == StudyItem.response_id)
-                               .where(Rating.criterion == "empathy")).all()
-        rated = {c for c, _, _ in rows}
-    table = pd.DataFrame([(c, d["system"], s) for c, d, s in rows], columns=["context", "system", "score"])
-    labels = table.groupby(["context", "system"])["score"].mean().unstack()
-    difference = (labels["sys-a"] - labels["sys-b"]).dropna()
-    assert rated - burn_in  # phase 2 was rated too, and left out
-    assert state.n == len(burn_in & set(difference.index))
-    assert np.isclose(state.human_estimate, difference.loc[sorted(burn_in & set(difference.index))].mean())
+        overall = dict(session.execute(select(StudyContext.context_id, StudyContext.inclusion_probability)).all())
+    rest = sorted(set(overall) - burn_in)
+    q = {c: (overall[c] - p1) / (1 - p1) for c in rest}
+    second = differences(phase_two)
+    weighted = ipw_ppi_confidence_sequence(second.to_numpy(), np.zeros(len(second)), [q[c] for c in second.index],
+                                           np.zeros(len(rest)), expected_rated=sum(q.values()),
+                                           planned_n=max(sum(q.values()), 1.0), alpha=alpha,
+                                           prior_variance=16.0).iloc[-1]
+    expected = two_phase_interval((state.human_estimate, state.human_low, state.human_high),
+                                  (float(weighted["estimate"]), float(weighted["low"]), float(weighted["high"])),
+                                  known_sum=float(first.sum()), n_total=len(overall), n_rest=len(rest))
+    status = decision_status(engine, "phased")
+    (joined,) = status.comparisons
+    assert status.notes == (f"two-phase active design: the intervals intersect the sequence of the {len(burn_in)} "
+                            "contexts of the uniform burn-in with phase 2's weighted one, each at half the error "
+                            "rate",)
+    assert second.size and joined.n == len(first) + len(second)
+    assert np.allclose((joined.human_estimate, joined.human_low, joined.human_high), expected)
+    assert joined.human_high - joined.human_low <= state.human_high - state.human_low  # phase 2 only narrows it
