@@ -135,15 +135,12 @@ def _check_pairs_complete(verdicts: pd.DataFrame, design: ActiveDesign, judge: s
         a, b = row.system_a, row.system_b
         return int(row.context_id), (a, b) if a <= b else (b, a), row.criterion
 
-    have = {key(row) for row in verdicts.itertuples() if pd.notna(row.judge_diff)}
-    failed = {key(row) for row in verdicts.itertuples() if pd.isna(row.judge_diff)}
-    missing = [(cid, pair, criterion) for cid in sorted(design.contexts) for pair in design.pairs
-               for criterion in design.criteria if (cid, pair, criterion) not in have]
-    if missing:
-        cid, pair, criterion = missing[0]
-        total = len(design.contexts) * len(design.pairs) * len(design.criteria)
-        why = "the judge failed on it" if (cid, pair, criterion) in failed else "the judge never compared it"
-        raise BadInput(f"judge {judge!r} has not compared every pair of study {design.study!r}: {len(missing)} of "
+    gap = _first_gap({key(row) for row in verdicts.itertuples() if pd.notna(row.judge_diff)},
+                     {key(row) for row in verdicts.itertuples() if pd.isna(row.judge_diff)}, design, design.pairs)
+    if gap is not None:
+        missing, total, (cid, pair, criterion), failed = gap
+        why = "the judge failed on it" if failed else "the judge never compared it"
+        raise BadInput(f"judge {judge!r} has not compared every pair of study {design.study!r}: {missing} of "
                        f"{total} pair-criterion verdicts are missing (first: {pair[0]} vs {pair[1]}, context "
                        f"{design.contexts[cid]}, criterion {criterion!r}: {why}); the draw's probabilities need "
                        f"every pair compared: run `empeval judge {design.study} --judges {judge}` (it retries "
@@ -234,19 +231,26 @@ def _targets(labels: list, scores: pd.DataFrame, ids: list[int], design: ActiveD
 
 def _check_complete(scores: pd.DataFrame, design: ActiveDesign, judge: str) -> None:
     """BadInput unless `judge` has a score for every (context, system, criterion) of the design."""
-    scored = scores.loc[scores["judge_score"].notna()]
-    have = set(zip(scored["context_id"].astype(int), scored["system"], scored["criterion"], strict=True))
-    failed = set(zip(scores.loc[scores["judge_score"].isna(), "context_id"].astype(int),
-                     scores.loc[scores["judge_score"].isna(), "system"],
-                     scores.loc[scores["judge_score"].isna(), "criterion"], strict=True))
-    missing = [(cid, system, criterion) for cid in sorted(design.contexts) for system in design.systems
-               for criterion in design.criteria if (cid, system, criterion) not in have]
-    if missing:
-        cid, system, criterion = missing[0]
-        total = len(design.contexts) * len(design.systems) * len(design.criteria)
-        why = "the judge failed on it" if (cid, system, criterion) in failed else "the judge never scored it"
-        raise BadInput(f"judge {judge!r} has not scored every item of study {design.study!r}: {len(missing)} of "
+    scored, unscored = scores.loc[scores["judge_score"].notna()], scores.loc[scores["judge_score"].isna()]
+    gap = _first_gap(set(zip(scored["context_id"].astype(int), scored["system"], scored["criterion"], strict=True)),
+                     set(zip(unscored["context_id"].astype(int), unscored["system"], unscored["criterion"],
+                             strict=True)), design, design.systems)
+    if gap is not None:
+        missing, total, (cid, system, criterion), failed = gap
+        why = "the judge failed on it" if failed else "the judge never scored it"
+        raise BadInput(f"judge {judge!r} has not scored every item of study {design.study!r}: {missing} of "
                        f"{total} item-criterion pairs lack a score (first: system {system!r}, context "
                        f"{design.contexts[cid]}, criterion {criterion!r}: {why}); the draw's probabilities need "
                        f"every item judged: run `empeval judge {design.study} --judges {judge}` (it retries "
                        "failures), then sample again")
+
+
+def _first_gap(have: set, failed: set, design: ActiveDesign, units: Sequence) -> tuple[int, int, tuple, bool] | None:
+    """What a judge lacks of the (context, unit, criterion) triples the design needs (units: its systems, or an A/B
+    study's pairs), `have` the ones it gave a value and `failed` the ones it failed on: how many are missing, of how
+    many, the first (contexts in id order) and whether the judge failed on it; None when nothing is missing."""
+    missing = [(cid, unit, criterion) for cid in sorted(design.contexts) for unit in units
+               for criterion in design.criteria if (cid, unit, criterion) not in have]
+    if not missing:
+        return None
+    return len(missing), len(design.contexts) * len(units) * len(design.criteria), missing[0], missing[0] in failed
