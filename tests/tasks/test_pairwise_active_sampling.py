@@ -376,3 +376,24 @@ def test_the_decisions_look_weighs_the_judgments_by_the_recorded_probabilities(s
         assert state.ppi_estimate is not None and state.ppi_low <= state.ppi_estimate <= state.ppi_high
         checked += 1
     assert checked
+
+
+def test_a_draw_whose_contexts_no_control_answers_is_refused_and_writes_nothing(sample_engine):
+    """Controls answer only two contexts (enough to create the study); a draw that misses both cannot show the
+    design's control pairs: refused, naming the control and what to do, and the transaction leaves no probability,
+    no assignment and no log entry behind."""
+    from empeval.tasks.kinds.likert_active import active_design, draw_active_sample
+
+    add_responses(sample_engine, SYSTEMS, 40)
+    add_responses(sample_engine, CONTROLS, 2)
+    create_study(sample_engine, ab_active_spec())
+    design = active_design(sample_engine, "ab")
+    with unit_of_work(sample_engine) as session:
+        answered = set(session.scalars(select(Response.context_id).join(System).where(System.name.in_(CONTROLS))))
+    assert answered & set(design.contexts)
+    probabilities = {cid: 1e-9 if cid in answered else 0.5 for cid in design.contexts}
+    with pytest.raises(BadInput, match=r"study 'ab': control '[a-z-]+' has no response on any of the \d+ drawn "
+                                       r"contexts.*`empeval study sample ab --seed N`; nothing was written"):
+        draw_active_sample(sample_engine, "ab", probabilities, basis="test", judges=("first",), tau=0.5)
+    assert human_sample(sample_engine, "ab")["inclusion_probability"].isna().all()
+    assert assignment_count(sample_engine) == 0 and study_log(sample_engine, "ab") == []
