@@ -43,8 +43,6 @@ from sqlalchemy.orm import Session
 from empeval.server.store.kinds import StudySetup
 from empeval.server.store.kinds.likert import (
     ACTIVE_SAMPLING,
-    SAMPLINGS,
-    UNIFORM_SAMPLING,
     AssignmentItem,
     LikertSetup,
     Scale,
@@ -65,7 +63,7 @@ from empeval.tasks.kinds.likert_human_share import (
     draw_human_sample,
     human_sample_size,
     human_share_problem,
-    read_human_share,
+    read_share_and_sampling,
 )
 from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
 from empeval.tasks.study_create import add_assignments, lacking_controls
@@ -239,17 +237,10 @@ class LikertTasks(TaskKind):
         between 0 and 1 that samples at least two contexts and not all of them (likert_human_share.
         human_share_problem); the seed defaults to the study's and is stored resolved, so the stored configuration
         reproduces the draw."""
-        sampling = d.get("sampling", UNIFORM_SAMPLING)
-        if sampling not in SAMPLINGS:
-            raise reader.error("design.sampling", f"must be one of {', '.join(map(repr, SAMPLINGS))}, got "
-                               f"{sampling!r}")
-        read = read_human_share(reader, d, n_contexts=n_contexts, seed=seed)
+        read = read_share_and_sampling(reader, d, n_contexts=n_contexts, seed=seed, people="rate")
         if read is None:
-            if sampling == ACTIVE_SAMPLING:
-                raise reader.error("design.sampling", "\"active\" draws design.human_share's contexts: set "
-                                   "design.human_share (the expected share people rate) too, or remove it")
             return setup
-        share, sample_seed = read
+        share, sample_seed, sampling = read
         return replace(setup, human_share=share, human_share_seed=sample_seed, sampling=sampling)
 
     def decision_terms(self, setup: StudySetup, systems: tuple[str, ...]) -> DecisionTerms:

@@ -62,9 +62,9 @@ SINGLE, BURN_IN, SECOND_PHASE = 0, 1, 2
 
 @dataclass(frozen=True)
 class ActiveDesign:
-    """What an active draw needs to know of a study: its kind, contexts (id -> key "conv_id#n_turns"), systems,
-    criteria, the expected share and the draw's default seed; and the draw already made, if any; an A/B study's
-    pairs of systems (sorted names; empty for a Likert study)."""
+    """What an active draw needs to know of a study: its contexts (id -> key "conv_id#n_turns"), systems, criteria,
+    the expected share and the draw's default seed; and the draw already made, if any; an A/B study's pairs of
+    systems (sorted names; empty for a Likert study)."""
 
     study: str
     contexts: dict[int, str]
@@ -73,7 +73,6 @@ class ActiveDesign:
     human_share: float
     seed: int
     drawn: ActiveDraw | None
-    kind: str = "likert"
     pairs: tuple[tuple[str, str], ...] = ()
 
 
@@ -138,7 +137,7 @@ def active_design(engine: Engine, study: str) -> ActiveDesign:
                       for p in setup.pairs) if isinstance(setup, PairwiseSetup) else ()
         return ActiveDesign(study=study, contexts=contexts, systems=tuple(row.config.systems),
                             criteria=tuple(c.key for c in row.config.criteria),
-                            human_share=setup.human_share, seed=_default_seed(row), drawn=drawn, kind=setup.kind,
+                            human_share=setup.human_share, seed=_default_seed(row), drawn=drawn,
                             pairs=pairs)
 
 

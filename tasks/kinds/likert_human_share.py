@@ -10,6 +10,8 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from empeval.server.store.study_parts import ACTIVE_SAMPLING, SAMPLINGS, UNIFORM_SAMPLING
+
 if TYPE_CHECKING:
     from empeval.tasks.kind_parts import StudyFileReader
 
@@ -89,3 +91,21 @@ def read_human_share(reader: StudyFileReader, design: dict, *, n_contexts: int,
     sample_seed = reader.integer(design, "human_share_seed", "design.human_share_seed", seed, minimum=0)
     assert sample_seed is not None
     return float(share), sample_seed
+
+
+def read_share_and_sampling(reader: StudyFileReader, design: dict, *, n_contexts: int, seed: int,
+                            people: str) -> tuple[float, int, str] | None:
+    """``read_human_share`` with design.sampling (study_parts.SAMPLINGS, "uniform" by default), for the kinds whose
+    share may be drawn actively: (share, seed, sampling), or None without a share. A sampling not in SAMPLINGS is
+    refused first; "active" without a share is refused after the share's own checks, saying what the share is for
+    (`people`: what people do with the contexts, "rate" or "judge")."""
+    sampling = design.get("sampling", UNIFORM_SAMPLING)
+    if sampling not in SAMPLINGS:
+        raise reader.error("design.sampling", f"must be one of {', '.join(map(repr, SAMPLINGS))}, got {sampling!r}")
+    read = read_human_share(reader, design, n_contexts=n_contexts, seed=seed)
+    if read is None:
+        if sampling == ACTIVE_SAMPLING:
+            raise reader.error("design.sampling", "\"active\" draws design.human_share's contexts: set "
+                               f"design.human_share (the expected share people {people}) too, or remove it")
+        return None
+    return (*read, sampling)

@@ -61,14 +61,14 @@ from empeval.server.store.models import Assignment, Response, Study, System
 from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Panel, ShownTurn
 from empeval.server.store.queries import study_by_name
 from empeval.server.store.study_config import StudyConfig
-from empeval.server.store.study_parts import ACTIVE_SAMPLING, SAMPLINGS, UNIFORM_SAMPLING, Criterion, Design
+from empeval.server.store.study_parts import ACTIVE_SAMPLING, Criterion, Design
 from empeval.tasks.crowd.contract import Control
 from empeval.tasks.decisions_file import DecisionTerms
 from empeval.tasks.design import controls_per_assignment
 from empeval.tasks.gold_items import context_panel, gold_answers, gold_context, gold_feedback, gold_fields
 from empeval.tasks.kind_parts import ChosenContexts, StudyFileParts, StudyFileReader, StudySetupError, StudySummary
 from empeval.tasks.kinds import Answer, TaskKind, register
-from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem, read_human_share
+from empeval.tasks.kinds.likert_human_share import draw_human_sample, human_share_problem, read_share_and_sampling
 from empeval.tasks.kinds.pairwise_design import PlannedPairAssignment, pair_slots, plan_pairwise
 from empeval.tasks.simulate import CrowdModel, Rater, UnknownItem
 from empeval.tasks.study_create import add_assignments, lacking_controls
@@ -201,17 +201,10 @@ class PairwiseTasks(TaskKind):
         differences compares the pairs of every context. The rules a Likert study's share follows
         (likert_human_share.human_share_problem); the seed defaults to the study's and is stored resolved, so the
         stored configuration reproduces the draw."""
-        sampling = d.get("sampling", UNIFORM_SAMPLING)
-        if sampling not in SAMPLINGS:
-            raise reader.error("design.sampling", f"must be one of {', '.join(map(repr, SAMPLINGS))}, got "
-                               f"{sampling!r}")
-        read = read_human_share(reader, d, n_contexts=n_contexts, seed=seed)
+        read = read_share_and_sampling(reader, d, n_contexts=n_contexts, seed=seed, people="judge")
         if read is None:
-            if sampling == ACTIVE_SAMPLING:
-                raise reader.error("design.sampling", "\"active\" draws design.human_share's contexts: set "
-                                   "design.human_share (the expected share people judge) too, or remove it")
             return setup
-        share, sample_seed = read
+        share, sample_seed, sampling = read
         return replace(setup, human_share=share, human_share_seed=sample_seed, sampling=sampling)
 
     def qualification_items(self, reader: StudyFileReader, entries: list[Any], setup: StudySetup,
