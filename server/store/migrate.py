@@ -8,22 +8,27 @@ killed may say it is at one revision while holding part of the next; an upgrade 
 """
 from __future__ import annotations
 
+import ast
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
 from empeval.server.errors import BadInput, Conflict
 from empeval.server.store.engine import make_engine
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic (with mako and pygments, which it imports) is loaded only when a migration runs: the check every app and
+# every command make, "is this store at the newest revision?" (ensure_schema), reads the version table and the
+# revision files without it. That check is the whole of what most processes ever ask of migrations, and alembic
+# cost each of them about 0.1 s of CPU at start (2026-12-04).
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+VERSIONS_DIR = MIGRATIONS_DIR / "versions"
 VERSION_TABLE = "alembic_version"
 
 
@@ -33,6 +38,8 @@ class HalfAppliedRevision(Conflict):
 
 
 def alembic_config(engine: Engine) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     # Hand the live engine to env.py, so SQLite pragmas and in-memory test databases just work.
@@ -43,6 +50,9 @@ def alembic_config(engine: Engine) -> Config:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Apply the revisions up to `revision`, each in its own transaction. BadInput for a revision that does not
     exist; HalfAppliedRevision when the upgrade fails on a SQLite store left half-way by an older empeval."""
+    from alembic import command
+    from alembic.util import CommandError
+
     try:
         command.upgrade(alembic_config(engine), revision)
     except CommandError as error:
@@ -54,6 +64,9 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
+    from alembic import command
+    from alembic.util import CommandError
+
     try:
         command.downgrade(alembic_config(engine), revision)
     except CommandError as error:
@@ -61,24 +74,68 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The revision the store records (None: an empty store, without the version table)."""
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        return _recorded_revision(connection)
+
+
+def _recorded_revision(connection: Connection) -> str | None:
+    """What alembic's MigrationContext.get_current_revision answers, read with one query: the version table's one
+    row, None when the table is absent or empty. Our migrations are one line (no branches), so a store holds at
+    most one row; more than one is a store this code did not make, and is refused as alembic refuses it."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return None
+    rows = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    if len(rows) > 1:
+        raise Conflict(f"the store records {len(rows)} revisions ({', '.join(sorted(rows))}) in {VERSION_TABLE}; "
+                       "empeval's migrations are a single line, so this store was changed by other tools")
+    return rows[0] if rows else None
 
 
 @functools.cache
+def revision_chain() -> tuple[str, ...]:
+    """The revisions shipped with this code, oldest first, read once per process from the `revision` and
+    `down_revision` assignments of migrations/versions/*.py (parsed, not run: alembic's ScriptDirectory runs every
+    script, which needs alembic itself loaded). tests/store/test_migrate_revisions.py holds this to alembic's own
+    reading."""
+    follows: dict[str | None, str] = {}
+    for path in sorted(VERSIONS_DIR.glob("*.py")):
+        assigned = {target.id: node.value
+                    for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, ast.Assign)
+                    for target in node.targets if isinstance(target, ast.Name)}
+        if "revision" not in assigned:
+            continue
+        down_node = assigned.get("down_revision")
+        revision = ast.literal_eval(assigned["revision"])
+        down = None if down_node is None else ast.literal_eval(down_node)
+        if down in follows:
+            raise RuntimeError(f"{path.name}: revisions {follows[down]} and {revision} both follow {down}")
+        follows[down] = revision
+    chain, at = [], None
+    while at in follows:
+        at = follows.pop(at)
+        chain.append(at)
+    if follows:
+        raise RuntimeError(f"revisions not reachable from the first: {', '.join(sorted(follows.values()))}")
+    return tuple(chain)
+
+
 def head_revision() -> str | None:
-    """The newest revision of the migrations shipped with this code, read once per process: alembic loads every
-    revision script to find it (8 ms, and `ensure_schema` asks on every app made, every CLI command that opens a
-    store)."""
-    return ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
+    """The newest revision of the migrations shipped with this code (None if there were none)."""
+    chain = revision_chain()
+    return chain[-1] if chain else None
 
 
 def next_revision(revision: str | None) -> str | None:
-    """The revision that follows `revision` (None: the first one); None after the newest."""
-    for script in ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions():
-        if script.down_revision == revision:
-            return script.revision
-    return None
+    """The revision that follows `revision` (None: the first one); None after the newest, or for a revision this
+    code does not know."""
+    chain = revision_chain()
+    if revision is None:
+        return chain[0] if chain else None
+    if revision not in chain:
+        return None
+    position = chain.index(revision)
+    return chain[position + 1] if position + 1 < len(chain) else None
 
 
 def ensure_schema(engine: Engine) -> None:
@@ -128,7 +185,7 @@ def half_applied(engine: Engine) -> HalfAppliedRevision | None:
     if engine.dialect.name != "sqlite":
         return None
     with engine.connect() as connection:
-        at = MigrationContext.configure(connection).get_current_revision()
+        at = _recorded_revision(connection)
         found = sqlite_schema_shape(connection)
     following = next_revision(at)
     if following is None:  # at the newest revision, or one this version does not know: no upgrade was cut short
