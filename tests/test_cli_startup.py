@@ -160,12 +160,15 @@ def test_the_repeated_constants_equal_their_sources():
 
 # --- what a server process imports before it answers ------------------------------------------------------------
 
-def test_the_served_app_is_made_without_scipy():
+def test_the_served_app_is_made_without_scipy_or_pandas():
     """`empeval serve` builds the app (empeval.wiring.make_app) before its first answer; scipy.stats alone cost that
     start about 1.5 s of its 4.3 s (the decision looks import analysis.stats.sequential for its Decision type), so
-    scipy is imported only where a statistic needs it."""
+    scipy is imported only where a statistic needs it. pandas, numpy and pyarrow (which pandas loads) cost it
+    another 0.35 s or so, and every command that opens a store (`empeval status`, `annotators`) 0.4 s of its 1.6 s:
+    they load at the first progress page, decision look or flagged-rater view, never to answer raters."""
+    heavy = ('scipy', 'torch', 'sklearn', 'matplotlib', 'pandas', 'numpy', 'pyarrow')
     done = subprocess.run([sys.executable, "-c", "import sys; from empeval.wiring import make_app; "
-                           "print(sorted(m for m in ('scipy', 'torch', 'sklearn', 'matplotlib') if m in sys.modules))"],
+                           f"print(sorted(m for m in {heavy!r} if m in sys.modules))"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[]"

@@ -34,12 +34,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import Engine
 
-from empeval.analysis.stats.sequential import Decision
 from empeval.server.annotation.decision_state import ComparisonState, DecisionLook, JudgeInput
 from empeval.server.annotation.kinds import annotation_kind, annotation_kinds
 from empeval.server.errors import BadInput
@@ -47,6 +45,9 @@ from empeval.server.store.engine import unit_of_work
 from empeval.server.store.queries import now_utc, study_by_name
 from empeval.server.store.study_config import StudyConfig
 from empeval.server.store.study_decisions import Decisions
+
+if TYPE_CHECKING:  # types only: the app imports this module, and a server answering raters never needs pandas
+    import pandas as pd
 
 __all__ = ["REASON_BUDGET", "REASON_DECIDED", "ComparisonState", "DecisionStatus", "JudgeInput",
            "close_claims_if_decided", "decision_status", "judge_input", "model_assisted", "monitored"]
@@ -71,6 +72,8 @@ class DecisionStatus:
 
     @property
     def all_decided(self) -> bool:
+        from empeval.analysis.stats.sequential import Decision
+
         return bool(self.comparisons) and all(c.state != Decision.UNDECIDED for c in self.comparisons)
 
     @property

@@ -18,7 +18,6 @@ from werkzeug.exceptions import BadRequest, Forbidden, NotFound, TooManyRequests
 from empeval.server.annotation.export import export_text
 from empeval.server.annotation.item_browser import BrowserQuery, browse, browsed_systems, parse_query, view_csv
 from empeval.server.annotation.kinds import annotation_kind
-from empeval.server.annotation.kinds.rater_flags import flagged_pseudonyms
 from empeval.server.annotation.preview import preview_payload
 from empeval.server.annotation.rater_table import rater_table, study_comments
 from empeval.server.annotation.study_log import EXPORT, record_release, study_log
@@ -44,6 +43,14 @@ blueprint = Blueprint("admin", __name__, template_folder="templates")
 
 def _engine():
     return current_app.extensions["empeval.engine"]
+
+
+def _flagged_pseudonyms(engine, name: str) -> set[str] | None:
+    """The study's flagged raters (server/annotation/kinds/rater_flags.py, imported at the first study page: it runs
+    the report's analysis, with pandas, which a server that only answers raters never loads)."""
+    from empeval.server.annotation.kinds.rater_flags import flagged_pseudonyms
+
+    return flagged_pseudonyms(engine, name)
 
 
 def study_progress(name: str) -> dict:
@@ -83,7 +90,7 @@ def study_page(name: str):
     engine = _engine()
     query, criteria, systems = _browser_query(name)
     progress = study_progress(name)
-    view = browse(engine, name, query, flagged=lambda: flagged_pseudonyms(engine, name))
+    view = browse(engine, name, query, flagged=lambda: _flagged_pseudonyms(engine, name))
     return render_template("admin_study.html", s=progress, criteria=criteria, items=view.items, view=view,
                            systems=systems, decisions=_decisions(name),
                            raters=rater_table(engine, name), comments=study_comments(engine, name),
@@ -110,7 +117,7 @@ def items_csv(name: str):
     rater; its first line, a comment, names the filters. Likert studies (another kind: its export)."""
     engine = _engine()
     query, _, _ = _browser_query(name)
-    text = view_csv(engine, name, query, flagged=lambda: flagged_pseudonyms(engine, name))
+    text = view_csv(engine, name, query, flagged=lambda: _flagged_pseudonyms(engine, name))
     return Response(text, mimetype="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="{name}-items.csv"'})
 

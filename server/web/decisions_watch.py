@@ -21,8 +21,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from sqlalchemy import Engine
 
 from empeval.server.annotation.decisions import (
@@ -33,10 +33,11 @@ from empeval.server.annotation.decisions import (
     judge_input,
     monitored,
 )
-from empeval.server.backend.judges.pair_scores import judge_pair_scores, pair_judges
-from empeval.server.backend.judges.scores import judge_scores, latest_judge
 from empeval.server.store import unit_of_work
 from empeval.server.store.queries import study_by_name
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def look(engine: Engine, name: str, *, close: bool, judge: str | None = None) ->
     `judge` that has not judged the study."""
     with unit_of_work(engine) as session:
         judged_by = judge_input(study_by_name(session, name).config)
-    latest, read = _JUDGE_OUTPUT.get(judged_by, (None, None)) if judged_by is not None else (None, None)
+    latest, read = _judge_output().get(judged_by, (None, None)) if judged_by is not None else (None, None)
     judge = judge or (latest(engine, name) if latest is not None else None)
     scores = read(engine, name, judge) if judge is not None and read is not None else None
     status = decision_status(engine, name, judge_scores=scores, judge=judge)
@@ -63,15 +64,20 @@ def look(engine: Engine, name: str, *, close: bool, judge: str | None = None) ->
 
 
 def _latest_pair_judge(engine: Engine, name: str) -> str | None:
+    from empeval.server.backend.judges.pair_scores import pair_judges
+
     judges = pair_judges(engine, name)
     return judges[0] if judges else None
 
 
-# Per kind of judges' output (JudgeInput): the judge that gave a study's most recently, and the reader of its table.
-_JUDGE_OUTPUT: dict[JudgeInput, tuple[Callable[[Engine, str], str | None], Callable[..., pd.DataFrame]]] = {
-    JudgeInput.ITEM_SCORES: (latest_judge, judge_scores),
-    JudgeInput.PAIR_DIFFERENCES: (_latest_pair_judge, judge_pair_scores),
-}
+def _judge_output() -> dict[JudgeInput, tuple[Callable[[Engine, str], str | None], Callable[..., pd.DataFrame]]]:
+    """Per kind of judges' output (JudgeInput): the judge that gave a study's most recently, and the reader of its
+    table. Imported at the first look: the readers need pandas, which a server answering raters never loads."""
+    from empeval.server.backend.judges.pair_scores import judge_pair_scores
+    from empeval.server.backend.judges.scores import judge_scores, latest_judge
+
+    return {JudgeInput.ITEM_SCORES: (latest_judge, judge_scores),
+            JudgeInput.PAIR_DIFFERENCES: (_latest_pair_judge, judge_pair_scores)}
 
 
 def _may_close(engine: Engine, name: str) -> bool:

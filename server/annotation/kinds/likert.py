@@ -18,20 +18,15 @@ from functools import lru_cache
 from statistics import median
 from typing import Any, ClassVar, NamedTuple
 
-import numpy as np
-import pandas as pd
 from sqlalchemy import Engine, and_, distinct, exists, func, select
 from sqlalchemy.orm import Session
 
 from empeval.analysis.kinds.likert.schema import EXPORT_COLUMNS  # the export's columns: defined once, in analysis
-from empeval.analysis.stats.agreement import reliability_counts
-from empeval.analysis.stats.coefficients import krippendorff_alpha
 from empeval.server.annotation import hot_sql
 from empeval.server.annotation.decision_state import DecisionLook
 from empeval.server.annotation.item_browser import page_bounds, turns_of, with_comments
 from empeval.server.annotation.item_comments import COMMENT_SCHEMA, comments_by_unit, entry_comment
 from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
-from empeval.server.annotation.kinds.likert_decisions import LIKERT_LOOK
 from empeval.server.annotation.submission_schema import (
     entries_schema,
     entry_item,
@@ -132,6 +127,12 @@ def alpha_so_far(scores: list[tuple[int, str, int]], criterion: str,
                  scale: tuple[int, int] = (1, 5)) -> float | None:
     """Krippendorff's alpha (ordinal) over the (item, criterion, score) ratings of non-control items so far, computed
     by analysis/ (the same code the report uses); None while it is undefined (no pairable item, no variation)."""
+    import numpy as np  # here, not at the top: pandas and the statistics load at the first progress page, so that a
+    import pandas as pd  # server starts (and a rater is answered) without them
+
+    from empeval.analysis.stats.agreement import reliability_counts
+    from empeval.analysis.stats.coefficients import krippendorff_alpha
+
     table = pd.DataFrame([{"item": item, "score": score} for item, rated, score in scores if rated == criterion],
                          columns=["item", "score"])
     if table.empty:
@@ -154,7 +155,10 @@ class LikertAnnotation(AnnotationKind):
     export_columns = EXPORT_COLUMNS
 
     def decision_look(self) -> DecisionLook:
-        """Its [decisions] are looked at by server/annotation/kinds/likert_decisions.py."""
+        """Its [decisions] are looked at by server/annotation/kinds/likert_decisions.py (imported at the first look:
+        it needs pandas and the statistics, which a server answering raters never loads)."""
+        from empeval.server.annotation.kinds.likert_decisions import LIKERT_LOOK
+
         return LIKERT_LOOK
 
     def payload(self, executor: Any, study: Any, assignment_id: int, status: str,

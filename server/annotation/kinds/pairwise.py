@@ -34,7 +34,6 @@ from empeval.server.annotation.decision_state import DecisionLook
 from empeval.server.annotation.item_browser import page_bounds, turns_of, with_comments
 from empeval.server.annotation.item_comments import COMMENT_SCHEMA, comments_by_unit, entry_comment
 from empeval.server.annotation.kinds import AnnotationKind, BrowsedItem, GoldChoice, ItemPage, register
-from empeval.server.annotation.kinds.pairwise_decisions import PAIRWISE_LOOK
 from empeval.server.annotation.submission_schema import entries_schema, entry_item, entry_seconds, refuse_missing_units
 from empeval.server.errors import BadInput
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem, PairwiseSetup
@@ -142,7 +141,10 @@ class PairwiseAnnotation(AnnotationKind):
     export_columns = EXPORT_COLUMNS  # the judgment contract and the comment on the pair
 
     def decision_look(self) -> DecisionLook:
-        """Its [decisions] are looked at by server/annotation/kinds/pairwise_decisions.py."""
+        """Its [decisions] are looked at by server/annotation/kinds/pairwise_decisions.py (imported at the first look,
+        as Likert's)."""
+        from empeval.server.annotation.kinds.pairwise_decisions import PAIRWISE_LOOK
+
         return PAIRWISE_LOOK
 
     def payload(self, executor: Any, study: Any, assignment_id: int, status: str,
