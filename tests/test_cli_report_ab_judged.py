@@ -83,24 +83,10 @@ def test_an_actively_sampled_ab_study_is_judged_drawn_rated_and_reported_weighte
     from empeval.server.store.kinds.likert import StudyContext
     from empeval.server.store.kinds.pairwise import AssignmentPair, PairItem
     from empeval.server.store.models import Study
-    from empeval.tasks.study_create import create_study
-    from empeval.tasks.study_file import parse_study
 
     engine = make_engine(store)
-    create_study(engine, parse_study({
-        "name": "ab-active", "kind": "pairwise", "seed": 3, "contexts": {"split": "test", "count": 24},
-        "systems": {"names": ["sys-a", "sys-b"]},
-        "design": {"judgments_per_pair": 2, "items_per_assignment": 4, "control_rate": 0.0, "human_share": 0.5,
-                   "sampling": "active"}}, "ab-active.toml"))
-    config = tmp_path / "judges.toml"
-    endpoint = f"http://127.0.0.1:{server.server_port}/"
-    config.write_text("".join(f'[judges.{name}]\nkind = "pairwise-http-judge"\nbase_url = "{endpoint}"\nmodel = "m"\n\n'
-                              for name in ("pairs", "pairs2")), encoding="utf-8")
-    judged = run(store, "judge", "ab-active", "--judges", "pairs,pairs2", "--config", str(config))
-    assert judged.exit_code == 0, judged.output
-    drawn = run(store, "study", "sample", "ab-active")
-    assert drawn.exit_code == 0, drawn.output
-    assert "study ab-active: drew" in drawn.output and "(12.0 expected" in drawn.output
+    drawn = _drawn_active_study(store, engine, server, tmp_path)
+    assert "study ab-active: drew" in drawn and "(12.0 expected" in drawn
     _judge_everything(engine, "ab-active")
     with unit_of_work(engine) as session:
         sid = session.scalar(select(Study.id).where(Study.name == "ab-active"))
@@ -122,6 +108,68 @@ def test_an_actively_sampled_ab_study_is_judged_drawn_rated_and_reported_weighte
     markdown = " ".join((out / "report.md").read_text().split())
     assert f"People judged the pairs of an active sample, {n_drawn} of the study's 24 contexts (12.0 expected)" \
         in markdown
+
+
+def _drawn_active_study(store, engine, server, tmp_path) -> str:  # noqa: F811
+    """An active A/B study of 24 contexts, every pair compared by two judges of differences and the human sample
+    drawn (`empeval study sample`); what the draw printed."""
+    from empeval.tasks.study_create import create_study
+    from empeval.tasks.study_file import parse_study
+
+    create_study(engine, parse_study({
+        "name": "ab-active", "kind": "pairwise", "seed": 3, "contexts": {"split": "test", "count": 24},
+        "systems": {"names": ["sys-a", "sys-b"]},
+        "design": {"judgments_per_pair": 2, "items_per_assignment": 4, "control_rate": 0.0, "human_share": 0.5,
+                   "sampling": "active"}}, "ab-active.toml"))
+    config = tmp_path / "judges.toml"
+    endpoint = f"http://127.0.0.1:{server.server_port}/"
+    config.write_text("".join(f'[judges.{name}]\nkind = "pairwise-http-judge"\nbase_url = "{endpoint}"\nmodel = "m"\n\n'
+                              for name in ("pairs", "pairs2")), encoding="utf-8")
+    judged = run(store, "judge", "ab-active", "--judges", "pairs,pairs2", "--config", str(config))
+    assert judged.exit_code == 0, judged.output
+    drawn = run(store, "study", "sample", "ab-active")
+    assert drawn.exit_code == 0, drawn.output
+    return drawn.output
+
+
+def test_an_active_ab_study_with_no_judgment_or_one_raters_few_is_reported_with_reasons(store, server,  # noqa: F811
+                                                                                         tmp_path):
+    """The degenerate active A/B study: drawn, then nobody has judged yet (the report is refused, saying so, and
+    writes nothing), then one rater judged one assignment (every row of the weighted table says why it has no
+    interval, or has one; no number is NaN without a note)."""
+    from empeval.server.annotation.handout import next_assignment_payload
+    from empeval.server.store import make_engine
+    from tests.annotation.test_decisions_pairwise_judged import _rater, _submit
+
+    engine = make_engine(store)
+    try:
+        drawn = _drawn_active_study(store, engine, server, tmp_path)
+        empty = tmp_path / "empty"
+        refused = run(store, "report", "ab-active", "--judge", "pairs", "--out", str(empty), "--n-boot", "100")
+        assert refused.exit_code != 0 and "Traceback" not in refused.output, refused.output
+        assert "study 'ab-active' has no choices yet: nothing to report" in refused.output, refused.output
+        assert not empty.exists() or not any(empty.iterdir())
+        rater, _ = _rater(engine, "only-one", "ab-active")
+        _submit(engine, rater.id, next_assignment_payload(engine, "ab-active", rater.id), lambda c, left, r: left)
+        out = tmp_path / "one"
+        result = run(store, "report", "ab-active", "--judge", "pairs", "--out", str(out), "--n-boot", "100")
+        assert result.exit_code == 0, result.output
+        table = pd.read_csv(out / "tables" / "ab_model_assisted.csv")
+        assert len(table) == 3 and set(table["n_human"]) <= {1, 2, 3, 4}
+        for row in table.itertuples():
+            if row.n_human < 2:
+                assert "PPI++ needs at least 2" in row.note and pd.isna(row.ppi_diff)
+            else:
+                assert pd.notna(row.human_diff) and (pd.notna(row.ppi_diff) or isinstance(row.note, str))
+                # A judge given no weight cannot make a few contexts count for many: weighting by the draw's
+                # probabilities alone took the drawn contexts not judged yet for judged (a 4x narrower interval
+                # and p = 0.05 from 3 contexts); scaled by the share judged, the interval is the human one's.
+                assert row.lam > 0 or row.width_ratio > 0.9, row
+        drawn_count = int(drawn.split("drew ")[1].split()[0])
+        assert f"**Only {table['n_human'].max()} of the {drawn_count} drawn contexts are judged so far**" in " ".join(
+            (out / "report.md").read_text().split())
+    finally:
+        engine.dispose()
 
 
 def _context_ids(store) -> list[int]:

@@ -471,6 +471,9 @@ def design_text(design: DesignSample) -> str:
     --------
     >>> design_text(DesignSample(None, None, 3, 3, 0, 0))
     "People were to rate every one of the study's 3 contexts (no human share); all 3 have human ratings."
+    >>> running = design_text(DesignSample(0.4, None, 10, 4, 1, 0, active=True))
+    >>> "3 have human ratings so far" in running and "a uniform subsample of the drawn ones" in running
+    True
     """
     if design.share is None:
         text = f"People were to rate every one of the study's {design.n_contexts} contexts (no human share)"
@@ -483,10 +486,12 @@ def design_text(design: DesignSample) -> str:
         text = (f"By design (human share {design.share:g}, seed {design.seed}), people rate a seeded uniform random "
                 f"sample of {design.n_sampled} of the study's {design.n_contexts} contexts")
     rated = design.n_sampled - design.n_sampled_unrated
+    taken_for = ("a uniform subsample of the drawn ones (each probability scaled by the share rated so far)"
+                 if design.active else "a uniform random sample of the study")
     text += (f"; all {rated} have human ratings." if not design.n_sampled_unrated else
              f"; {rated} have human ratings so far. **{design.n_sampled_unrated} sampled context(s) have no usable "
-             "human rating**: the estimates take the rated contexts for a uniform random sample of the study, which "
-             "holds only if these are missing at random (finish the study before reporting).")
+             f"human rating**: the estimates take the rated contexts for {taken_for}, which holds only if these are "
+             "missing at random (finish the study before reporting).")
     if design.n_rated_outside:
         text += (f" **{design.n_rated_outside} context(s) outside the design's sample have human ratings**: the "
                  "human-rated contexts are then not the design's random sample.")

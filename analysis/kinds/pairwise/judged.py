@@ -14,7 +14,9 @@ An actively sampled A/B study (design.sampling = "active": each context drawn fo
 probability, ``design_sample``'s ``inclusion_probability``) gets the inverse-probability weighted PPI++ of
 ``analysis.stats.ppi.active.ipw_ppi_mean_interval`` over every context of the study instead (Zrnic and Candès,
 ICML 2024, with the offset of the generalised regression estimator), and its human-only column is the weighted
-(Hájek) mean; a drawn context whose judgments have not come in counts as not drawn.
+(Hájek) mean. While a drawn context's judgments have not all come in, the judged ones are taken for a uniform
+subsample of the drawn ones: each context's probability is scaled by the share judged
+(``analysis.stats.ppi.active.observed_probabilities``), and the paragraph says how many are judged so far.
 
 A pair's row says why it has no model-assisted numbers instead: no context only the judge compared (a study
 without a human share), fewer than two contexts people judged, or the judge failed on contexts people judged (on
@@ -169,11 +171,12 @@ def _weighted_net_preferences(real: pd.DataFrame, pair_scores: pd.DataFrame, des
     """``model_assisted_net_preferences`` for an actively sampled study (module docstring): per criterion and pair
     the weighted PPI++ mean net preference over every context of ``design_sample``, each weighted by the inverse
     of its recorded ``inclusion_probability``."""
-    from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval
+    from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval, observed_probabilities
     from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS
 
     contexts = design_sample["context_id"].astype(str).to_numpy()  # the export's ids may be read back as text
-    pi = design_sample["inclusion_probability"].to_numpy(dtype=float)
+    drawn_pi = design_sample["inclusion_probability"].to_numpy(dtype=float)
+    drawn_by_design = design_sample["sampled"].fillna(False).to_numpy(dtype=bool)
 
     def by_context(values: pd.Series) -> np.ndarray:
         return values.set_axis(values.index.astype(str)).reindex(contexts).to_numpy(dtype=float)
@@ -185,6 +188,7 @@ def _weighted_net_preferences(real: pd.DataFrame, pair_scores: pd.DataFrame, des
         y = by_context(context_net_preferences(real, a, b, criterion))
         f = by_context(oriented_verdicts(pair_scores, a, b, criterion))
         drawn = np.isfinite(y)
+        pi, _ = observed_probabilities(drawn_pi, drawn, drawn_by_design)  # a study still running: module docstring
         row: dict = {"criterion": criterion, "system_a": a, "system_b": b, "n_human": int(drawn.sum()),
                      "n_judge_only": int((~drawn).sum()), "note": ""}
         if int(drawn.sum()) < MIN_HUMAN_CONTEXTS:
@@ -228,6 +232,12 @@ def model_assisted_section_blocks(table: pd.DataFrame, *, judge: str, design_sam
                  f"contexts ({expected:.1f} expected), each context drawn with its own probability, higher where the "
                  "judges of differences disagreed; every estimate weights a context by the inverse of its "
                  "probability (Zrnic and Candès 2024), and the human-only column is the weighted (Hájek) mean.")
+        judged_so_far = int(table["n_human"].max()) if len(table) else 0
+        if judged_so_far < people:
+            share += (f" **Only {judged_so_far} of the {people} drawn contexts are judged so far**: the estimates "
+                      "take them for a uniform subsample of the drawn ones (each probability scaled by the share "
+                      "judged), which holds only if the others are missing at random (finish the study before "
+                      "reporting).")
     elif design_sample is not None and len(design_sample):
         people = int(design_sample["sampled"].sum())
         share = (f" People judged the pairs of {people} of the study's {len(design_sample)} contexts"

@@ -53,9 +53,14 @@ weighted by its context's 1 / pi.
 Two phases (``active_phases``): a uniform burn-in, then a draw on a residual model fitted on the burn-in's labels;
 each context's probability is then its overall one, p1 + (1 - p1) q, and the estimators below take it unchanged.
 
-A sampled context whose ratings have not come in counts as not drawn: the estimates assume its ratings are missing
-at random given pi (as the uniform design's estimates assume of its own sample). The number of contexts drawn is
-random (Poisson sampling); only its expectation is the budget.
+A drawn context whose ratings have not come in yet (a report made while the study runs) is a second phase: the
+rated contexts are taken for a uniform subsample of the drawn ones, so each context's probability of being rated is
+pi_i times the share of the drawn contexts rated (``observed_probabilities``; two-phase sampling, Särndal, Swensson
+and Wretman 1992, ch. 9), as the uniform design's estimates take its rated contexts for a uniform sample. Weighting
+by pi_i alone counted the unrated drawn contexts as drawn with a label of 0 in effect: with 30% of the drawn
+contexts rated, the PPI++ interval covered the mean 46-55% of the time (1,000 seeded studies of 600 contexts;
+0.94-0.96 with the scaled probabilities). The number of contexts drawn is random (Poisson sampling); only its
+expectation is the budget.
 
 Measured (1,500 seeded studies of 600 contexts, 120 expected human-rated; labels = quality + rater noise; a judge on
 its own scale whose error SD is 0.1 on 85% of the contexts and 1.5 on the rest; tests/analysis/stats/
@@ -395,16 +400,18 @@ def active_system_means(
       moel        5             3      3.22 0.92
     """
     over_raters = generalises_over_raters(generalize)
-    items, dropped, probability = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
-                                                  allow_missing=allow_missing)
+    items, dropped, probability, drawn = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
+                                                         allow_missing=allow_missing)
     clustered = clustered_ratings(human_ratings, items, "annotator" if over_raters else cluster_by)
     rows = []
     for (criterion, system), part in items.groupby(["criterion", "system"], sort=True, observed=True):
-        labels, pi = part["label"].to_numpy(dtype=float), part["probability"].to_numpy(dtype=float)
+        labels = part["label"].to_numpy(dtype=float)
         where = f"system {system!r}, criterion {criterion!r}"
         _check_drawn(labels, where)
+        pi, share = observed_probabilities(part["probability"], np.isfinite(labels),
+                                           drawn.reindex(part["context_id"].astype(str)).to_numpy(dtype=bool))
         extra = _rater_variance(clustered, [(criterion, system, 1.0)], labels, pi, part["context_id"],
-                                probability, small_sample=over_raters)
+                                probability * share, small_sample=over_raters)
         df = rater_degrees_of_freedom(clustered, criterion, [system]) if over_raters else None
         result = ipw_ppi_mean_interval(labels, part["judge_score"].to_numpy(dtype=float), pi, ci_level=ci_level,
                                        rater_variance=extra, df=df)
@@ -455,8 +462,8 @@ def active_paired_differences(
     if family not in ("criterion", "study"):
         raise ValueError(f"family must be one of ('criterion', 'study'), got {family!r}")
     over_raters = generalises_over_raters(generalize)
-    items, _, probability = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
-                                            allow_missing=allow_missing)
+    items, _, probability, drawn = _weighted_items(human_ratings, judge_scores, design_sample, judge=judge,
+                                                   allow_missing=allow_missing)
     clustered = clustered_ratings(human_ratings, items, "annotator" if over_raters else cluster_by)
     rows = []
     for criterion, part in items.groupby("criterion", sort=True, observed=True):
@@ -465,10 +472,12 @@ def active_paired_differences(
         for system_a, system_b in itertools.combinations(sorted(scores.columns), 2):
             judged = (scores[system_a] - scores[system_b]).dropna()
             differences = (labels[system_a] - labels[system_b]).reindex(judged.index).to_numpy(dtype=float)
-            pi = probability.reindex(judged.index.astype(str)).to_numpy(dtype=float)
             _check_drawn(differences, f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
+            pi, share = observed_probabilities(probability.reindex(judged.index.astype(str)),
+                                               np.isfinite(differences),
+                                               drawn.reindex(judged.index.astype(str)).to_numpy(dtype=bool))
             extra = _rater_variance(clustered, [(criterion, system_a, 1.0), (criterion, system_b, -1.0)],
-                                    differences, pi, judged.index, probability, small_sample=over_raters)
+                                    differences, pi, judged.index, probability * share, small_sample=over_raters)
             df = (rater_degrees_of_freedom(clustered, criterion, [system_a, system_b],
                                            contexts=judged.index[np.isfinite(differences)]) if over_raters else None)
             result = ipw_ppi_mean_interval(differences, judged.to_numpy(dtype=float), pi, ci_level=ci_level,
@@ -560,6 +569,26 @@ def model_assisted_estimates(
                                generalize=generalize))
 
 
+def observed_probabilities(probabilities, rated, drawn) -> tuple[np.ndarray, float]:
+    """Each context's probability of being *rated*, while only part of the drawn contexts have been: pi_i times the
+    share of the drawn contexts rated so far (the rated ones a uniform subsample of the drawn ones: module
+    docstring), and that share (1 once every drawn context is rated). A rated context the draw did not record as
+    drawn counts as drawn.
+
+    >>> rated, drawn = [True, False, False, False], [True, True, False, False]
+    >>> pi, share = observed_probabilities([0.5, 0.5, 0.2, 0.2], rated, drawn)
+    >>> pi.tolist(), share
+    ([0.25, 0.25, 0.1, 0.1], 0.5)
+    >>> observed_probabilities([0.5, 0.2], [True, False], [True, False])[1]
+    1.0
+    """
+    pi = np.asarray(probabilities, dtype=float)
+    rated = np.asarray(rated, dtype=bool)
+    drawn = np.asarray(drawn, dtype=bool) | rated
+    share = float(rated.sum() / drawn.sum()) if drawn.any() else 1.0
+    return pi * share, share
+
+
 def _checked(labels, judged, probabilities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     y = np.asarray(labels, dtype=float)
     f = np.asarray(judged, dtype=float)
@@ -578,7 +607,9 @@ def _checked(labels, judged, probabilities) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def _weighted_items(human_ratings, judge_scores, design_sample, *, judge, allow_missing):
-    """judged_items with each item's context probability, and the probabilities by context (as str)."""
+    """judged_items with each item's context probability, the probabilities by context (as str), and whether the
+    draw drew each context (as str; every context with a probability counts as drawn when the record has no
+    ``sampled`` column)."""
     if design_sample is None or not is_actively_sampled(design_sample):
         raise ValueError("design_sample records no inclusion probability: the study was not actively sampled "
                          "(use estimates.ppi_system_means, or model_assisted_estimates, which picks)")
@@ -592,7 +623,9 @@ def _weighted_items(human_ratings, judge_scores, design_sample, *, judge, allow_
         raise ValueError(f"context {first['context_id']} (system {first['system']!r}) has no inclusion "
                          f"probability in the design's sample ({int(unknown.sum())} item(s) lack one): the "
                          "estimates weight every context by its probability")
-    return items, dropped, probability
+    drawn = pd.Series(design_sample["sampled"].fillna(False).astype(bool).to_numpy() if "sampled" in design_sample
+                      else np.ones(len(design_sample), dtype=bool), index=probability.index)
+    return items, dropped, probability, drawn
 
 
 def _check_drawn(labels: np.ndarray, where: str) -> None:
