@@ -49,7 +49,6 @@ from empeval.server.store.kinds.likert import StudyContext
 from empeval.server.store.kinds.pairwise import AssignmentPair, Choice, PairItem
 from empeval.server.store.models import Response, Study, System
 from empeval.server.store.study_decisions import Comparison, Decisions
-from empeval.server.store.study_parts import ACTIVE_SAMPLING
 
 # A judgment's value for the pair's sorted-first system: +1 when it was chosen, -1 when the other one was.
 _CHOSEN_SIDE = {("left", "a"): "a", ("left", "b"): "b", ("right", "a"): "b", ("right", "b"): "a"}
@@ -138,7 +137,7 @@ def pairwise_look(session: Session, study: Study, decisions: Decisions, judge_di
                                .where(StudyContext.study_id == study.id)).all()
     sampled = {context_id: human for context_id, human, _ in recorded}
     notes: list[str] = []
-    if getattr(study.config.setup, "sampling", None) == ACTIVE_SAMPLING:
+    if study.config.setup.actively_sampled:
         drawn_with = {context_id: float(p) for context_id, _, p in recorded if p is not None}
         states = tuple(weighted_net_preference_state(comparison, labels[comparison], decisions, judge_diffs,
                                                      drawn_with, notes) for comparison in decisions.comparisons)

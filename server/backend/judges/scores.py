@@ -105,7 +105,7 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
         {"context_id": int, "sampled": bool, "inclusion_probability": float})
     table.attrs.update(human_share=getattr(setup, "human_share", None),
                        human_share_seed=getattr(setup, "human_share_seed", None))
-    if getattr(setup, "sampling", None) == ACTIVE_SAMPLING:  # a Likert or A/B study's active draw
+    if setup.actively_sampled:
         table.attrs["sampling"] = ACTIVE_SAMPLING
         return table
     return table.drop(columns=["inclusion_probability"])

@@ -67,6 +67,12 @@ class StudySetup:
         for a tie, whichever side each was shown on; None for a kind without such pairs."""
         return None
 
+    @property
+    def actively_sampled(self) -> bool:
+        """Whether people rate an active sample (design.sampling = "active"): contexts drawn with recorded
+        probabilities, which every estimate and look then weights by. False for a kind without a human share."""
+        return False
+
     @classmethod
     def from_stored(cls, reader: ConfigReader, stored: dict[str, Any]) -> StudySetup:
         """The setup from a stored configuration (the whole JSON object of the study row): keys it lacks take their

@@ -87,6 +87,10 @@ class LikertSetup(StudySetup):
             human_share_seed=reader.integer(design, "human_share_seed", "design.human_share_seed", None),
             sampling=sampling)
 
+    @property
+    def actively_sampled(self) -> bool:
+        return self.sampling == ACTIVE_SAMPLING
+
     def stored(self) -> dict[str, Any]:
         design: dict[str, Any] = {"ratings_per_response": self.ratings_per_response}
         # Left out while None, as before model-assisted evaluation existed; each kept when set, so nothing is lost.

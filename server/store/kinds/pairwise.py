@@ -41,7 +41,13 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from empeval.server.store.kinds import StudySetup, register
 from empeval.server.store.models import Annotator, Assignment, Base, Context, Response, Study, utcnow
-from empeval.server.store.study_parts import DEFAULT_CRITERIA, UNIFORM_SAMPLING, ConfigReader, Criterion
+from empeval.server.store.study_parts import (
+    ACTIVE_SAMPLING,
+    DEFAULT_CRITERIA,
+    UNIFORM_SAMPLING,
+    ConfigReader,
+    Criterion,
+)
 
 # Rashkin et al.'s questions turned into a choice between responses A and B, as the A/B tests of MoEL and MIME put
 # them: which response is better on the criterion, or a tie. The definitions are the Likert ones.
@@ -146,6 +152,10 @@ class PairwiseSetup(StudySetup):
             human_share=reader.number(setup, "human_share", "pairwise.human_share", None),
             human_share_seed=reader.integer(setup, "human_share_seed", "pairwise.human_share_seed", None),
             sampling=reader.text(setup, "sampling", "pairwise.sampling", UNIFORM_SAMPLING))
+
+    @property
+    def actively_sampled(self) -> bool:
+        return self.sampling == ACTIVE_SAMPLING
 
     def stored(self) -> dict[str, Any]:
         stored: dict[str, Any] = {"pairs": [{"first": p.first, "second": p.second} for p in self.pairs],
