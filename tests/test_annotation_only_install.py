@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from empeval.server.annotation.annotators import invite
 from empeval.server.backend.registry import BACKEND_EXTRA
+from empeval.server.store import make_engine
+from tests.rate_one import rate_one_script
 
 pytestmark = pytest.mark.slow  # seconds to minutes: a fresh install, a real server fuzzed; first in the run
 
@@ -32,24 +35,7 @@ BLOCKER = textwrap.dedent(f"""
 
 CLI = BLOCKER + "from empeval.cli import main\nsys.argv[0] = 'empeval'\nmain()\n"
 
-RATE = BLOCKER + textwrap.dedent("""
-    import json
-    from empeval.wiring import make_app
-    from empeval.server.annotation.annotators import invite
-    from empeval.server.store import open_store
-    url = sys.argv[1]
-    _, token = invite(open_store(url), "rita", "lean")
-    client = make_app(url).test_client()
-    headers = {"Authorization": f"Bearer {token}"}
-    assignment = client.get("/api/annotate/next", headers=headers).get_json()["assignment"]
-    keys = [c["key"] for c in assignment["criteria"]]
-    body = {"submission_id": "lean-install-1", "ratings": [
-        {"item_id": item["item_id"], "scores": {k: 3 for k in keys}} for item in assignment["items"]]}
-    answer = client.post(f"/api/assignments/{assignment['assignment_id']}/submit", json=body, headers=headers)
-    heavy = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
-    print(json.dumps({"status": answer.status_code, "ratings": answer.get_json().get("ratings"),
-                      "expected": len(assignment["items"]) * len(keys), "heavy": heavy}))
-""")
+RATE = BLOCKER + rate_one_script(BACKEND_EXTRA)
 
 STUDY = """
 name = "lean"
@@ -78,10 +64,13 @@ def test_a_study_runs_without_the_backend_extra(tmp_path):
                     ["study", "create", "lean.toml"]):
         done = _run(CLI, "--database-url", url, *command, cwd=tmp_path)
         assert done.returncode == 0, (command, done.stderr[-2000:])
-    rated = _run(RATE, url, cwd=tmp_path)
+    engine = make_engine(url)
+    _, token = invite(engine, "rita", "lean")
+    engine.dispose()
+    rated = _run(RATE, url, token, cwd=tmp_path)
     assert rated.returncode == 0, rated.stderr[-2000:]
     outcome = json.loads(rated.stdout.strip().splitlines()[-1])
-    assert outcome["status"] == 200 and outcome["heavy"] == []
+    assert outcome["status"] == 200 and outcome["loaded"] == []
     assert outcome["ratings"] == outcome["expected"] > 0
 
 
