@@ -408,10 +408,9 @@ def active_system_means(
         labels = part["label"].to_numpy(dtype=float)
         where = f"system {system!r}, criterion {criterion!r}"
         _check_drawn(labels, where)
-        pi, share = observed_probabilities(part["probability"], np.isfinite(labels),
-                                           drawn.reindex(part["context_id"].astype(str)).to_numpy(dtype=bool))
-        extra = _rater_variance(clustered, [(criterion, system, 1.0)], labels, pi, part["context_id"],
-                                probability * share, small_sample=over_raters)
+        pi, scaled = _observed(probability, drawn, part["context_id"], labels)
+        extra = _rater_variance(clustered, [(criterion, system, 1.0)], labels, pi, part["context_id"], scaled,
+                                small_sample=over_raters)
         df = rater_degrees_of_freedom(clustered, criterion, [system]) if over_raters else None
         result = ipw_ppi_mean_interval(labels, part["judge_score"].to_numpy(dtype=float), pi, ci_level=ci_level,
                                        rater_variance=extra, df=df)
@@ -473,11 +472,9 @@ def active_paired_differences(
             judged = (scores[system_a] - scores[system_b]).dropna()
             differences = (labels[system_a] - labels[system_b]).reindex(judged.index).to_numpy(dtype=float)
             _check_drawn(differences, f"systems {system_a!r} and {system_b!r}, criterion {criterion!r}")
-            pi, share = observed_probabilities(probability.reindex(judged.index.astype(str)),
-                                               np.isfinite(differences),
-                                               drawn.reindex(judged.index.astype(str)).to_numpy(dtype=bool))
+            pi, scaled = _observed(probability, drawn, judged.index, differences)
             extra = _rater_variance(clustered, [(criterion, system_a, 1.0), (criterion, system_b, -1.0)],
-                                    differences, pi, judged.index, probability * share, small_sample=over_raters)
+                                    differences, pi, judged.index, scaled, small_sample=over_raters)
             df = (rater_degrees_of_freedom(clustered, criterion, [system_a, system_b],
                                            contexts=judged.index[np.isfinite(differences)]) if over_raters else None)
             result = ipw_ppi_mean_interval(differences, judged.to_numpy(dtype=float), pi, ci_level=ci_level,
@@ -626,6 +623,15 @@ def _weighted_items(human_ratings, judge_scores, design_sample, *, judge, allow_
     drawn = pd.Series(design_sample["sampled"].fillna(False).astype(bool).to_numpy() if "sampled" in design_sample
                       else np.ones(len(design_sample), dtype=bool), index=probability.index)
     return items, dropped, probability, drawn
+
+
+def _observed(probability: pd.Series, drawn: pd.Series, contexts, labels: np.ndarray) -> tuple[np.ndarray, pd.Series]:
+    """``observed_probabilities`` of `contexts` (labels NaN where not rated), and every context's probability
+    (``_weighted_items``'s by context) scaled by the same share, for the shared-rater term."""
+    keys = pd.Index(contexts).astype(str)
+    pi, share = observed_probabilities(probability.reindex(keys), np.isfinite(labels),
+                                       drawn.reindex(keys).to_numpy(dtype=bool))
+    return pi, probability * share
 
 
 def _check_drawn(labels: np.ndarray, where: str) -> None:
