@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import insert, select
 
 from empeval.server.store import make_engine, unit_of_work
 from empeval.server.store.models import Context, Dialogue, Response, System
@@ -34,12 +34,11 @@ def add_responses(
             )
             session.add(system)
             session.flush()
-            session.add_all(
-                Response(
-                    context_id=cid, system_id=system.id, text=text(name, cid), provenance={"test": True}, latency_ms=0.0
-                )
-                for cid in context_ids
-            )
+            # One bulk INSERT (the ORM's, defaults applied) rather than a Response object per row: a third of the
+            # CPU of the fixtures that make a study went to the unit of work's bookkeeping for these rows.
+            session.execute(insert(Response), [
+                {"context_id": cid, "system_id": system.id, "text": text(name, cid), "provenance": {"test": True},
+                 "latency_ms": 0.0} for cid in context_ids])
     return context_ids
 
 
