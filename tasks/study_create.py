@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from empeval.server.backend.registry import DEFAULT_CONFIG, load_config
 from empeval.server.datasets.sample import ED_DATASET
+from empeval.server.store.bulk import insert_returning_ids
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Assignment, Context, Dataset, Dialogue, Response, Study, System
 from empeval.server.store.queries import assignment_counts
@@ -244,14 +245,12 @@ def lacking_controls(spec: StudyConfig, chosen: ChosenContexts, context_ids: lis
                               f"{how_to_get_responses([lacking[0]], spec.contexts.split)}")
 
 
-def add_assignments(session: Session, study: Study, plan: list[Any]) -> list[Assignment]:
-    """One open assignment per planned one (its round and design position), flushed so that placements can name
-    them."""
-    assignments = [Assignment(study_id=study.id, status=AssignmentStatus.OPEN, round=planned.round,
-                              design_index=planned.index) for planned in plan]
-    session.add_all(assignments)
-    session.flush()
-    return assignments
+def add_assignments(session: Session, study: Study, plan: list[Any]) -> list[int]:
+    """One open assignment per planned one (its round and design position), written at once (server.store.bulk);
+    their ids, in the order of `plan`, for the placements to name."""
+    return insert_returning_ids(session, Assignment, [
+        {"study_id": study.id, "status": AssignmentStatus.OPEN, "round": planned.round, "design_index": planned.index}
+        for planned in plan])
 
 
 def study_progress(engine: Engine, name: str) -> dict[str, int]:

@@ -61,6 +61,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, aliased
 
+from empeval.server.store.bulk import insert_rows
 from empeval.server.store.kinds import StudySetup
 from empeval.server.store.kinds.acute import (
     JUSTIFICATION_LIMIT,
@@ -410,11 +411,11 @@ class AcuteTasks(TaskKind):
         session.flush()
         from empeval.tasks.study_create import add_assignments  # the shared writer (study_create imports kinds)
 
-        for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
-            session.add_all(AssignmentAcutePair(assignment_id=assignment.id, acute_pair_id=rows[p.comparison.key].id,
-                                                position=position, shown_left="a" if p.a_left else "b")
-                            for position, p in enumerate(planned.items))
-        session.flush()
+        insert_rows(session, AssignmentAcutePair, [
+            {"assignment_id": assignment_id, "acute_pair_id": rows[p.comparison.key].id, "position": position,
+             "shown_left": "a" if p.a_left else "b"}
+            for assignment_id, planned in zip(add_assignments(session, study, plan), plan, strict=True)
+            for position, p in enumerate(planned.items)])
 
         n_slots = sum(len(a.items) for a in plan)
         expected = n_slots * len(spec.criteria)

@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from empeval.server.store.bulk import insert_rows
 from empeval.server.store.kinds.best_worst import (
     MAX_TUPLE_SIZE,
     MIN_TUPLE_SIZE,
@@ -196,12 +197,11 @@ class BestWorstTasks(TaskKind):
                                     response_id=chosen.response(item.context_id, system))
                         for item, systems in tuples.values() for slot, system in enumerate(systems))
         session.flush()
-        for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
-            session.add_all(AssignmentTuple(assignment_id=assignment.id,
-                                            tuple_item_id=tuples[placed.context, placed.control][0].id,
-                                            position=position, shown_order="".join(map(str, placed.shown)))
-                            for position, placed in enumerate(planned.items))
-        session.flush()
+        insert_rows(session, AssignmentTuple, [
+            {"assignment_id": assignment_id, "tuple_item_id": tuples[placed.context, placed.control][0].id,
+             "position": position, "shown_order": "".join(map(str, placed.shown))}
+            for assignment_id, planned in zip(add_assignments(session, study, plan), plan, strict=True)
+            for position, placed in enumerate(planned.items)])
 
         n_slots = sum(len(a.items) for a in plan)
         expected = n_slots * len(spec.criteria)

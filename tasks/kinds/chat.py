@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session
 
 from empeval.server.backend.controls import CONTROL_TARGETS
 from empeval.server.backend.registry import ConfigError, load_config
+from empeval.server.store.bulk import insert_rows
 from empeval.server.store.kinds.chat import (
     MAX_CHARS,
     MAX_UTTERANCES,
@@ -249,11 +250,11 @@ class ChatTasks(TaskKind):
                     if control else None, design={"session": planned.index})
         session.add_all(conversations.values())
         session.flush()
-        for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
-            session.add_all(AssignmentConversation(
-                assignment_id=assignment.id, conversation_id=conversations[talk.context, talk.partner].id,
-                position=position) for position, talk in enumerate(planned.items))
-        session.flush()
+        insert_rows(session, AssignmentConversation, [
+            {"assignment_id": assignment_id, "conversation_id": conversations[talk.context, talk.partner].id,
+             "position": position}
+            for assignment_id, planned in zip(add_assignments(session, study, plan), plan, strict=True)
+            for position, talk in enumerate(planned.items)])
         real = sum(1 for c in conversations.values() if not c.is_control)
         expected = len(conversations) * len(spec.criteria)  # the control conversations are rated too
         cost = spec.pay.cost(len(plan))

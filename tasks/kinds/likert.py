@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from empeval.server.store.bulk import insert_returning_ids, insert_rows
 from empeval.server.store.kinds import StudySetup
 from empeval.server.store.kinds.likert import (
     ACTIVE_SAMPLING,
@@ -119,11 +120,11 @@ def _describe(spec: StudyConfig, setup: LikertSetup, *, contexts: int, items: in
 
 def write_assignments(session: Session, spec: StudyConfig, study: Study, rated: list[Candidate],
                       control_responses: Mapping[int, Mapping[str, int | None]],
-                      study_items: dict[Any, StudyItem]) -> tuple[list[Any], dict[Any, Candidate]]:
+                      item_ids: dict[Any, int]) -> tuple[list[Any], dict[Any, Candidate]]:
     """Plan and write the assignments of the `rated` items (tasks.design.plan_assignments, k distinct annotators
     each, the study's controls interleaved from `control_responses`: context id -> control system -> response id,
-    None where it has none) in the caller's transaction: the control items the plan uses are added to
-    `study_items` (response id -> StudyItem, the real items already flushed), then the assignments and their
+    None where it has none) in the caller's transaction: the control items the plan uses are written and added to
+    `item_ids` (response id -> study item id, the real items' already written), then the assignments and their
     items. Returns the plan and the controls used. Study creation and an active draw (tasks.kinds.likert_active)
     both write their assignments here."""
     setup = spec.setup
@@ -134,17 +135,14 @@ def write_assignments(session: Session, spec: StudyConfig, study: Study, rated: 
                             items_per_assignment=spec.design.items_per_assignment,
                             control_rate=spec.design.control_rate, seed=spec.seed) if rated else []
     used_controls = {c.key: c for a in plan for c in a.items if c.system in spec.control_targets}
-    new_controls = []
-    for key, candidate in used_controls.items():
-        study_items[key] = StudyItem(study_id=study.id, response_id=key, is_control=True,
-                                     control_target=spec.control_targets[candidate.system],
-                                     design={"system": candidate.system})
-        new_controls.append(study_items[key])
-    session.add_all(new_controls)
-    session.flush()
-    for assignment, planned in zip(add_assignments(session, study, plan), plan, strict=True):
-        session.add_all(AssignmentItem(assignment_id=assignment.id, item_id=study_items[c.key].id,
-                                       position=position) for position, c in enumerate(planned.items))
+    item_ids.update(zip(used_controls, insert_returning_ids(session, StudyItem, [
+        {"study_id": study.id, "response_id": key, "is_control": True,
+         "control_target": spec.control_targets[candidate.system], "design": {"system": candidate.system}}
+        for key, candidate in used_controls.items()]), strict=True))
+    insert_rows(session, AssignmentItem, [
+        {"assignment_id": assignment_id, "item_id": item_ids[c.key], "position": position}
+        for assignment_id, planned in zip(add_assignments(session, study, plan), plan, strict=True)
+        for position, c in enumerate(planned.items)])
     return plan, used_controls
 
 
@@ -258,7 +256,7 @@ class LikertTasks(TaskKind):
         items = session.execute(select(StudyItem, Response.context_id)
                                 .join(Response, Response.id == StudyItem.response_id)
                                 .where(StudyItem.study_id == study.id)).all()
-        study_items: dict[Any, StudyItem] = {item.response_id: item for item, _ in items}
+        item_ids: dict[Any, int] = {item.response_id: item.id for item, _ in items}
         rated = [Candidate(key=item.response_id, context=cid, system=item.design["system"])
                  for item, cid in items if not item.is_control and cid in drawn]
         rated.sort(key=lambda c: (c.context, spec.systems.index(c.system)))
@@ -272,7 +270,7 @@ class LikertTasks(TaskKind):
                                                     .where(Response.system_id == system_id,
                                                            Response.context_id.in_(drawn))).all():
                 control_responses[cid][name] = response_id
-        plan, _ = write_assignments(session, spec, study, rated, control_responses, study_items)
+        plan, _ = write_assignments(session, spec, study, rated, control_responses, item_ids)
         return len(plan)
 
     def create(self, session: Session, spec: StudyConfig, study: Study, chosen: ChosenContexts) -> StudySummary:
@@ -292,17 +290,14 @@ class LikertTasks(TaskKind):
                  for cid in chosen.ids for name in spec.systems]
         # Any context may be drawn actively: the controls must have responses on the study's contexts.
         lacking_controls(spec, chosen, sorted(chosen.ids if active else human_ids))
-        study_items: dict[Any, StudyItem] = {}
-        for candidate in items:
-            study_items[candidate.key] = StudyItem(study_id=study.id, response_id=candidate.key,
-                                                   design={"system": candidate.system})
-        session.add_all(study_items.values())
-        session.add_all(StudyContext(study_id=study.id, context_id=cid, human_rated=cid in human_ids)
-                        for cid in chosen.ids)
-        session.flush()
+        real = {candidate.key: {"study_id": study.id, "response_id": candidate.key,
+                                "design": {"system": candidate.system}} for candidate in items}
+        item_ids = dict(zip(real, insert_returning_ids(session, StudyItem, list(real.values())), strict=True))
+        insert_rows(session, StudyContext, [{"study_id": study.id, "context_id": cid, "human_rated": cid in human_ids}
+                                            for cid in chosen.ids])
         plan, used_controls = write_assignments(
             session, spec, study, [item for item in items if item.context in human_ids],
-            {cid: {name: chosen.response(cid, name) for name in spec.controls} for cid in human_ids}, study_items)
+            {cid: {name: chosen.response(cid, name) for name in spec.controls} for cid in human_ids}, item_ids)
 
         n_slots = sum(len(a.items) for a in plan)
         cost = spec.pay.cost(len(plan))

@@ -54,10 +54,11 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, aliased
 
 from empeval.server.errors import BadInput
+from empeval.server.store.bulk import insert_rows
 from empeval.server.store.kinds import StudySetup
 from empeval.server.store.kinds.likert import StudyContext, StudyItem
 from empeval.server.store.kinds.pairwise import AssignmentPair, Pair, PairItem, PairwiseSetup
-from empeval.server.store.models import Assignment, Response, Study, System
+from empeval.server.store.models import Response, Study, System
 from empeval.server.store.qualification import Accepted, GoldItem, GoldRow, Panel, ShownTurn
 from empeval.server.store.queries import study_by_name
 from empeval.server.store.study_config import StudyConfig
@@ -501,15 +502,14 @@ def _planned_items(spec: StudyConfig, study: Study, plan: list[PlannedPairAssign
 
 
 def _place(session: Session, study: Study, plan: list[PlannedPairAssignment],
-           pair_items: Mapping[tuple[Any, tuple[str, str]], PairItem], response: Any) -> list[Assignment]:
+           pair_items: Mapping[tuple[Any, tuple[str, str]], PairItem], response: Any) -> None:
     """One open assignment per planned one, and its placements: each pair item at its position, with the side the
     design shows on the left (pair items already flushed)."""
-    assignments = add_assignments(session, study, plan)
-    for assignment, planned in zip(assignments, plan, strict=True):
+    rows = []
+    for assignment_id, planned in zip(add_assignments(session, study, plan), plan, strict=True):
         for position, placed in enumerate(planned.items):
             item = pair_items[(placed.context, placed.systems)]
             left_response = response(placed.context, placed.left)
-            session.add(AssignmentPair(assignment_id=assignment.id, pair_item_id=item.id, position=position,
-                                       shown_left="a" if left_response == item.response_a_id else "b"))
-    session.flush()
-    return assignments
+            rows.append({"assignment_id": assignment_id, "pair_item_id": item.id, "position": position,
+                         "shown_left": "a" if left_response == item.response_a_id else "b"})
+    insert_rows(session, AssignmentPair, rows)
