@@ -39,7 +39,6 @@ The default model is ridge regression (scikit-learn's ``Ridge``), for embeddings
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -51,16 +50,13 @@ from empeval.analysis.stats.ppi.estimates import (
     clustered_ratings,
     generalises_over_raters,
     interval_reference,
+    ppi_py,
     rater_degrees_of_freedom,
     rater_variance_of_difference,
     rater_variance_of_mean,
 )
 from empeval.analysis.stats.ppi.tables import ITEM_KEYS, check_rated_share, item_labels
 from empeval.analysis.stats.significance import adjust_by_family
-
-with warnings.catch_warnings():  # ppi_py silences every warning on import; see analysis.stats.ppi.estimates
-    from ppi_py import crossppi_mean_ci
-    from ppi_py.baselines import classical_mean_ci
 
 CROSS_FIT_COLUMNS = ("criterion", "system", "context_id", "label", "fold", "judge_score")
 CROSS_MEAN_COLUMNS = (
@@ -509,7 +505,8 @@ def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: flo
     normal."""
     alpha = 1.0 - ci_level
     z = stats.norm.ppf(1 - alpha / 2)
-    human_low, human_high = (float(np.squeeze(bound)) for bound in classical_mean_ci(y, alpha=alpha))
+    human_low, human_high = (float(np.squeeze(bound))
+                             for bound in ppi_py().baselines.classical_mean_ci(y, alpha=alpha))
     if tuned:
         n, big_n = y.size, f_unrated.shape[0]
         fbar = f_unrated.mean(axis=1)
@@ -521,7 +518,8 @@ def _crossppi(y: np.ndarray, f: np.ndarray, f_unrated: np.ndarray, ci_level: flo
         low, high = estimate - z * se, estimate + z * se
     else:
         lam = 1.0
-        low, high = (float(np.squeeze(bound)) for bound in crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
+        low, high = (float(np.squeeze(bound))
+                     for bound in ppi_py().crossppi_mean_ci(y, f, f_unrated, alpha=alpha))
         estimate = float(f_unrated.mean() + (y - f).mean())
         se = (high - low) / (2 * z)
     reference = interval_reference(df)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,11 +65,18 @@ from scipy import stats
 from empeval.analysis.stats.ppi.tables import ITEM_KEYS, check_rated_share, judged_items, rating_clusters
 from empeval.analysis.stats.significance import adjust_by_family
 
-# ppi_py calls warnings.simplefilter("ignore") when imported, which would silence every warning of the
-# process (the report's included); importing it inside catch_warnings puts the filters back afterwards.
-with warnings.catch_warnings():
-    from ppi_py import ppi_mean_ci, ppi_mean_pval
-    from ppi_py.baselines import classical_mean_ci
+
+def ppi_py() -> Any:
+    """The ``ppi_py`` package (its ``baselines`` loaded), imported at first use: it brings numba, scikit-learn and
+    statsmodels' regression (about 0.5 s of CPU), which drawing an active sample (``empeval study sample``) or a
+    report without judges never needs. ppi_py calls warnings.simplefilter("ignore") when imported, which would
+    silence every warning of the process (the report's included); importing it inside catch_warnings puts the
+    filters back afterwards."""
+    with warnings.catch_warnings():
+        import ppi_py as package
+        import ppi_py.baselines  # noqa: F401 - loads package.baselines
+    return package
+
 
 FAMILIES = ("criterion", "study")
 GENERALIZE = ("items", "raters", "both")
@@ -205,11 +213,12 @@ def ppi_mean_interval(
     reference = interval_reference(df)
     alpha = 1.0 - _check_level(ci_level)
     lam = power_tuned_lambda(y, f, f_unrated)
-    ppi_low, ppi_high = (float(np.squeeze(bound)) for bound in ppi_mean_ci(y, f, f_unrated, alpha=alpha, lam=lam))
-    human_low, human_high = (float(np.squeeze(bound)) for bound in classical_mean_ci(y, alpha=alpha))
+    ppi = ppi_py()
+    ppi_low, ppi_high = (float(np.squeeze(bound)) for bound in ppi.ppi_mean_ci(y, f, f_unrated, alpha=alpha, lam=lam))
+    human_low, human_high = (float(np.squeeze(bound)) for bound in ppi.baselines.classical_mean_ci(y, alpha=alpha))
     ppi_mean = lam * f_unrated.mean() + (y - lam * f).mean()
     human_se = y.std() / np.sqrt(y.size)
-    ppi_p = float(np.squeeze(ppi_mean_pval(y, f, f_unrated, null=null, lam=lam)))
+    ppi_p = float(np.squeeze(ppi.ppi_mean_pval(y, f, f_unrated, null=null, lam=lam)))
     if rater_variance > 0 or df is not None:
         # ppi_py has no clustered variance: widen its intervals by the shared raters' term (module docstring).
         z = stats.norm.ppf(1 - alpha / 2)
