@@ -1,8 +1,8 @@
 """Many rows of one table written in one statement, for the writers that add hundreds of rows in a transaction (a
 study's items, assignments and placements). They use the ORM's bulk INSERT (`session.execute(insert(Model), rows)`:
-the columns' Python defaults applied, the rows sent as multi-row INSERTs) rather than one mapped object per row:
-a unit of work tracks each object it flushes (identity map, cascades, attribute history), which cost more CPU than
-the statements themselves when a study was created (about 60% of it for a 12-context Likert study on SQLite).
+the columns' Python defaults applied, the rows sent as one executemany) rather than one mapped object per row:
+a unit of work tracks each object it flushes (identity map, cascades, attribute history): creating a Likert study
+(k=3, SQLite) took 36 / 425 / 951 ms of CPU at 12 / 300 / 660 contexts with objects, 21 / 114 / 287 ms this way.
 No ORM event is declared on these tables, so nothing is skipped by writing them this way.
 """
 from __future__ import annotations
