@@ -71,7 +71,19 @@ def ppi_py() -> Any:
     statsmodels' regression (about 0.5 s of CPU), which drawing an active sample (``empeval study sample``) or a
     report without judges never needs. ppi_py calls warnings.simplefilter("ignore") when imported, which would
     silence every warning of the process (the report's included); importing it inside catch_warnings puts the
-    filters back afterwards."""
+    filters back afterwards.
+
+    Returns
+    -------
+    ppi_py : module
+        The package, as ``import ppi_py`` gives it, with ``ppi_py.baselines``.
+
+    Examples
+    --------
+    >>> package = ppi_py()
+    >>> callable(package.ppi_mean_ci), callable(package.baselines.classical_mean_ci)
+    (True, True)
+    """
     with warnings.catch_warnings():
         import ppi_py as package
         import ppi_py.baselines  # noqa: F401 - loads package.baselines
