@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from empeval.analysis.kinds.pairwise.judged import model_assisted_net_preferences
-from empeval.analysis.stats.ppi.active import context_uncertainty, sampling_probabilities
+from empeval.analysis.stats.ppi.active_draw import context_uncertainty, sampling_probabilities
 
 if not __package__:  # run as a file (python benchmarks/NAME.py): the benchmarks package is in the repository root
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

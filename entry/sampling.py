@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
-from empeval.analysis.stats.ppi.active import DEFAULT_TAU, context_uncertainty, sampling_probabilities
+from empeval.analysis.stats.ppi.active_draw import DEFAULT_TAU, context_uncertainty, sampling_probabilities
 from empeval.analysis.stats.ppi.active_phases import (
     DEFAULT_FOLDS,
     burn_in_probability,

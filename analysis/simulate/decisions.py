@@ -64,7 +64,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval, sampling_probabilities
+from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval
+from empeval.analysis.stats.ppi.active_draw import sampling_probabilities
 from empeval.analysis.stats.ppi.active_phases import (
     DEFAULT_BURN_IN,
     DEFAULT_FOLDS,

@@ -273,7 +273,7 @@ def _active_ab(rng, n: int, budget: float, *, skew: float):
     """One simulated actively sampled A/B study on one pair and criterion: each context's true net preference
     (larger where the judges disagree more), two raters' judgments on the drawn contexts, a judge's verdict on
     every context, the design's record. Returns (judgments, verdicts, design_sample, true mean)."""
-    from empeval.analysis.stats.ppi.active import sampling_probabilities
+    from empeval.analysis.stats.ppi.active_draw import sampling_probabilities
 
     hard = rng.random(n) < 0.3
     truth = np.clip(0.1 + skew * hard + rng.normal(0, 0.3, n), -1, 1)  # the net preference P(A) - P(B)

@@ -3,9 +3,9 @@ Candès, "Active Statistical Inference", ICML 2024: sampling probability proport
 sqrt E[(Y - f(X))^2 | X]; the uniform mixing of Li, Zrnic and Candès, "Robust Sampling for Active Statistical
 Inference", NeurIPS 2025, with its weight chosen on labelled data).
 
-Why. The judges' disagreement (``active.context_uncertainty``) sees the judge's error but not the people's own noise,
-nor how the judge's error depends on what the judges' scores show; the residual Y - f(X) holds both, and the
-burn-in's labels let a small model predict its size from features every context has.
+Why. The judges' disagreement (``active_draw.context_uncertainty``) sees the judge's error but not the people's own
+noise, nor how the judge's error depends on what the judges' scores show; the residual Y - f(X) holds both, and
+the burn-in's labels let a small model predict its size from features every context has.
 
 The design. N contexts, an expected human budget B (design.human_share x N), a burn-in share beta.
 
@@ -15,7 +15,7 @@ The design. N contexts, an expected human budget B (design.human_share x N), a b
   of the *other* folds only (``residual_scale``: per target column j a calibration Y_j ~ a_j + b_j f_j, b_j in
   [0, 1] as PPI++'s lambda, then a ridge regression of the context's root-mean-square calibrated residual on
   standardised features), and predicts e_i for fold k's contexts. Their phase-2 probabilities are
-  ``active.sampling_probabilities`` of e_i^2 (so q proportional to e, clipped at 1), scaled so that fold k's
+  ``active_draw.sampling_probabilities`` of e_i^2 (so q proportional to e, clipped at 1), scaled so that fold k's
   share of the phase-2 budget, sum_{i in k} q_i = (B - N p1) n_k / (N (1 - p1)), is spent in expectation, and
   mixed with uniform, q_i = (1 - tau_k) q_active_i + tau_k (its fold's mean). tau_k is chosen on a grid to minimise
   the estimated variance sum_j r_j^2 (1 - pi_j) / pi_j over the other folds' burn-in contexts, each j scored by a
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from empeval.analysis.stats.ppi.active import sampling_probabilities
+from empeval.analysis.stats.ppi.active_draw import sampling_probabilities
 
 #: The share of the human budget drawn uniformly before the residual model exists.
 DEFAULT_BURN_IN = 0.3

@@ -227,7 +227,7 @@ def _actively_sampled(study, rng, *, budget: float):
     """The study's ratings thinned by an active draw: each context kept with probability q_c from an uncertainty
     (Exponential(1), as unequal as a real judge's) over the contexts people rated, and its design record (the
     inclusion probability of every context: the share the simulator rated times q_c)."""
-    from empeval.analysis.stats.ppi.active import sampling_probabilities
+    from empeval.analysis.stats.ppi.active_draw import sampling_probabilities
 
     contexts = sorted(study.judge_scores["context_id"].unique())
     rated = set(study.rated_contexts)

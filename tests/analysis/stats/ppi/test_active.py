@@ -16,13 +16,12 @@ from empeval.analysis.stats.ppi.active import (
     UNIFORM_PPI,
     active_paired_differences,
     active_system_means,
-    context_uncertainty,
     ipw_power_tuning,
     ipw_ppi_mean_interval,
     model_assisted_estimates,
     observed_probabilities,
-    sampling_probabilities,
 )
+from empeval.analysis.stats.ppi.active_draw import sampling_probabilities
 from empeval.analysis.stats.ppi.estimates import ppi_mean_interval
 
 N, SHARE, TRUE_MEAN = 600, 0.2, 3.5
@@ -99,24 +98,7 @@ def test_paired_differences_cover_and_beat_uniform_ppi():
     assert np.mean(widths) < 0.92 * np.mean(uniform_widths), (np.mean(widths), np.mean(uniform_widths))
 
 
-def test_probabilities_sum_to_the_budget_stay_in_bounds_and_follow_the_square_root():
-    rng = np.random.default_rng(0)
-    u = rng.exponential(1.0, 300) ** 3
-    for tau, pi_min in ((0.5, 0.0), (0.0, 0.05), (0.2, 0.1), (1.0, 0.0)):
-        pi = sampling_probabilities(u, 60, tau=tau, pi_min=pi_min)
-        assert pi.sum() == pytest.approx(60)
-        assert pi.max() <= 1 + 1e-12 and pi.min() >= tau * 60 / 300 + (1 - tau) * pi_min - 1e-12
-    pi = sampling_probabilities(u, 60, tau=0.0)
-    inside = (pi > 1e-9) & (pi < 1 - 1e-9)
-    assert np.allclose(pi[inside] / np.sqrt(u[inside]), (pi[inside] / np.sqrt(u[inside]))[0])
-    assert np.allclose(sampling_probabilities(u, 60, tau=1.0), 0.2)
-
-
 @pytest.mark.parametrize("call, message", [
-    (lambda: sampling_probabilities([1, 2, 3], 3), "strictly between 0 and the 3 contexts"),
-    (lambda: sampling_probabilities([1, -2, 3], 1), "finite and non-negative"),
-    (lambda: sampling_probabilities([1, 2, 3], 1, tau=1.5), "tau"),
-    (lambda: sampling_probabilities([1, 2, 3], 1, pi_min=0.5), "pi_min"),
     (lambda: ipw_ppi_mean_interval([1.0, np.nan, np.nan], [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]), "at least 2"),
     (lambda: ipw_ppi_mean_interval([1.0, 2.0, np.nan], [1.0, 2.0, 3.0], [0.5, 0.0, 0.5]), "(0, 1]"),
     (lambda: ipw_ppi_mean_interval([1.0, 2.0], [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]), "same length"),
@@ -135,25 +117,6 @@ def test_a_useless_judge_gets_no_weight_and_constant_probabilities_give_the_unif
     assert ipw_power_tuning(y, rng.normal(0, 1, 400), np.full(400, 0.3))[0] < 0.15
     result = ipw_ppi_mean_interval(y, np.full(400, 2.0), np.full(400, 0.3))
     assert result["lam"] == 0.0 and result["human_mean"] == pytest.approx(labels[drawn].mean())
-
-
-def test_uncertainty_from_two_judges_and_from_a_learned_judges_folds():
-    rows = []
-    for context in range(1, 41):
-        for judge, noise in (("a", 0.0), ("b", 0.1 if context <= 20 else 2.0)):
-            rows.append({"judge": judge, "context_id": context, "system": "gold", "criterion": "empathy",
-                         "judge_score": 3 + np.sin(context) + noise * np.cos(7 * context)})
-    table = context_uncertainty(pd.DataFrame(rows))
-    assert table.attrs["informative"] and "judges a, b" in table.attrs["basis"]
-    low, high = table["uncertainty"][:20].mean(), table["uncertainty"][20:].mean()
-    assert high > 4 * low
-    learned = pd.DataFrame({"context_id": [1, 2, 3], "system": "gold", "criterion": "empathy",
-                            "judge_score": [3.0, 4.0, 5.0], "fold_score_0": [3.0, 3.0, 4.0],
-                            "fold_score_1": [3.0, 5.0, 6.0]})
-    table = context_uncertainty(learned)
-    assert "learned judge" in table.attrs["basis"] and table["uncertainty"].tolist() == pytest.approx([0, 2, 2])
-    alone = context_uncertainty(learned.drop(columns=["fold_score_0", "fold_score_1"]))
-    assert not alone.attrs["informative"] and "uniform" in alone.attrs["basis"]
 
 
 def _tidy_study(seed: int):

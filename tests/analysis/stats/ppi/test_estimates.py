@@ -177,12 +177,14 @@ def test_ppi_py_loads_at_first_use_and_leaves_warnings_on_although_it_turns_them
     premise = subprocess.run([sys.executable, "-c", f"import warnings, ppi_py; print({silenced})"],
                              capture_output=True, text=True, check=True).stdout.split()
     assert premise == ["True"], "ppi_py no longer silences warnings on import: the guard may go"
-    # Drawing an active sample imports the estimators but not ppi_py (numba, scikit-learn); the first interval does,
-    # and every warning filter is as it was (crossfit's intervals go through the same ppi_py()).
-    probe = ("import sys, warnings, empeval.sampling, empeval.analysis.stats.ppi.crossfit; "
-             "from empeval.analysis.stats.ppi.estimates import ppi_mean_interval; "
-             "print('ppi_py' in sys.modules, 'numba' in sys.modules); "
+    # Drawing an active sample (empeval.sampling) loads none of the statistics; the estimators load scipy but not
+    # ppi_py (numba, scikit-learn); the first interval does, and every warning filter is as it was (crossfit's
+    # intervals go through the same ppi_py()).
+    loaded = "print(*(name in sys.modules for name in ('scipy', 'statsmodels', 'ppi_py', 'numba')))"
+    probe = (f"import sys, warnings, empeval.cli, empeval.sampling; {loaded}; "
+             "import empeval.analysis.stats.ppi.crossfit; "
+             f"from empeval.analysis.stats.ppi.estimates import ppi_mean_interval; {loaded}; "
              "ppi_mean_interval([1.0, 2.0, 3.0], [1.5, 2.0, 2.5], [2.0, 3.0]); "
              f"print('ppi_py' in sys.modules, {silenced})")
     printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
-    assert printed == ["False", "False", "True", "False"]
+    assert printed == ["False"] * 4 + ["True", "True", "False", "False"] + ["True", "False"]
