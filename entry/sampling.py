@@ -1,8 +1,8 @@
 """`empeval study sample NAME`: the active draw of a Likert or A/B study with design.sampling = "active", wired from
 the rooms: the judges' stored scores (server.backend.judges.scores; an A/B study's judges of differences' verdicts,
 server.backend.judges.pair_scores), checked complete; each context's uncertainty and probability
-(analysis.stats.ppi.active: square-root rule scaled to human_share x contexts, mixed with uniform); the draw itself,
-in one transaction (tasks.kinds.likert_active).
+(analysis.stats.ppi.active_draw: square-root rule scaled to human_share x contexts, mixed with uniform); the draw
+itself, in one transaction (tasks.kinds.likert_active).
 
 An A/B study's uncertainty is its judges of differences' disagreement: each verdict (A's advantage over B, oriented
 to the pair's sorted-first system) standardised per judge and criterion, the variance across judges per pair and

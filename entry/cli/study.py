@@ -127,9 +127,9 @@ def sample(obj: CliContext, name: str, judge_names: str | None, seed: int | None
 
     Each context is drawn with a probability that follows the judges' uncertainty about it (their disagreement, or a
     learned judge's predictive variance; an A/B study's judges of differences' disagreement), mixed with uniform,
-    design.human_share x contexts expected (analysis/stats/ppi/active.py); the probabilities are stored per context for
-    the estimates. One transaction; a study drawn before is left as it is. Refused until every judge named has scored
-    every item.
+    design.human_share x contexts expected (analysis/stats/ppi/active_draw.py); the probabilities are stored per
+    context for the estimates. One transaction; a study drawn before is left as it is. Refused until every judge named
+    has scored every item.
 
     With --burn-in the first run draws a uniform burn-in and the second (after its ratings) the rest, guided by a
     residual model fitted on the burn-in (analysis/stats/ppi/active_phases.py); the option matters on the first run.

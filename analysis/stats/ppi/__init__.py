@@ -25,8 +25,9 @@ The modules:
   correlation, beside the human-only figure;
 - ``empeval.analysis.stats.ppi.differences``: PPI++ on per-context differences with a judge of differences (a
   pairwise or learned difference judge) as the predictor;
-- ``empeval.analysis.stats.ppi.active``: active sampling (draw probabilities from the judges' uncertainty, mixed
-  with uniform) and the inverse-probability-weighted estimators that go with it (Zrnic and Candès 2024).
+- ``empeval.analysis.stats.ppi.active_draw``: active sampling's draw probabilities (from the judges' uncertainty,
+  mixed with uniform), and ``empeval.analysis.stats.ppi.active``: the inverse-probability-weighted estimators that
+  go with them (Zrnic and Candès 2024).
 
 The estimand throughout is what the human-only analysis of item means estimates: the mean label (the mean
 of k ratings by this study's raters) over the population of contexts the sample was drawn from. A judge can
