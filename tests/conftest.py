@@ -262,6 +262,18 @@ def store_url(request) -> str:
     return request.getfixturevalue("postgres_url")
 
 
+@pytest.fixture
+def empty_store(store_url):
+    """An engine on a store migrated to head with nothing in it, on each backend (a copy of the head template,
+    tests/empty_store_template.py, which replaces `upgrade` once this module is imported: hence the late import)."""
+    from empeval.server.store import upgrade
+
+    engine = make_engine(store_url)
+    upgrade(engine)
+    yield engine
+    engine.dispose()
+
+
 class SampleTemplates:
     """Stores migrated to head by the real migrations and holding the bundled sample's test split imported by the
     real importer, built once per test session (per xdist worker) and backend, then copied into a test's empty

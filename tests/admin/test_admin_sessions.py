@@ -10,7 +10,6 @@ import hashlib
 import http.client
 from pathlib import Path
 
-import pytest
 from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy.orm import Session
 
@@ -23,14 +22,6 @@ from tests.test_cli_serve_slow_clients import _children, served
 
 CSRF = {"X-Requested-With": "empeval"}
 SIGNED_IN, SIGNED_OUT = 'data-signed-in="yes"', 'data-signed-in="no"'
-
-
-@pytest.fixture
-def empty_store(store_url):
-    engine = make_engine(store_url)
-    upgrade(engine)
-    yield engine
-    engine.dispose()
 
 
 def app_on(engine):

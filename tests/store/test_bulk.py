@@ -7,19 +7,11 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.exc import IntegrityError
 
-from empeval.server.store import make_engine, unit_of_work, upgrade
+from empeval.server.store import unit_of_work
 from empeval.server.store.bulk import insert_returning_ids, insert_rows
 from empeval.server.store.models import Assignment, Study
 from empeval.server.store.statuses import AssignmentStatus, StudyStatus
 from empeval.tasks.study_file import parse_study
-
-
-@pytest.fixture
-def engine(store_url):
-    engine = make_engine(store_url)
-    upgrade(engine)
-    yield engine
-    engine.dispose()
 
 
 def _study(session) -> int:
@@ -32,14 +24,14 @@ def _study(session) -> int:
     return study.id
 
 
-def test_ids_come_back_in_the_order_of_the_rows_with_defaults_applied(engine):
+def test_ids_come_back_in_the_order_of_the_rows_with_defaults_applied(empty_store):
     order = [7, 2, 9, 0, 5, 1, 8, 3, 6, 4]  # design positions, not sorted: ids must follow the rows, not the values
-    with unit_of_work(engine) as session:
+    with unit_of_work(empty_store) as session:
         study_id = _study(session)
         ids = insert_returning_ids(session, Assignment, [
             {"study_id": study_id, "round": 1, "design_index": index} for index in order])
     assert len(set(ids)) == len(order)
-    with unit_of_work(engine) as session:
+    with unit_of_work(empty_store) as session:
         stored = {a.id: a for a in session.scalars(select(Assignment))}
     assert [stored[i].design_index for i in ids] == order
     # status, created_at and late were not given: their defaults are, as for Assignment(...)
@@ -47,22 +39,22 @@ def test_ids_come_back_in_the_order_of_the_rows_with_defaults_applied(engine):
     assert all(a.created_at is not None for a in stored.values())
 
 
-def test_no_rows_send_no_statement(engine):
+def test_no_rows_send_no_statement(empty_store):
     sent = []
-    event.listen(engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
-    with unit_of_work(engine) as session:
+    event.listen(empty_store, "before_cursor_execute", lambda *args: sent.append(args[2]))
+    with unit_of_work(empty_store) as session:
         assert insert_returning_ids(session, Assignment, []) == []
         insert_rows(session, Assignment, [])
     assert not [s for s in sent if s.lstrip().upper().startswith("INSERT")]
 
 
-def test_a_row_that_breaks_a_constraint_fails_the_whole_write(engine):
-    with unit_of_work(engine) as session:
+def test_a_row_that_breaks_a_constraint_fails_the_whole_write(empty_store):
+    with unit_of_work(empty_store) as session:
         study_id = _study(session)
     rows = [{"study_id": study_id, "design_index": i} for i in range(3)]
     rows[1]["submission_id"] = rows[2]["submission_id"] = "twice"  # unique: the third row breaks it
     rows[0]["submission_id"] = "once"
-    with pytest.raises(IntegrityError), unit_of_work(engine) as session:
+    with pytest.raises(IntegrityError), unit_of_work(empty_store) as session:
         insert_rows(session, Assignment, rows)
-    with unit_of_work(engine) as session:
+    with unit_of_work(empty_store) as session:
         assert session.scalar(select(func.count()).select_from(Assignment)) == 0
