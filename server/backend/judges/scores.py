@@ -103,8 +103,8 @@ def human_sample(engine: Engine, study: str) -> pd.DataFrame:
                 .distinct().order_by(Response.context_id))]
     table = pd.DataFrame([tuple(r) for r in rows], columns=[*SAMPLE_COLUMNS, "inclusion_probability"]).astype(
         {"context_id": int, "sampled": bool, "inclusion_probability": float})
-    table.attrs.update(human_share=getattr(setup, "human_share", None),
-                       human_share_seed=getattr(setup, "human_share_seed", None))
+    share, share_seed = setup.human_share_and_seed
+    table.attrs.update(human_share=share, human_share_seed=share_seed)
     if setup.actively_sampled:
         table.attrs["sampling"] = ACTIVE_SAMPLING
         return table

@@ -73,6 +73,12 @@ class StudySetup:
         probabilities, which every estimate and look then weights by. False for a kind without a human share."""
         return False
 
+    @property
+    def human_share_and_seed(self) -> tuple[float | None, int | None]:
+        """The model-assisted design's share of the contexts people rate and the seed of its draw (design.human_share,
+        design.human_share_seed); (None, None) when people rate every context, or for a kind without a share."""
+        return None, None
+
     @classmethod
     def from_stored(cls, reader: ConfigReader, stored: dict[str, Any]) -> StudySetup:
         """The setup from a stored configuration (the whole JSON object of the study row): keys it lacks take their

@@ -91,6 +91,10 @@ class LikertSetup(StudySetup):
     def actively_sampled(self) -> bool:
         return self.sampling == ACTIVE_SAMPLING
 
+    @property
+    def human_share_and_seed(self) -> tuple[float | None, int | None]:
+        return self.human_share, self.human_share_seed
+
     def stored(self) -> dict[str, Any]:
         design: dict[str, Any] = {"ratings_per_response": self.ratings_per_response}
         # Left out while None, as before model-assisted evaluation existed; each kept when set, so nothing is lost.

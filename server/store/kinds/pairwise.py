@@ -157,6 +157,10 @@ class PairwiseSetup(StudySetup):
     def actively_sampled(self) -> bool:
         return self.sampling == ACTIVE_SAMPLING
 
+    @property
+    def human_share_and_seed(self) -> tuple[float | None, int | None]:
+        return self.human_share, self.human_share_seed
+
     def stored(self) -> dict[str, Any]:
         stored: dict[str, Any] = {"pairs": [{"first": p.first, "second": p.second} for p in self.pairs],
                                   "anchor": self.anchor, "ties": self.ties,
