@@ -188,3 +188,18 @@ def test_ppi_py_loads_at_first_use_and_leaves_warnings_on_although_it_turns_them
              f"print('ppi_py' in sys.modules, {silenced})")
     printed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert printed == ["False"] * 4 + ["True", "True", "False", "False"] + ["True", "False"]
+
+
+@pytest.mark.parametrize("df", [None, 1, 3, 14.0, 199])
+def test_the_interval_reference_gives_scipy_stats_values_exactly(df):
+    from scipy import stats
+
+    from empeval.analysis.stats.ppi.estimates import interval_reference
+
+    reference, scipys = interval_reference(df), stats.norm if df is None else stats.t(df)
+    rng = np.random.default_rng(7)
+    for q in [*rng.random(200), 0.5, 0.975, 1e-12, 1 - 1e-12, 0.0, 1.0]:
+        assert reference.ppf(q) == scipys.ppf(q), q
+    for x in [*rng.normal(0, 4, 200), 0.0, 40.0, -40.0, np.inf]:
+        assert reference.sf(x) == scipys.sf(x), x
+    assert np.isnan(reference.sf(np.nan)) and np.isnan(reference.ppf(np.nan))
