@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar
 from sqlalchemy import CompoundSelect, Select
 
 from empeval.server.errors import BadInput
-from empeval.server.store.study_parts import ConfigReader, Criterion
+from empeval.server.store.study_parts import ACTIVE_SAMPLING, ConfigReader, Criterion
 
 # A study file or a stored configuration that names no kind is a Likert study (the protocol of Rashkin et al.).
 DEFAULT_KIND = "likert"
@@ -89,6 +89,24 @@ class StudySetup:
         """What this setup adds to the stored JSON object: top-level keys, merged into those every study has (a
         key both hold, such as "design", is merged one level down)."""
         raise NotImplementedError(f"study kind {self.kind!r} does not say how its setup is stored")
+
+
+class HumanShareDesign:
+    """The model-assisted design a setup declares as fields (`human_share`, `human_share_seed`, `sampling`), answering
+    StudySetup's questions about it; the Likert and the A/B setups both have one. Put it before StudySetup in the
+    bases so that its answers are the ones taken."""
+
+    human_share: float | None
+    human_share_seed: int | None
+    sampling: str
+
+    @property
+    def actively_sampled(self) -> bool:
+        return self.sampling == ACTIVE_SAMPLING
+
+    @property
+    def human_share_and_seed(self) -> tuple[float | None, int | None]:
+        return self.human_share, self.human_share_seed
 
 
 _SETUPS: dict[str, type[StudySetup]] = {}

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from sqlalchemy import Boolean, CheckConstraint, CompoundSelect, ForeignKey, Select, String, UniqueConstraint, select
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from empeval.server.store.kinds import StudySetup, register
+from empeval.server.store.kinds import HumanShareDesign, StudySetup, register
 from empeval.server.store.models import Annotator, Assignment, Base, Response, Study, utcnow
 from empeval.server.store.study_parts import (  # noqa: F401 - the sampling names, where they were first
     ACTIVE_SAMPLING,
@@ -48,7 +48,7 @@ class Scale:
 
 @register
 @dataclass(frozen=True)
-class LikertSetup(StudySetup):
+class LikertSetup(HumanShareDesign, StudySetup):
     """What only a Likert study has: k distinct annotators per response, the scale, and optionally the human share
     of model-assisted evaluation (people rate a seeded uniform sample of `human_share` of the contexts, every
     system's response on each; judges score all items; None = people rate every context). With `sampling`
@@ -86,14 +86,6 @@ class LikertSetup(StudySetup):
             human_share=reader.number(design, "human_share", "design.human_share", None),
             human_share_seed=reader.integer(design, "human_share_seed", "design.human_share_seed", None),
             sampling=sampling)
-
-    @property
-    def actively_sampled(self) -> bool:
-        return self.sampling == ACTIVE_SAMPLING
-
-    @property
-    def human_share_and_seed(self) -> tuple[float | None, int | None]:
-        return self.human_share, self.human_share_seed
 
     def stored(self) -> dict[str, Any]:
         design: dict[str, Any] = {"ratings_per_response": self.ratings_per_response}

@@ -39,10 +39,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from empeval.server.store.kinds import StudySetup, register
+from empeval.server.store.kinds import HumanShareDesign, StudySetup, register
 from empeval.server.store.models import Annotator, Assignment, Base, Context, Response, Study, utcnow
 from empeval.server.store.study_parts import (
-    ACTIVE_SAMPLING,
     DEFAULT_CRITERIA,
     UNIFORM_SAMPLING,
     ConfigReader,
@@ -81,7 +80,7 @@ class Pair:
 
 @register
 @dataclass(frozen=True)
-class PairwiseSetup(StudySetup):
+class PairwiseSetup(HumanShareDesign, StudySetup):
     """What only a pairwise (A/B) study has.
 
     `pairs` is always the explicit list (the study file's `anchor` or all-pairs default is expanded when it is
@@ -152,14 +151,6 @@ class PairwiseSetup(StudySetup):
             human_share=reader.number(setup, "human_share", "pairwise.human_share", None),
             human_share_seed=reader.integer(setup, "human_share_seed", "pairwise.human_share_seed", None),
             sampling=reader.text(setup, "sampling", "pairwise.sampling", UNIFORM_SAMPLING))
-
-    @property
-    def actively_sampled(self) -> bool:
-        return self.sampling == ACTIVE_SAMPLING
-
-    @property
-    def human_share_and_seed(self) -> tuple[float | None, int | None]:
-        return self.human_share, self.human_share_seed
 
     def stored(self) -> dict[str, Any]:
         stored: dict[str, Any] = {"pairs": [{"first": p.first, "second": p.second} for p in self.pairs],
