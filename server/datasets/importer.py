@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from empeval.server.datasets.errors import ImportConflictError, InputFileError
 from empeval.server.datasets.model import ParsedDialogue
+from empeval.server.store.bulk import insert_returning_ids, insert_rows
 from empeval.server.store.engine import unit_of_work
 from empeval.server.store.models import Context, Dataset, Dialogue, Turn
 from empeval.server.store.storable import column_length, require_storable
@@ -104,20 +105,16 @@ def import_dialogues(
                 )
 
         for chunk in _batches(new):
-            dialogue_ids = session.execute(
-                insert(Dialogue).returning(Dialogue.id, sort_by_parameter_order=True),
-                [{"dataset_id": dataset_row.id, "conv_id": d.conv_id, "split": d.split, "emotion": d.emotion,
-                  "situation": d.situation, "content_hash": d.content_hash()} for d in chunk],
-            ).scalars().all()
+            dialogue_ids = insert_returning_ids(session, Dialogue, [
+                {"dataset_id": dataset_row.id, "conv_id": d.conv_id, "split": d.split, "emotion": d.emotion,
+                 "situation": d.situation, "content_hash": d.content_hash()} for d in chunk])
             turn_rows = [
                 {"dialogue_id": dialogue_id, "idx": t.idx, "role": t.role, "text": t.text}
                 for dialogue_id, d in zip(dialogue_ids, chunk, strict=True) for t in d.turns
             ]
             turn_ids: list[int] = []
             for turn_chunk in _batches(turn_rows):
-                turn_ids += session.execute(
-                    insert(Turn).returning(Turn.id, sort_by_parameter_order=True), turn_chunk
-                ).scalars().all()
+                turn_ids += insert_returning_ids(session, Turn, turn_chunk)
             context_rows = []
             offset = 0
             for dialogue_id, d in zip(dialogue_ids, chunk, strict=True):
@@ -126,7 +123,7 @@ def import_dialogues(
                                          "reference_turn_id": turn_ids[offset + turn_index]})
                 offset += len(d.turns)
             for context_chunk in _batches(context_rows):
-                session.execute(insert(Context), context_chunk)
+                insert_rows(session, Context, context_chunk)
             result.dialogues_added += len(chunk)
             result.turns_added += len(turn_rows)
             result.contexts_added += len(context_rows)
