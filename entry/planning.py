@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from empeval.analysis.simulate.decisions import (
+    ACTIVE_AS_DRAWN,
     RESIDUAL_BURN_IN,
     STRATEGIES,
     DecisionDesign,
@@ -196,8 +197,11 @@ def strategy_plans(*, n_systems: int, k: int, effect: float, margin: float, alph
                             rater_bias_sd=components.rater_sd, rater_noise_sd=components.noise_sd,
                             raters_per_item=k, difference_correlation=difference_correlation, pool=5000)
     plan = pilot(design, np.random.default_rng([seed, 28]), size=100_000, residual=True,
-                 residual_studies=RESIDUAL_PILOT_STUDIES, residual_rules=(RESIDUAL_BURN_IN,))
+                 residual_studies=RESIDUAL_PILOT_STUDIES, residual_rules=(RESIDUAL_BURN_IN, ACTIVE_AS_DRAWN))
     plans = plans_for(design, plan)
+    # "PPI active" is sized as `study sample` draws it and the report estimates it (Poisson, a weight per stratum of
+    # the probability), not by the with-replacement stream with one weight that the sequential design continues.
+    plans["PPI active"] = plans[ACTIVE_AS_DRAWN]
 
     medians = {}
     for strategy in ("human sequential", "PPI active sequential"):

@@ -35,7 +35,13 @@ from matplotlib.figure import Figure
 from empeval.analysis.kinds import ReportRefused
 from empeval.analysis.report.document import Block, Heading, Image, Paragraph, Table
 from empeval.analysis.report.tables import fmt, fmt_p, in_criterion_order, interval
-from empeval.analysis.stats.ppi.active import ACTIVE_PPI, is_actively_sampled, model_assisted_estimates
+from empeval.analysis.stats.ppi.active import (
+    ACTIVE_PPI,
+    MAX_PROBABILITY_STRATA,
+    MIN_RATED_PER_STRATUM,
+    is_actively_sampled,
+    model_assisted_estimates,
+)
 from empeval.analysis.stats.ppi.agreement import ALL_SYSTEMS, calibration_table, judge_agreement
 from empeval.analysis.stats.ppi.crossfit import crossppi_paired_differences, crossppi_system_means
 from empeval.analysis.stats.ppi.differences import difference_correlations, item_score_differences, ppi_pair_differences
@@ -517,6 +523,15 @@ def judged_methods(tables: JudgedTables, *, correction_name: str, family_words: 
                      "tuning, PPI++ (Angelopoulos, Duchi and Zrnic 2023): the judge's mean over every context "
                      "corrected by the mean difference between the human label and the judge on the human-rated "
                      "contexts, the judge's weight λ chosen to minimise the variance.")
+    if tables.estimator == ACTIVE_PPI:
+        estimator += (" The contexts were drawn with recorded probabilities that follow the judges' uncertainty "
+                      "(active statistical inference, Zrnic and Candès, ICML 2024): each rated context is weighted by "
+                      "the inverse of its probability, and λ and an offset are tuned apart in up to "
+                      f"{MAX_PROBABILITY_STRATA} strata of that probability, each with at least "
+                      f"{MIN_RATED_PER_STRATUM} rated contexts (stratified PPI, Fisch et al., NeurIPS 2024), so that "
+                      "the judge gets more weight on the contexts it is sure of; λ in the tables is their mean over "
+                      "the contexts, and the variance is widened by n / (n − 2 (S − 1)) for the S strata's extra "
+                      "weights tuned on the same n rated contexts.")
     if tables.pairs_estimator == PAIR_PPI:
         estimator += (f" The paired differences use the judge of differences {tables.pair_judge}, which compared the "
                       "two systems' responses to each context (a pairwise judge is asked in both orders and its two "

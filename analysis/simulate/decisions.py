@@ -29,7 +29,8 @@ the inverse-probability weights of active inference, Zrnic and Candès 2024):
   when every comparison is decided (or at ``max_factor`` x the human planner's n);
 - ``PPI uniform`` / ``PPI active``: the fixed design with the judge, the planner's n computed for its variance;
   active draws follow empeval's own rule (``analysis.stats.ppi.active.sampling_probabilities``: the square root of
-  the judges' uncertainty, mixed 50/50 with uniform), as ``empeval study sample`` draws;
+  the judges' uncertainty, mixed 50/50 with uniform), as ``empeval study sample`` draws, here with replacement and
+  one lambda (the report's estimator is ``ACTIVE_AS_DRAWN``'s);
 - ``PPI active sequential``: those draws, the confidence sequence, stopping when decided;
 - ``PPI active, calibrated``: draws on the pilot's prediction of each context's squared residual (intercept +
   slope x uncertainty: the people's own noise is in the residual too, which the judges' uncertainty does not see),
@@ -45,7 +46,11 @@ the inverse-probability weights of active inference, Zrnic and Candès 2024):
   planner's n comes from the mean squared standard error of a few pilot studies at uniform PPI's n. Beside it, drawn
   and estimated the same way, its like-for-like references ``PPI uniform, Poisson`` and ``PPI active, oracle
   residual`` (probabilities proportional to the true sqrt E[(d - lam g)^2 | w_c], ``DecisionDesign.
-  residual_variance``: the ceiling of any residual model on this generator).
+  residual_variance``: the ceiling of any residual model on this generator);
+- ``PPI active, as drawn`` (``ACTIVE_AS_DRAWN``, with the Poisson designs): empeval's single active draw and the
+  report's estimator exactly: Poisson sampling with ``sampling_probabilities`` of the judges' uncertainty for the
+  planner's n, ``ipw_ppi_mean_interval`` with lambda and c tuned per stratum of the probability
+  (``probability_strata``), as every Poisson design here is estimated.
 
 The generator's assumption about what features show (stated, not measured): the judge's error variance w_c is
 partly visible in the judges' disagreement (w_c times log-normal noise, above), in the size of the judge's own
@@ -64,7 +69,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval
+from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval, probability_strata
 from empeval.analysis.stats.ppi.active_draw import sampling_probabilities
 from empeval.analysis.stats.ppi.active_phases import (
     DEFAULT_BURN_IN,
@@ -84,7 +89,11 @@ RESIDUAL_BURN_IN = "PPI active, residual burn-in"
 #: proportional to its square root, unmixed: the most any residual model could give on this generator).
 POISSON_UNIFORM = "PPI uniform, Poisson"
 ORACLE_RESIDUAL = "PPI active, oracle residual"
-POISSON_STRATEGIES = (RESIDUAL_BURN_IN, POISSON_UNIFORM, ORACLE_RESIDUAL)
+#: empeval's single active draw exactly as `empeval study sample` draws it and the report estimates it: Poisson
+#: sampling with ``sampling_probabilities`` of the judges' uncertainty, the weighted PPI++ with its weight and offset
+#: tuned per stratum of the probability (``analysis.stats.ppi.active.probability_strata``).
+ACTIVE_AS_DRAWN = "PPI active, as drawn"
+POISSON_STRATEGIES = (RESIDUAL_BURN_IN, POISSON_UNIFORM, ORACLE_RESIDUAL, ACTIVE_AS_DRAWN)
 UNDECIDED, A_BETTER, B_BETTER, EQUIVALENT = 0, 1, 2, 3
 #: The share of the active probabilities mixed with uniform (robustness when the uncertainty misleads).
 DEFAULT_UNIFORM_MIX = 0.2
@@ -274,8 +283,9 @@ class Pilot:
 def residual_burn_in_study(design: DecisionDesign, pool: SimulatedPool, rng: np.random.Generator,
                            budget: float, rule: str = RESIDUAL_BURN_IN) -> tuple[np.ndarray, np.ndarray, int]:
     """One study drawn by Poisson sampling on the pool with `budget` contexts expected in all, under `rule` (one of
-    ``POISSON_STRATEGIES``: the two-phase design of the module docstring, uniform, or the oracle): per pair the
-    estimate and its standard error (analysis.stats.ppi.active.ipw_ppi_mean_interval), and the contexts rated."""
+    ``POISSON_STRATEGIES``: the two-phase design of the module docstring, uniform, the oracle, or empeval's single
+    active draw): per pair the estimate and its standard error (analysis.stats.ppi.active.ipw_ppi_mean_interval with
+    the report's strata of the probability), and the contexts rated."""
     n = pool.d.shape[0]
     budget = min(float(budget), 0.9 * n)
     if rule == RESIDUAL_BURN_IN:
@@ -289,6 +299,9 @@ def residual_burn_in_study(design: DecisionDesign, pool: SimulatedPool, rng: np.
     elif rule == POISSON_UNIFORM:
         probability = np.full(n, budget / n)
         rated = rng.random(n) < probability
+    elif rule == ACTIVE_AS_DRAWN:
+        probability = sampling_probabilities(pool.uncertainty, budget)
+        rated = rng.random(n) < probability
     elif rule == ORACLE_RESIDUAL:
         if pool.error_variance is None:
             raise ValueError("the oracle needs the pool's error variances (simulate_pool keeps them)")
@@ -298,7 +311,9 @@ def residual_burn_in_study(design: DecisionDesign, pool: SimulatedPool, rng: np.
         raise ValueError(f"rule must be one of {POISSON_STRATEGIES}, got {rule!r}")
     estimates, errors = np.empty(pool.d.shape[1]), np.empty(pool.d.shape[1])
     for pair in range(pool.d.shape[1]):
-        result = ipw_ppi_mean_interval(np.where(rated, pool.d[:, pair], np.nan), pool.g[:, pair], probability)
+        labels = np.where(rated, pool.d[:, pair], np.nan)
+        result = ipw_ppi_mean_interval(labels, pool.g[:, pair], probability,
+                                       strata=probability_strata(probability, rated))
         estimates[pair] = result["ppi_mean"]
         errors[pair] = (result["ppi_ci_high"] - result["ppi_mean"]) / stats.norm.ppf(0.975)
     return estimates, errors, int(rated.sum())

@@ -11,6 +11,7 @@ import pytest
 
 from empeval.analysis.report.judged import (
     ACTIVE_CROSS_FIT_REFUSED,
+    ACTIVE_PPI,
     CROSS_PPI,
     JudgeCoverageError,
     calibration_plot,
@@ -18,6 +19,7 @@ from empeval.analysis.report.judged import (
     judged_tables,
 )
 from empeval.analysis.simulate.judges import GOOD_JUDGE, simulate_judged_study
+from empeval.analysis.stats.ppi.active import MAX_PROBABILITY_STRATA
 from empeval.analysis.stats.ppi.crossfit import cross_fit_judge
 from empeval.analysis.stats.ppi.estimates import ppi_paired_differences, ppi_system_means
 
@@ -97,6 +99,23 @@ def test_a_learned_judge_gets_no_unweighted_estimates_in_an_actively_sampled_stu
     uniform = judged_tables(study.human_ratings, scores, judge="learned", cross_fitted=True, n_boot=50,
                             design_sample=drawn.drop(columns="inclusion_probability"))
     assert uniform.means is not None and uniform.estimator == CROSS_PPI
+
+
+def test_an_actively_sampled_study_is_weighted_and_its_methods_say_how_the_judges_weight_was_tuned(study):
+    """A judge that does not learn, contexts drawn with recorded unequal probabilities: the inverse-probability
+    weighted estimator, and the methods name the active draw and the weight tuned per stratum of the probability."""
+    contexts = sorted(set(study.judge_scores["context_id"].astype(str)))
+    rated = set(map(str, study.rated_contexts))
+    drawn = pd.DataFrame({"context_id": contexts, "sampled": [c in rated for c in contexts],
+                          "inclusion_probability": [0.4 if i % 2 else 0.15 for i in range(len(contexts))]})
+    drawn.attrs.update(human_share=0.25, human_share_seed=4)
+    tables = tables_of(study, design_sample=drawn)
+    assert tables.estimator == ACTIVE_PPI and tables.means["ppi_ci_low"].notna().all()
+    text = " ".join(_section_text(tables).split())
+    assert "Zrnic and Candès, ICML 2024" in text and "stratified PPI, Fisch et al." in text
+    assert f"up to {MAX_PROBABILITY_STRATA} strata" in text
+    uniform = " ".join(_section_text(tables_of(study)).split())
+    assert "stratified PPI" not in uniform
 
 
 def test_the_section_says_its_intervals_reach_new_raters_whichever_estimator_made_them(study):

@@ -171,7 +171,7 @@ def _weighted_net_preferences(real: pd.DataFrame, pair_scores: pd.DataFrame, des
     """``model_assisted_net_preferences`` for an actively sampled study (module docstring): per criterion and pair
     the weighted PPI++ mean net preference over every context of ``design_sample``, each weighted by the inverse
     of its recorded ``inclusion_probability``."""
-    from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval, observed_probabilities
+    from empeval.analysis.stats.ppi.active import ipw_ppi_mean_interval, observed_probabilities, probability_strata
     from empeval.analysis.stats.ppi.tables import MIN_HUMAN_CONTEXTS
 
     contexts = design_sample["context_id"].astype(str).to_numpy()  # the export's ids may be read back as text
@@ -201,7 +201,7 @@ def _weighted_net_preferences(real: pd.DataFrame, pair_scores: pd.DataFrame, des
         names = ("human_diff", "human_ci_low", "human_ci_high", "ppi_diff", "ppi_ci_low", "ppi_ci_high", "p_ppi",
                  "lam", "width_ratio", "effective_n_human")
         if not row["note"]:
-            result = ipw_ppi_mean_interval(y, f, pi, ci_level=ci_level)
+            result = ipw_ppi_mean_interval(y, f, pi, ci_level=ci_level, strata=probability_strata(pi, y))
             row.update({name: result[key] for key, name in zip(keys, names, strict=True)})
             with np.errstate(invalid="ignore", divide="ignore"):
                 row["correlation"] = (float(np.corrcoef(y[drawn], f[drawn])[0, 1])

@@ -18,8 +18,10 @@ from empeval.analysis.stats.ppi.active import (
     active_system_means,
     ipw_power_tuning,
     ipw_ppi_mean_interval,
+    ipw_stratified_tuning,
     model_assisted_estimates,
     observed_probabilities,
+    probability_strata,
 )
 from empeval.analysis.stats.ppi.active_draw import sampling_probabilities
 from empeval.analysis.stats.ppi.estimates import ppi_mean_interval
@@ -117,6 +119,72 @@ def test_a_useless_judge_gets_no_weight_and_constant_probabilities_give_the_unif
     assert ipw_power_tuning(y, rng.normal(0, 1, 400), np.full(400, 0.3))[0] < 0.15
     result = ipw_ppi_mean_interval(y, np.full(400, 2.0), np.full(400, 0.3))
     assert result["lam"] == 0.0 and result["human_mean"] == pytest.approx(labels[drawn].mean())
+
+
+def test_strata_cut_the_probabilities_into_the_most_groups_that_keep_enough_rated_contexts_each():
+    rng = np.random.default_rng(8)
+    pi = np.sort(rng.uniform(0.05, 0.6, 1000))
+    rated = rng.random(1000) < pi
+    strata = probability_strata(pi, rated, max_strata=8, min_rated=25)
+    counts = np.bincount(strata[rated])
+    assert 1 < counts.size < 8 and counts.min() >= 25  # the rarely drawn eighth holds too few rated contexts
+    finer = np.searchsorted(np.quantile(pi, np.arange(1, counts.size + 1) / (counts.size + 1)), pi, side="left")
+    assert np.bincount(finer[rated]).min() < 25  # one stratum more would leave one short: the most that fit
+    assert (np.diff(strata) >= 0).all()  # sorted probabilities: strata never go back down
+    assert (probability_strata(pi, np.where(rated, 1.0, np.nan), max_strata=8, min_rated=25) == strata).all()
+    many = int(rated.sum()) // 5
+    fewer = probability_strata(pi, rated, max_strata=8, min_rated=many)
+    assert 1 < np.unique(fewer).size < counts.size and np.bincount(fewer[rated]).min() >= many
+    assert np.unique(probability_strata(pi, rated, max_strata=8, min_rated=10_000)).size == 1
+    assert np.unique(probability_strata(np.full(1000, 0.2), rated)).size == 1  # a uniform draw
+    ties = probability_strata(np.repeat([0.1, 0.5], [900, 100]), np.ones(1000, dtype=bool), min_rated=10)
+    assert np.unique(ties[:900]).size == 1 and np.unique(ties[900:]).size == 1 and ties[0] != ties[-1]
+    with pytest.raises(ValueError, match="one entry per context"):
+        probability_strata(pi, rated[:10])
+
+
+def test_one_stratum_tunes_as_the_pooled_rule_and_bad_strata_are_refused():
+    rng = np.random.default_rng(4)
+    labels, judge, uncertainty = _population(rng, informative=True)
+    pi = sampling_probabilities(uncertainty, BUDGET)
+    y = np.where(rng.random(N) < pi, labels, np.nan)
+    lam, offset = ipw_stratified_tuning(y, judge, pi, np.zeros(N, dtype=int))
+    pooled_lam, pooled_offset = ipw_power_tuning(y, judge, pi)
+    assert np.allclose(lam, pooled_lam) and np.allclose(offset, pooled_offset)
+    with pytest.raises(ValueError, match="non-negative integers, one per context"):
+        ipw_stratified_tuning(y, judge, pi, np.zeros(N))
+    with pytest.raises(ValueError, match="non-negative integers, one per context"):
+        ipw_stratified_tuning(y, judge, pi, np.zeros(N - 1, dtype=int))
+
+
+def test_a_weight_per_probability_stratum_trusts_the_judge_where_it_is_sure_and_keeps_an_honest_variance():
+    """Stratified PPI (Fisch et al. 2024) on the active draw: the contexts the judge is sure of (drawn rarely) get
+    a weight near 1, the others less; the intervals cover, are narrower than one weight for all, and their
+    estimated variance (with the degrees-of-freedom factor) matches the estimates' spread over the studies."""
+    rng = np.random.default_rng(21)
+    errors, variances, widths, pooled_widths, weights = [], [], [], [], []
+    for _ in range(400):
+        labels, judge, uncertainty = _population(rng, informative=True)
+        pi = sampling_probabilities(uncertainty, 2 * BUDGET)
+        y = np.where(rng.random(N) < pi, labels, np.nan)
+        strata = probability_strata(pi, y)
+        result = ipw_ppi_mean_interval(y, judge, pi, strata=strata)
+        pooled = ipw_ppi_mean_interval(y, judge, pi)
+        assert result["strata"] == np.unique(strata).size > 1 and pooled["strata"] == 1
+        se = (result["ppi_ci_high"] - result["ppi_mean"]) / 1.959964
+        errors.append(result["ppi_mean"] - TRUE_MEAN)  # the contexts are a sample too: Var(Z) / N counts it
+        variances.append(se**2)
+        widths.append(result["ppi_ci_high"] - result["ppi_ci_low"])
+        pooled_widths.append(pooled["ppi_ci_high"] - pooled["ppi_ci_low"])
+        lam, _ = ipw_stratified_tuning(y, judge, pi, strata)
+        weights.append((lam[strata == 0].mean(), lam[strata == strata.max()].mean()))
+    errors = np.asarray(errors)
+    coverage = np.mean(np.abs(errors) <= 1.959964 * np.sqrt(variances))
+    assert coverage >= 0.93, coverage
+    assert 0.9 <= np.mean(variances) / np.mean(errors**2) <= 1.15, (np.mean(variances), np.mean(errors**2))
+    assert np.mean(widths) < 0.98 * np.mean(pooled_widths), (np.mean(widths), np.mean(pooled_widths))
+    sure, unsure = np.mean(weights, axis=0)
+    assert sure > 0.9 and unsure < sure - 0.1, (sure, unsure)
 
 
 def _tidy_study(seed: int):
