@@ -218,6 +218,10 @@ def ipw_stratified_tuning(labels, judged, probabilities, strata) -> tuple[np.nda
         raise ValueError(f"strata must be non-negative integers, one per context; got {strata.dtype} {strata.shape} "
                          f"for {y.size} contexts")
     drawn = ~np.isnan(y)
+    values, rated = np.unique(strata), np.bincount(strata[drawn], minlength=strata.max() + 1)
+    if (short := [int(s) for s in values if rated[s] < MIN_HUMAN_CONTEXTS]):
+        raise ValueError(f"stratum {short[0]} has {int(rated[short[0]])} rated context(s); each stratum needs at least "
+                         f"{MIN_HUMAN_CONTEXTS} to tune its weight (probability_strata makes strata that have)")
     weight = np.where(drawn, 1.0 / pi, 0.0)
     a = np.where(drawn, y, 0.0) * weight
     d = 1.0 - weight
@@ -264,7 +268,7 @@ def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.
     offset=0``: Zrnic and Candès's active inference; ``lam=0, offset=0``: Horvitz-Thompson). ``df`` (the raters
     less one, when raters are taken as a sample: ``estimates``' module docstring) takes both intervals' quantiles
     and p-values from Student's t with ``df`` degrees of freedom instead of the normal. ``strata`` (one integer per
-    context, e.g. ``probability_strata``) with ``lam`` None tunes a (lambda, c) per stratum
+    context, e.g. ``probability_strata``) with ``lam`` and ``offset`` None tunes a (lambda, c) per stratum
     (``ipw_stratified_tuning``); the estimate stays unbiased for any fixed weights, and its variance is estimated
     the same way times n / (n - 2 (S - 1)) for the S strata's extra tuned pairs (n the rated contexts), the usual
     degrees-of-freedom factor of a fitted regression's residual variance.
@@ -311,7 +315,7 @@ def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.
     n_strata = 1
     weights: np.ndarray | float  # the judge's weight lambda: per context when tuned per stratum
     offsets: np.ndarray | float
-    if lam is None and strata is not None and np.unique(strata).size > 1:
+    if lam is None and offset is None and strata is not None and np.unique(strata).size > 1:
         weights, offsets = ipw_stratified_tuning(y, f, pi, strata)
         n_strata = int(np.unique(strata).size)
     else:

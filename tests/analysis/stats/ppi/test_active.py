@@ -155,6 +155,10 @@ def test_one_stratum_tunes_as_the_pooled_rule_and_bad_strata_are_refused():
         ipw_stratified_tuning(y, judge, pi, np.zeros(N))
     with pytest.raises(ValueError, match="non-negative integers, one per context"):
         ipw_stratified_tuning(y, judge, pi, np.zeros(N - 1, dtype=int))
+    lonely = np.zeros(N, dtype=int)
+    lonely[np.flatnonzero(np.isnan(y))[:5]] = 1  # a stratum of contexts nobody rated
+    with pytest.raises(ValueError, match="stratum 1 has 0 rated context"):
+        ipw_ppi_mean_interval(y, judge, pi, strata=lonely)
 
 
 def test_a_weight_per_probability_stratum_trusts_the_judge_where_it_is_sure_and_keeps_an_honest_variance():
