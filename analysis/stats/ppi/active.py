@@ -169,7 +169,7 @@ def probability_strata(probabilities, rated, *, max_strata: int = MAX_PROBABILIT
     """
     pi = np.asarray(probabilities, dtype=float)
     rated = np.asarray(rated)
-    rated = np.isfinite(rated) if rated.dtype.kind == "f" else rated.astype(bool)
+    rated = np.isfinite(rated) if np.issubdtype(rated.dtype, np.floating) else rated.astype(bool)
     if pi.shape != rated.shape:
         raise ValueError(f"probabilities and rated must have one entry per context, got {pi.shape} and {rated.shape}")
     for count in range(max(1, max_strata), 1, -1):
@@ -214,7 +214,7 @@ def ipw_stratified_tuning(labels, judged, probabilities, strata) -> tuple[np.nda
     """
     y, f, pi = _checked(labels, judged, probabilities)
     strata = np.asarray(strata)
-    if strata.shape != y.shape or strata.dtype.kind not in "iu" or (strata < 0).any():
+    if strata.shape != y.shape or not np.issubdtype(strata.dtype, np.integer) or (strata < 0).any():
         raise ValueError(f"strata must be non-negative integers, one per context; got {strata.dtype} {strata.shape} "
                          f"for {y.size} contexts")
     drawn = ~np.isnan(y)
