@@ -310,10 +310,10 @@ def residual_burn_in_study(design: DecisionDesign, pool: SimulatedPool, rng: np.
     else:
         raise ValueError(f"rule must be one of {POISSON_STRATEGIES}, got {rule!r}")
     estimates, errors = np.empty(pool.d.shape[1]), np.empty(pool.d.shape[1])
+    strata = probability_strata(probability, rated)  # every pair is rated on the same contexts
     for pair in range(pool.d.shape[1]):
         labels = np.where(rated, pool.d[:, pair], np.nan)
-        result = ipw_ppi_mean_interval(labels, pool.g[:, pair], probability,
-                                       strata=probability_strata(probability, rated))
+        result = ipw_ppi_mean_interval(labels, pool.g[:, pair], probability, strata=strata)
         estimates[pair] = result["ppi_mean"]
         errors[pair] = (result["ppi_ci_high"] - result["ppi_mean"]) / stats.norm.ppf(0.975)
     return estimates, errors, int(rated.sum())

@@ -226,23 +226,21 @@ def ipw_stratified_tuning(labels, judged, probabilities, strata) -> tuple[np.nda
     a = np.where(drawn, y, 0.0) * weight
     d = 1.0 - weight
     c = f * d
-    members = [strata == s for s in np.unique(strata)]
+    members = [strata == s for s in values]
     varies = [bool(np.var(c[m]) > 0 and np.var(f[m]) > 0) for m in members]
+    with_offset = [m for m in members if np.var(d[m]) > 0]
+    offset_columns = [np.where(m, d, 0.0) for m in with_offset]
     lam = np.zeros(y.size)
     columns = [np.where(m, c, 0.0) for m, v in zip(members, varies, strict=True) if v]
     if columns:
-        offsets = [np.where(m, d, 0.0) for m in members if np.var(d[m]) > 0]
-        coefficients = _least_squares(np.column_stack([np.ones(y.size), *columns, *offsets]), -a)
+        coefficients = _least_squares(np.column_stack([np.ones(y.size), *columns, *offset_columns]), -a)
         tuned = iter(np.clip(coefficients[1:1 + len(columns)], 0.0, 1.0))
         for m, v in zip(members, varies, strict=True):
             if v:
                 lam[m] = next(tuned)
     offset = np.zeros(y.size)
-    rest = a + lam * c
-    with_offset = [m for m in members if np.var(d[m]) > 0]
     if with_offset:
-        coefficients = _least_squares(np.column_stack([np.ones(y.size), *(np.where(m, d, 0.0) for m in with_offset)]),
-                                      -rest)
+        coefficients = _least_squares(np.column_stack([np.ones(y.size), *offset_columns]), -(a + lam * c))
         for m, value in zip(with_offset, coefficients[1:], strict=True):
             offset[m] = value
     return lam, offset
@@ -312,13 +310,13 @@ def ipw_ppi_mean_interval(labels, judged, probabilities, *, ci_level: float = 0.
         raise ValueError(f"need at least {MIN_HUMAN_CONTEXTS} human-rated contexts, got {n_drawn} of {n_total}")
     weight = np.where(drawn, 1.0 / pi, 0.0)
     y0 = np.where(drawn, y, 0.0)
-    n_strata = 1
+    n_strata = 1 if strata is None else int(np.unique(strata).size)
     weights: np.ndarray | float  # the judge's weight lambda: per context when tuned per stratum
     offsets: np.ndarray | float
-    if lam is None and offset is None and strata is not None and np.unique(strata).size > 1:
+    if lam is None and offset is None and strata is not None and n_strata > 1:
         weights, offsets = ipw_stratified_tuning(y, f, pi, strata)
-        n_strata = int(np.unique(strata).size)
     else:
+        n_strata = 1
         if lam is None:
             weights, tuned = ipw_power_tuning(y, f, pi)
         else:
